@@ -1,0 +1,3 @@
+module github.com/uring-redis/uring-redis-operator
+
+go 1.23
