@@ -1,0 +1,93 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/powercut"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/suite"
+)
+
+type powercutRun struct {
+	trials, clients  int
+	loadMin, loadMax time.Duration
+}
+
+func defaultPowercut(trials int) *powercutRun {
+	return &powercutRun{trials: trials, clients: 50, loadMin: 500 * time.Millisecond, loadMax: 2500 * time.Millisecond}
+}
+
+// run cuts the power `trials` times per mode. Durable modes must lose
+// nothing; for the others the loss is measured and reported. Whatever the
+// mode, the server must restart and no key may hold a value never written.
+func (p *powercutRun) run(e *env, modes []server.Mode) {
+	var noModeLost, noModeRan bool
+	for _, m := range modes {
+		name := "powercut/" + m.Name
+		if m.Uring && e.caps.UringSkip != "" {
+			e.rep.Add(suite.Result{Name: name, Status: suite.Skip, Detail: e.caps.UringSkip})
+			continue
+		}
+		cfg := powercut.Config{
+			Bin: e.bin, WorkDir: e.work, Mode: m, Clients: p.clients,
+			LoadMin: p.loadMin, LoadMax: p.loadMax, ValueSize: 64, FSSizeMiB: 256, Rand: e.rnd,
+		}
+		var trials []powercut.Trial
+		for i := 1; i <= p.trials; i++ {
+			t := powercut.Run(cfg, i)
+			trials = append(trials, t)
+			line := fmt.Sprintf("%s trial %d/%d: cut after %.2fs, %d acked (%.0f/s, %d after the cut), lost %d",
+				m.Name, i, p.trials, t.LoadSeconds, t.Acked, t.AckedPerSec, t.AckedAfterCut, t.Lost)
+			if t.Lost > 0 {
+				line += fmt.Sprintf(" (oldest lost ack %.0f ms before the cut)", t.LossWindowMs)
+			}
+			if t.Survived > 0 {
+				line += fmt.Sprintf(", newest surviving ack %.0f ms before the cut", t.LastSurvivorMs)
+			} else if t.Acked > 0 {
+				line += ", nothing survived"
+			}
+			if t.InFlightFound > 0 {
+				line += fmt.Sprintf(", %d unacknowledged in-flight writes survived", t.InFlightFound)
+			}
+			if t.Error != "" {
+				line += ", ERROR: " + t.Error
+			}
+			e.rep.Logf("%s", line)
+		}
+		s := powercut.Summarize(m, trials)
+		res := suite.Result{Name: name, Metrics: s, Status: suite.Pass}
+		detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial, loss window up to %.0f ms), %.0f acked/s",
+			s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.MaxLossWindowMs, s.MeanAckedPerSec)
+		switch {
+		case s.Errors > 0:
+			res.Status = suite.Fail
+			detail = fmt.Sprintf("%d of %d trials failed (restart or corruption; see trial lines); ", s.Errors, s.Trials) + detail
+		case m.Durable() && s.Lost > 0:
+			res.Status = suite.Fail
+			detail = "durable mode lost acknowledged writes: " + detail
+		case m.Durable():
+			detail = "0 acknowledged writes lost: " + detail
+		default:
+			detail = "measured (not asserted): " + detail
+		}
+		res.Detail = detail
+		e.rep.Add(res)
+		if m == server.No {
+			noModeRan = true
+			noModeLost = noModeLost || s.TrialsWithLoss > 0
+		}
+	}
+	// `appendfsync no` never fsyncs during a short load, so a working cut
+	// must lose something there; if not, the cut did not cut and the
+	// zero-loss results above prove nothing.
+	if noModeRan {
+		res := suite.Result{Name: "powercut/cut-is-effective", Status: suite.Pass,
+			Detail: "appendfsync no lost acknowledged writes, so the cut discards unsynced data"}
+		if !noModeLost {
+			res.Status = suite.Fail
+			res.Detail = "appendfsync no lost nothing: the power cut did not discard unsynced data"
+		}
+		e.rep.Add(res)
+	}
+}

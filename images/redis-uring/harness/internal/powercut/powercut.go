@@ -1,0 +1,276 @@
+// Package powercut cuts the power under a loaded server and checks which
+// acknowledged writes survive.
+//
+// One trial: fresh ext4 on a loop device; server with its AOF on it; Clients
+// goroutines, each on its own connection, SET distinct keys one at a time and
+// record the instant every OK arrives; after a random load time the
+// filesystem is shut down with EXT4_IOC_SHUTDOWN(NOLOGFLUSH) and the server
+// SIGKILLed; unmount, mount (journal replay), restart the server on the same
+// directory, read every key back. An acknowledged key that is missing is a
+// lost write; a key present with a value we never wrote is corruption.
+package powercut
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/loopfs"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/resp"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
+)
+
+// Config of a series of trials.
+type Config struct {
+	Bin       server.Binaries
+	WorkDir   string
+	Mode      server.Mode
+	Clients   int
+	LoadMin   time.Duration // the cut comes after a uniform random
+	LoadMax   time.Duration // load time in [LoadMin, LoadMax]
+	ValueSize int
+	FSSizeMiB int
+	Rand      *rand.Rand
+}
+
+// Trial is the outcome of one power cut.
+type Trial struct {
+	Mode        string  `json:"mode"`
+	LoadSeconds float64 `json:"load_seconds"`
+	Acked       int     `json:"acked"`
+	AckedPerSec float64 `json:"acked_per_second"`
+	// AckedAfterCut counts acknowledgements read after the shutdown ioctl
+	// returned (legitimate only if their fsync completed before the cut).
+	AckedAfterCut int `json:"acked_after_cut"`
+	Lost          int `json:"lost"`
+	Survived      int `json:"survived"`
+	Corrupt       int `json:"corrupt"`
+	InFlightFound int `json:"in_flight_found"`
+	// LossWindowMs: cut minus the acknowledgement time of the oldest lost
+	// write — how far back in time the cut reached. 0 when nothing was lost.
+	LossWindowMs float64 `json:"loss_window_ms"`
+	// LastSurvivorMs: cut minus the acknowledgement time of the newest write
+	// that survived (negative when it was acknowledged while the shutdown
+	// ioctl ran or after it). Meaningless when Survived is 0.
+	LastSurvivorMs float64 `json:"last_survivor_before_cut_ms"`
+	// Refusal is an error reply a client got (the disk was gone); expected.
+	Refusal string `json:"refusal,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+type worker struct {
+	acks     []time.Duration // acks[i] = ack time of key i, since load start
+	inFlight bool            // one SET sent whose reply never came
+	err      error
+}
+
+func key(w, i int) string { return "pc:" + strconv.Itoa(w) + ":" + strconv.Itoa(i) }
+
+func value(w, i, size int) string {
+	v := strconv.Itoa(w) + ":" + strconv.Itoa(i) + ":"
+	if len(v) < size {
+		v += strings.Repeat("x", size-len(v))
+	}
+	return v
+}
+
+// Run performs one trial.
+func Run(cfg Config, n int) Trial {
+	t := Trial{Mode: cfg.Mode.Name}
+	if err := run(cfg, n, &t); err != nil {
+		t.Error = err.Error()
+	}
+	return t
+}
+
+func run(cfg Config, n int, t *Trial) error {
+	name := fmt.Sprintf("powercut-%s-%d", cfg.Mode.Name, n)
+	fs, err := loopfs.Create(cfg.WorkDir, name, cfg.FSSizeMiB)
+	if err != nil {
+		return err
+	}
+	defer fs.Close()
+	opts := server.Options{
+		Bin: cfg.Bin, Mode: cfg.Mode, Name: name,
+		DataDir:  filepath.Join(fs.Mount, "data"),
+		StateDir: filepath.Join(cfg.WorkDir, name+".state"),
+	}
+	srv, err := server.Start(opts)
+	if err != nil {
+		return err
+	}
+	defer srv.Kill()
+	if err := srv.CheckEngine(); err != nil {
+		return err
+	}
+
+	workers := make([]*worker, cfg.Clients)
+	conns := make([]*resp.Conn, cfg.Clients)
+	for i := range conns {
+		if conns[i], err = srv.Dial(); err != nil {
+			return err
+		}
+		defer conns[i].Close()
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		workers[w] = &worker{acks: make([]time.Duration, 0, 4096)}
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			st, c := workers[w], conns[w]
+			for i := 0; ; i++ {
+				st.inFlight = true
+				v, err := c.Do("SET", key(w, i), value(w, i, cfg.ValueSize))
+				if err != nil {
+					st.err = err
+					return
+				}
+				if v != "OK" {
+					st.err = fmt.Errorf("SET replied %v", v)
+					return
+				}
+				st.acks = append(st.acks, time.Since(start))
+				st.inFlight = false
+			}
+		}(w)
+	}
+
+	load := cfg.LoadMin + time.Duration(cfg.Rand.Int63n(int64(cfg.LoadMax-cfg.LoadMin)+1))
+	time.Sleep(load)
+	cut := time.Since(start)
+	cutErr := fs.PowerCut()
+	cutDone := time.Since(start)
+	srv.Kill()
+	wg.Wait()
+	if cutErr != nil {
+		return cutErr
+	}
+	t.LoadSeconds = cut.Seconds()
+	for _, st := range workers {
+		t.Acked += len(st.acks)
+		for _, a := range st.acks {
+			if a > cutDone {
+				t.AckedAfterCut++
+			}
+		}
+		if st.err != nil && resp.IsServerError(st.err) {
+			t.Refusal = st.err.Error()
+		}
+	}
+	t.AckedPerSec = float64(t.Acked) / cut.Seconds()
+
+	if err := fs.Unmount(); err != nil {
+		return err
+	}
+	if err := fs.Remount(); err != nil {
+		return err
+	}
+	opts.Name = name + "-restart"
+	srv2, err := server.Start(opts)
+	if err != nil {
+		return fmt.Errorf("restart after power cut: %w", err)
+	}
+	defer srv2.Kill()
+	return verify(cfg, srv2, workers, cut, t)
+}
+
+func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration, t *Trial) error {
+	c, err := srv.Dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Minute))
+	const batch = 1000
+	oldestLost, newestSurvivor := time.Duration(-1), time.Duration(-1)
+	for w, st := range workers {
+		total := len(st.acks)
+		if st.inFlight {
+			total++
+		}
+		for lo := 0; lo < total; lo += batch {
+			hi := min(lo+batch, total)
+			keys := make([]string, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				keys = append(keys, key(w, i))
+			}
+			vals, present, err := c.MGet(keys)
+			if err != nil {
+				return err
+			}
+			for j, i := 0, lo; i < hi; i, j = i+1, j+1 {
+				if present[j] && vals[j] != value(w, i, cfg.ValueSize) {
+					t.Corrupt++
+					continue
+				}
+				if i == len(st.acks) { // the unacknowledged in-flight SET
+					if present[j] {
+						t.InFlightFound++
+					}
+					continue
+				}
+				ack := st.acks[i]
+				if !present[j] {
+					t.Lost++
+					if oldestLost < 0 || ack < oldestLost {
+						oldestLost = ack
+					}
+				} else {
+					t.Survived++
+					newestSurvivor = max(newestSurvivor, ack)
+				}
+			}
+		}
+	}
+	if oldestLost >= 0 {
+		t.LossWindowMs = float64(cut-oldestLost) / float64(time.Millisecond)
+	}
+	if newestSurvivor >= 0 {
+		t.LastSurvivorMs = float64(cut-newestSurvivor) / float64(time.Millisecond)
+	}
+	if t.Corrupt > 0 {
+		return errors.New("keys hold values that were never written")
+	}
+	return nil
+}
+
+// Summary aggregates trials of one mode.
+type Summary struct {
+	Mode            string  `json:"mode"`
+	Durable         bool    `json:"durable"`
+	Trials          int     `json:"trials"`
+	Errors          int     `json:"errors"`
+	Acked           int     `json:"acked"`
+	Lost            int     `json:"lost"`
+	TrialsWithLoss  int     `json:"trials_with_loss"`
+	MaxLost         int     `json:"max_lost_in_a_trial"`
+	MaxLossWindowMs float64 `json:"max_loss_window_ms"`
+	MeanAckedPerSec float64 `json:"mean_acked_per_second"`
+	Trial           []Trial `json:"trial"`
+}
+
+// Summarize folds trials into a Summary.
+func Summarize(mode server.Mode, trials []Trial) Summary {
+	s := Summary{Mode: mode.Name, Durable: mode.Durable(), Trials: len(trials), Trial: trials}
+	for _, t := range trials {
+		if t.Error != "" {
+			s.Errors++
+		}
+		s.Acked += t.Acked
+		s.Lost += t.Lost
+		if t.Lost > 0 {
+			s.TrialsWithLoss++
+		}
+		s.MaxLost = max(s.MaxLost, t.Lost)
+		s.MaxLossWindowMs = max(s.MaxLossWindowMs, t.LossWindowMs)
+		s.MeanAckedPerSec += t.AckedPerSec / float64(len(trials))
+	}
+	return s
+}

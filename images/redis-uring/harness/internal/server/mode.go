@@ -1,0 +1,79 @@
+package server
+
+import "fmt"
+
+// Mode is one persistence configuration under test. Every mode runs the same
+// binary; only configuration differs.
+type Mode struct {
+	Name        string // stable identifier used in reports
+	Persistence string // "none", "rdb" or "aof"
+	Fsync       string // appendfsync for aof
+	Uring       bool   // appendfsync-engine uring
+	Ack         string // aof-uring-ack: "durable" or "fast"
+	SQPoll      bool   // aof-uring-sqpoll yes
+}
+
+// UringAppendfsync is the appendfsync policy rendered next to
+// `appendfsync-engine uring`: the engine decides when to fsync, and `always`
+// states the contract (every acknowledged batch fsynced) it must keep.
+var UringAppendfsync = "always"
+
+// The modes of issue 3, in report order.
+var (
+	None               = Mode{Name: "none", Persistence: "none"}
+	RDB                = Mode{Name: "rdb", Persistence: "rdb"}
+	Always             = Mode{Name: "always", Persistence: "aof", Fsync: "always"}
+	Everysec           = Mode{Name: "everysec", Persistence: "aof", Fsync: "everysec"}
+	No                 = Mode{Name: "no", Persistence: "aof", Fsync: "no"}
+	UringDurable       = Mode{Name: "uring-durable", Persistence: "aof", Uring: true, Ack: "durable"}
+	UringFast          = Mode{Name: "uring-fast", Persistence: "aof", Uring: true, Ack: "fast"}
+	UringDurableSQPoll = Mode{Name: "uring-durable-sqpoll", Persistence: "aof", Uring: true, Ack: "durable", SQPoll: true}
+)
+
+// AllModes lists every mode the benchmark knows.
+var AllModes = []Mode{None, RDB, Always, Everysec, No, UringDurable, UringFast, UringDurableSQPoll}
+
+// ModeByName finds a mode by its report name.
+func ModeByName(name string) (Mode, error) {
+	for _, m := range AllModes {
+		if m.Name == name {
+			return m, nil
+		}
+	}
+	return Mode{}, fmt.Errorf("unknown mode %q", name)
+}
+
+// Durable reports whether the mode promises that every acknowledged write
+// survives a power cut.
+func (m Mode) Durable() bool {
+	if m.Persistence != "aof" {
+		return false
+	}
+	if m.Uring {
+		return m.Ack == "durable"
+	}
+	return m.Fsync == "always"
+}
+
+// ConfigLines renders the mode as valkey.conf directives.
+func (m Mode) ConfigLines() []string {
+	switch m.Persistence {
+	case "none":
+		return []string{`save ""`, "appendonly no"}
+	case "rdb":
+		// Valkey's built-in default save points.
+		return []string{`save 3600 1 300 100 60 10000`, "appendonly no"}
+	}
+	lines := []string{`save ""`, "appendonly yes"}
+	if !m.Uring {
+		return append(lines, "appendfsync "+m.Fsync)
+	}
+	lines = append(lines,
+		"appendfsync "+UringAppendfsync,
+		"appendfsync-engine uring",
+		"aof-uring-ack "+m.Ack)
+	if m.SQPoll {
+		lines = append(lines, "aof-uring-sqpoll yes")
+	}
+	return lines
+}

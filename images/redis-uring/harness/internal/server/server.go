@@ -1,0 +1,254 @@
+// Package server starts, inspects and kills Valkey/Redis server processes for
+// the harness. Each server runs in its own process group so that SIGKILL also
+// takes any rewrite/save child with it, and only our own processes are hit.
+package server
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/cleanup"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/resp"
+)
+
+// Binaries are the tools of one server build; valkey-* names are preferred,
+// redis-* names accepted (a stock Redis works for developing the harness).
+type Binaries struct {
+	Dir, Server, CLI, Benchmark, CheckAOF string
+}
+
+// FindBinaries resolves the tools in dir.
+func FindBinaries(dir string) (Binaries, error) {
+	b := Binaries{Dir: dir}
+	find := func(names ...string) string {
+		for _, n := range names {
+			p := filepath.Join(dir, n)
+			if st, err := os.Stat(p); err == nil && !st.IsDir() {
+				return p
+			}
+		}
+		return ""
+	}
+	b.Server = find("valkey-server", "redis-server")
+	b.CLI = find("valkey-cli", "redis-cli")
+	b.Benchmark = find("valkey-benchmark", "redis-benchmark")
+	b.CheckAOF = find("valkey-check-aof", "redis-check-aof")
+	if b.Server == "" {
+		return b, fmt.Errorf("no valkey-server or redis-server in %s (set SERVER_BIN_DIR)", dir)
+	}
+	if b.CheckAOF == "" {
+		// valkey-check-aof is the server binary run under another name.
+		b.CheckAOF = b.Server
+	}
+	return b, nil
+}
+
+// Options describe one server instance.
+type Options struct {
+	Bin      Binaries
+	Mode     Mode
+	DataDir  string   // dir: AOF/RDB live here (the volume under test)
+	StateDir string   // config and log: outside the volume, they survive a cut
+	Name     string   // file-name prefix in StateDir
+	Extra    []string // further config lines
+	Port     int      // 0 picks a free port
+}
+
+// Server is a running server process.
+type Server struct {
+	Opts    Options
+	Addr    string
+	Cmd     *exec.Cmd
+	LogPath string
+	exited  chan struct{}
+	waitErr error
+	undo    cleanup.Handle
+}
+
+// Start writes the config, launches the server and waits until it answers
+// PING (after loading its data).
+func Start(o Options) (*Server, error) {
+	if o.Port == 0 {
+		p, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		o.Port = p
+	}
+	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(o.StateDir, o.Name+".conf")
+	logPath := filepath.Join(o.StateDir, o.Name+".log")
+	lines := []string{
+		"bind 127.0.0.1",
+		"port " + strconv.Itoa(o.Port),
+		"daemonize no",
+		"dir " + o.DataDir,
+		"logfile " + logPath,
+		// Rewrites happen when a test asks for them, not when a size
+		// threshold is crossed mid-measurement.
+		"auto-aof-rewrite-percentage 0",
+	}
+	lines = append(lines, o.Mode.ConfigLines()...)
+	lines = append(lines, o.Extra...)
+	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	s := &Server{Opts: o, Addr: fmt.Sprintf("127.0.0.1:%d", o.Port), LogPath: logPath, exited: make(chan struct{})}
+	stderr, err := os.OpenFile(logPath+".stderr", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	s.Cmd = exec.Command(o.Bin.Server, conf)
+	s.Cmd.Stdout, s.Cmd.Stderr = stderr, stderr
+	s.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.Cmd.Start(); err != nil {
+		stderr.Close()
+		return nil, err
+	}
+	s.undo = cleanup.Register(fmt.Sprintf("server %s pid %d", o.Name, s.Cmd.Process.Pid), func() error { s.Kill(); return nil })
+	go func() {
+		s.waitErr = s.Cmd.Wait()
+		stderr.Close()
+		close(s.exited)
+	}()
+	if err := s.waitReady(60 * time.Second); err != nil {
+		s.Kill()
+		return nil, fmt.Errorf("server %s (%s) did not start: %w\n%s", o.Name, o.Mode.Name, err, s.LogTail(15))
+	}
+	return s, nil
+}
+
+func (s *Server) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("exited: %v", s.waitErr)
+		default:
+		}
+		c, err := resp.Dial(s.Addr, time.Second)
+		if err == nil {
+			_, last = c.Do("PING")
+			c.Close()
+			if last == nil {
+				return nil
+			}
+		} else {
+			last = err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("timeout: %v", last)
+}
+
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.Cmd.Process.Pid }
+
+// Exited is closed when the process has exited.
+func (s *Server) Exited() <-chan struct{} { return s.exited }
+
+// ExitErr is the process's exit status, valid after Exited is closed.
+func (s *Server) ExitErr() error { return s.waitErr }
+
+// Kill sends SIGKILL to the server's process group and waits for the exit.
+func (s *Server) Kill() {
+	select {
+	case <-s.exited:
+	default:
+		syscall.Kill(-s.Cmd.Process.Pid, syscall.SIGKILL)
+		<-s.exited
+	}
+	s.undo.Forget()
+}
+
+// Stop asks for a clean shutdown (SIGTERM: final AOF flush+fsync) and waits;
+// it falls back to Kill after timeout.
+func (s *Server) Stop(timeout time.Duration) error {
+	syscall.Kill(s.Cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-s.exited:
+		// Reap a leftover rewrite child, if any.
+		syscall.Kill(-s.Cmd.Process.Pid, syscall.SIGKILL)
+		s.undo.Forget()
+		return nil
+	case <-time.After(timeout):
+		s.Kill()
+		return errors.New("clean shutdown timed out; killed")
+	}
+}
+
+// Dial opens a new client connection.
+func (s *Server) Dial() (*resp.Conn, error) { return resp.Dial(s.Addr, 5*time.Second) }
+
+// Info returns INFO <section> as a map.
+func (s *Server) Info(section string) (map[string]string, error) {
+	c, err := s.Dial()
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	txt, _, err := c.String("INFO", section)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInfo(txt), nil
+}
+
+// ParseInfo turns INFO text into field -> value.
+func ParseInfo(txt string) map[string]string {
+	m := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(txt))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// LogTail returns the last n lines of the server log and its stderr.
+func (s *Server) LogTail(n int) string {
+	var b strings.Builder
+	for _, p := range []string{s.LogPath, s.LogPath + ".stderr"} {
+		data, err := os.ReadFile(p)
+		if err != nil || len(data) == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > n {
+			lines = lines[len(lines)-n:]
+		}
+		fmt.Fprintf(&b, "--- %s\n%s\n", filepath.Base(p), strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+// FreePort asks the kernel for an unused loopback port.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
