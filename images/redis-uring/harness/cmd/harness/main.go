@@ -200,7 +200,7 @@ func run(args []string) int {
 	if err := body(e); err != nil {
 		e.rep.Add(suite.Result{Name: sub, Status: suite.Fail, Detail: err.Error()})
 	}
-	return e.finish(sub + ".json")
+	return e.finish("checks.json")
 }
 
 func modeNames(ms []server.Mode) string {

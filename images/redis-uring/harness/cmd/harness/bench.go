@@ -1,0 +1,95 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/bench"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/suite"
+)
+
+type benchOpts struct {
+	opts                  bench.Options
+	modes, tests, volumes *string
+	mixed                 *bool
+}
+
+func benchFlags(fs *flag.FlagSet) *benchOpts {
+	b := &benchOpts{}
+	o := &b.opts
+	b.modes = fs.String("modes", modeNames(server.AllModes), "modes to compare")
+	b.tests = fs.String("tests", "set,hset,lpush,incr", "valkey-benchmark tests")
+	b.volumes = fs.String("volumes", "root,loop", "volumes: root (a directory on the root disk) and/or loop (ext4 on a loop device)")
+	b.mixed = fs.Bool("mixed", true, "also run SET load with concurrent GETs of untouched keys")
+	fs.IntVar(&o.Clients, "clients", 50, "valkey-benchmark clients (C)")
+	fs.IntVar(&o.Requests, "requests", 100000, "requests per run (the thesis used 4000000)")
+	fs.IntVar(&o.Keyspace, "keyspace", 1000000, "valkey-benchmark -r")
+	fs.IntVar(&o.DataSize, "data-size", 3, "valkey-benchmark -d")
+	fs.IntVar(&o.Pipeline, "pipeline", 1, "valkey-benchmark -P")
+	fs.IntVar(&o.Reps, "reps", 1, "repetitions (medians reported; mode order rotates per repetition)")
+	fs.IntVar(&o.GetClients, "get-clients", 5, "GET clients in the mixed run")
+	fs.IntVar(&o.ReadOnlyKeys, "read-only-keys", 10000, "untouched keys preloaded for the mixed run")
+	fs.IntVar(&o.LoopSizeMiB, "loop-size-mib", 0, "loop ext4 size (0: sized from requests)")
+	fs.IntVar(&o.FsyncSamples, "fsync-samples", 500, "write+fdatasync pairs timed per volume, before and after the runs")
+	return b
+}
+
+func runBench(e *env, b *benchOpts) error {
+	o := b.opts
+	var err error
+	if o.Modes, err = parseModes(*b.modes); err != nil {
+		return err
+	}
+	o.Tests = strings.Split(*b.tests, ",")
+	if *b.mixed {
+		o.Tests = append(o.Tests, bench.Mixed)
+	}
+	o.Volumes = strings.Split(*b.volumes, ",")
+	o.Bin, o.WorkDir, o.UringSkip = e.bin, e.work, e.caps.UringSkip
+	if e.bin.Benchmark == "" {
+		return fmt.Errorf("no valkey-benchmark or redis-benchmark in %s", e.bin.Dir)
+	}
+	if o.LoopSizeMiB == 0 {
+		// Each run is followed by FLUSHALL+BGREWRITEAOF, so one run's AOF
+		// per mode is the most the volume holds at a time.
+		o.LoopSizeMiB = max(1024, o.Requests*200*len(o.Modes)/(1<<20)*2)
+	}
+	o.Log = e.rep.Logf
+	rep, err := bench.Execute(o, e.caps.Version, strings.Join(os.Args, " "))
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteFiles(e.results); err != nil {
+		return err
+	}
+	fmt.Println()
+	rep.WriteTable(os.Stdout)
+	fmt.Printf("\nresults: %s/bench.{txt,csv,json}\n", e.results)
+
+	for _, s := range rep.Skipped {
+		e.rep.Add(suite.Result{Name: "bench/" + strings.SplitN(s, ":", 2)[0], Status: suite.Skip, Detail: s})
+	}
+	failed := 0
+	for _, r := range rep.Runs {
+		if r.Error != "" {
+			failed++
+		}
+	}
+	res := suite.Result{Name: "bench/runs", Status: suite.Pass, Detail: fmt.Sprintf("%d runs completed in %.0f s", len(rep.Runs), rep.Seconds)}
+	if failed > 0 {
+		res.Status, res.Detail = suite.Fail, fmt.Sprintf("%d of %d runs failed (see errors above)", failed, len(rep.Runs))
+	}
+	e.rep.Add(res)
+	cpu := suite.Result{Name: "bench/cpu-accounting", Status: suite.Pass, Detail: rep.CPUCheck.Detail}
+	switch {
+	case rep.CPUCheck.RunsWithUringThreads == 0:
+		cpu.Status = suite.Skip
+	case !rep.CPUCheck.Holds:
+		cpu.Status = suite.Fail
+	}
+	e.rep.Add(cpu)
+	return nil
+}

@@ -1,0 +1,490 @@
+// Package bench compares persistence modes of one server binary on the same
+// volumes in one interleaved run: every mode has its own server, all servers
+// are up for the whole run, and for each test the modes take turns (the order
+// rotates per repetition), so machine noise spreads over all modes instead of
+// landing on one.
+//
+// Per run it records valkey-benchmark's throughput and latency percentiles,
+// server CPU from INFO cpu deltas (checked against /proc, io_uring worker and
+// SQPOLL threads included), RSS, fsync figures from INFO when the engine
+// exports them, and the device's flush count from /sys. Per volume it
+// measures the fdatasync latency L directly and reports the bound C/L.
+package bench
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/fsprobe"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/loopfs"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/resp"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/stats"
+)
+
+// Mixed is the test name of the SET load with concurrent GETs of untouched keys.
+const Mixed = "mixed"
+
+// Options of a benchmark run.
+type Options struct {
+	Bin          server.Binaries                  `json:"-"`
+	WorkDir      string                           `json:"-"`
+	Modes        []server.Mode                    `json:"modes"`
+	UringSkip    string                           `json:"uring_skip,omitempty"`
+	Tests        []string                         `json:"tests"`
+	Volumes      []string                         `json:"volumes"`
+	Clients      int                              `json:"clients"`
+	Requests     int                              `json:"requests"`
+	Keyspace     int                              `json:"keyspace"`
+	DataSize     int                              `json:"data_size"`
+	Pipeline     int                              `json:"pipeline"`
+	Reps         int                              `json:"repetitions"`
+	GetClients   int                              `json:"get_clients"`
+	ReadOnlyKeys int                              `json:"read_only_keys"`
+	LoopSizeMiB  int                              `json:"loop_size_mib"`
+	FsyncSamples int                              `json:"fsync_samples"`
+	Log          func(format string, args ...any) `json:"-"`
+}
+
+// Volume is one place the servers keep their files.
+type Volume struct {
+	Name       string           `json:"name"`
+	Dir        string           `json:"dir"`
+	Device     string           `json:"device_stat"`
+	LBefore    fsprobe.Result   `json:"fdatasync_before"`
+	LAfter     fsprobe.Result   `json:"fdatasync_after"`
+	LBetween   []fsprobe.Result `json:"fdatasync_between_tests"`
+	LMs        float64          `json:"l_ms"`
+	BoundOpsPS float64          `json:"c_over_l_ops_per_second"`
+	devPath    string
+}
+
+// GetStats are the latencies of GETs of untouched keys during the mixed run.
+type GetStats struct {
+	Count  int     `json:"count"`
+	P50Ms  float64 `json:"p50_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	P999Ms float64 `json:"p999_ms"`
+	Errors int     `json:"errors"`
+}
+
+// Run is one (volume, mode, test, repetition).
+type Run struct {
+	Volume      string             `json:"volume"`
+	Mode        string             `json:"mode"`
+	Test        string             `json:"test"`
+	Rep         int                `json:"rep"`
+	Cmdline     string             `json:"cmdline,omitempty"`
+	Tool        ToolResult         `json:"benchmark"`
+	CPUSec      float64            `json:"server_cpu_s"`
+	ChildCPUSec float64            `json:"children_cpu_s"`
+	CPUPer1k    float64            `json:"server_cpu_s_per_1k_ops"`
+	Threads     ThreadCPU          `json:"threads"`
+	RSSBytes    int64              `json:"rss_bytes"`
+	Fsyncs      float64            `json:"fsyncs"`
+	FsyncAvgMs  float64            `json:"fsync_avg_ms"`
+	FsyncSource string             `json:"fsync_source"`
+	DevFlushes  float64            `json:"device_flushes"`
+	DevFlushMs  float64            `json:"device_flush_avg_ms"`
+	DevWriteMiB float64            `json:"device_write_mib"`
+	Get         *GetStats          `json:"get,omitempty"`
+	InfoDelta   map[string]float64 `json:"info_delta,omitempty"`
+	Error       string             `json:"error,omitempty"`
+}
+
+// Report is everything a benchmark run produced.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Seconds  float64   `json:"seconds"`
+	Host     string    `json:"host"`
+	Server   string    `json:"server"`
+	Command  string    `json:"command"`
+	Options  Options   `json:"options"`
+	Volumes  []*Volume `json:"volumes"`
+	Runs     []Run     `json:"runs"`
+	Rows     []Row     `json:"rows"`
+	CPUCheck CPUCheck  `json:"cpu_accounting_check"`
+	Skipped  []string  `json:"skipped,omitempty"`
+}
+
+type instance struct {
+	srv  *server.Server
+	mode server.Mode
+	vol  *Volume
+}
+
+// Execute performs the whole benchmark.
+func Execute(o Options, version, command string) (*Report, error) {
+	rep := &Report{Started: time.Now().UTC(), Options: o, Server: version, Command: command, Host: hostInfo()}
+	for _, name := range o.Volumes {
+		v := &Volume{Name: name}
+		switch name {
+		case "root":
+			v.Dir = filepath.Join(o.WorkDir, "bench-root")
+			os.RemoveAll(v.Dir)
+			if err := os.MkdirAll(v.Dir, 0o755); err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(v.Dir)
+		case "loop":
+			fs, err := loopfs.Create(o.WorkDir, "bench-loop", o.LoopSizeMiB)
+			if err != nil {
+				return nil, err
+			}
+			defer fs.Close()
+			v.Dir = fs.Mount
+		default:
+			return nil, fmt.Errorf("unknown volume %q (root, loop)", name)
+		}
+		var err error
+		if v.devPath, err = DevicePath(v.Dir); err == nil {
+			v.Device = v.devPath
+		}
+		if v.LBefore, err = fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples, 4096); err != nil {
+			return nil, err
+		}
+		rep.Volumes = append(rep.Volumes, v)
+	}
+
+	var insts []*instance
+	defer func() {
+		for _, in := range insts {
+			in.srv.Kill()
+		}
+	}()
+	byKey := map[string]*instance{}
+	for _, v := range rep.Volumes {
+		for _, m := range o.Modes {
+			if m.Uring && o.UringSkip != "" {
+				rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s/%s: %s", v.Name, m.Name, o.UringSkip))
+				continue
+			}
+			name := "bench-" + v.Name + "-" + m.Name
+			srv, err := server.Start(server.Options{Bin: o.Bin, Mode: m, Name: name,
+				DataDir: filepath.Join(v.Dir, m.Name), StateDir: filepath.Join(o.WorkDir, "bench-state")})
+			if err == nil {
+				if err = srv.CheckEngine(); err != nil {
+					srv.Kill()
+				}
+			}
+			if err != nil {
+				rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s/%s: %v", v.Name, m.Name, err))
+				o.Log("%s/%s: not benchmarked: %v", v.Name, m.Name, err)
+				continue
+			}
+			in := &instance{srv: srv, mode: m, vol: v}
+			insts = append(insts, in)
+			byKey[v.Name+"/"+m.Name] = in
+		}
+	}
+
+	for r := 0; r < o.Reps; r++ {
+		for ti, test := range o.Tests {
+			for _, v := range rep.Volumes {
+				if r+ti > 0 {
+					// The disk is shared and its latency drifts: sample L
+					// throughout the run, not only at its ends.
+					l, err := fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples/5, 4096)
+					if err != nil {
+						return nil, err
+					}
+					v.LBetween = append(v.LBetween, l)
+				}
+				for i := range o.Modes {
+					m := o.Modes[(i+r)%len(o.Modes)]
+					in := byKey[v.Name+"/"+m.Name]
+					if in == nil {
+						continue
+					}
+					run := runOne(o, in, test, r)
+					o.Log("%-4s %-20s %-5s rep %d: %8.0f ops/s  p50 %6.3f  p99 %7.3f  p999 %7.3f ms  cpu %.3f s/1k  %s",
+						v.Name, m.Name, test, r+1, run.Tool.RPS, run.Tool.P50Ms, run.Tool.P99Ms, run.Tool.P999Ms, run.CPUPer1k, run.Error)
+					rep.Runs = append(rep.Runs, run)
+				}
+			}
+		}
+	}
+
+	for _, v := range rep.Volumes {
+		var err error
+		if v.LAfter, err = fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples, 4096); err != nil {
+			return nil, err
+		}
+		// Throughput is governed by the mean service time, not the median;
+		// L is the sample-weighted mean over every probe of the run.
+		var sum time.Duration
+		n := 0
+		for _, l := range append([]fsprobe.Result{v.LBefore, v.LAfter}, v.LBetween...) {
+			sum += l.Mean * time.Duration(l.Samples)
+			n += l.Samples
+		}
+		v.LMs = float64(sum) / float64(n) / float64(time.Millisecond)
+		if v.LMs > 0 {
+			v.BoundOpsPS = float64(o.Clients) / (v.LMs / 1000)
+		}
+	}
+	rep.Rows = summarize(rep)
+	rep.CPUCheck = checkCPU(rep.Runs)
+	rep.Seconds = time.Since(rep.Started).Seconds()
+	return rep, nil
+}
+
+func runOne(o Options, in *instance, test string, r int) Run {
+	run := Run{Volume: in.vol.Name, Mode: in.mode.Name, Test: test, Rep: r + 1}
+	if err := measure(o, in, test, &run); err != nil {
+		run.Error = err.Error()
+	}
+	if err := reset(in); err != nil && run.Error == "" {
+		run.Error = "reset: " + err.Error()
+	}
+	return run
+}
+
+func measure(o Options, in *instance, test string, run *Run) error {
+	if test == Mixed {
+		if err := preload(in.srv, o.ReadOnlyKeys); err != nil {
+			return err
+		}
+	}
+	info0, err := in.srv.Info("all")
+	if err != nil {
+		return err
+	}
+	dev0, devErr := ReadDev(in.vol.devPath)
+	sampler := StartSampler(in.srv.Pid(), 50*time.Millisecond)
+
+	tool := ToolArgs{Addr: in.srv.Addr, Clients: o.Clients, Requests: o.Requests, Keyspace: o.Keyspace,
+		DataSize: o.DataSize, Pipeline: o.Pipeline, Test: test}
+	var gets *getLoad
+	if test == Mixed {
+		tool.Test = "set"
+		gets = startGets(in.srv, o.GetClients, o.ReadOnlyKeys)
+	}
+	res, cmdline, toolErr := RunTool(o.Bin.Benchmark, tool)
+	if gets != nil {
+		g := gets.stop()
+		run.Get = &g
+	}
+	run.Threads = sampler.Stop()
+	run.Tool, run.Cmdline = res, cmdline
+	if toolErr != nil {
+		return toolErr
+	}
+	info1, err := in.srv.Info("all")
+	if err != nil {
+		return err
+	}
+	num := func(m map[string]string, k string) float64 { v, _ := strconv.ParseFloat(m[k], 64); return v }
+	cpu := func(m map[string]string) float64 { return num(m, "used_cpu_sys") + num(m, "used_cpu_user") }
+	child := func(m map[string]string) float64 {
+		return num(m, "used_cpu_sys_children") + num(m, "used_cpu_user_children")
+	}
+	run.CPUSec = cpu(info1) - cpu(info0)
+	run.ChildCPUSec = child(info1) - child(info0)
+	run.CPUPer1k = run.CPUSec / (float64(o.Requests) / 1000)
+	run.RSSBytes = int64(num(info1, "used_memory_rss"))
+	run.InfoDelta = infoDelta(info0, info1)
+	run.Fsyncs, run.FsyncAvgMs, run.FsyncSource = fsyncFigures(run.InfoDelta)
+	if devErr == nil {
+		if dev1, err := ReadDev(in.vol.devPath); err == nil {
+			run.DevFlushes = dev1.Flushes - dev0.Flushes
+			if run.DevFlushes > 0 {
+				run.DevFlushMs = (dev1.FlushTicksMs - dev0.FlushTicksMs) / run.DevFlushes
+			}
+			run.DevWriteMiB = (dev1.WriteSectors - dev0.WriteSectors) * 512 / (1 << 20)
+		}
+	}
+	return nil
+}
+
+// infoDelta keeps the numeric persistence/uring fields that moved.
+func infoDelta(a, b map[string]string) map[string]float64 {
+	d := map[string]float64{}
+	for k, vb := range b {
+		if !strings.Contains(k, "fsync") && !strings.HasPrefix(k, "aof_uring") && !strings.HasPrefix(k, "uring_") {
+			continue
+		}
+		x, err1 := strconv.ParseFloat(vb, 64)
+		y, err2 := strconv.ParseFloat(a[k], 64)
+		if err1 != nil || err2 != nil || x == y {
+			continue
+		}
+		d[k] = x - y
+	}
+	return d
+}
+
+// fsyncFigures picks the engine's fsync count and latency sum out of the INFO
+// deltas. Field names are matched loosely: any counter of fsyncs, any
+// latency sum in microseconds.
+func fsyncFigures(d map[string]float64) (count, avgMs float64, source string) {
+	var countKey, sumKey string
+	for k := range d {
+		switch {
+		case strings.Contains(k, "fsync") && (strings.HasSuffix(k, "_count") || strings.HasSuffix(k, "fsyncs") || strings.HasSuffix(k, "_completed")):
+			if countKey == "" || k < countKey {
+				countKey = k
+			}
+		case strings.Contains(k, "fsync") && (strings.HasSuffix(k, "_sum_us") || strings.HasSuffix(k, "_sum_usec") || strings.HasSuffix(k, "_usec_sum")):
+			if sumKey == "" || k < sumKey {
+				sumKey = k
+			}
+		}
+	}
+	if countKey == "" {
+		return 0, 0, "n/a"
+	}
+	count = d[countKey]
+	source = countKey
+	if sumKey != "" && count > 0 {
+		avgMs = d[sumKey] / count / 1000
+		source += "," + sumKey
+	}
+	return count, avgMs, source
+}
+
+// reset empties the dataset and, for AOF modes, rewrites the AOF so every
+// run starts from the same small state and disk use stays bounded.
+func reset(in *instance) error {
+	c, err := in.srv.Dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Minute))
+	if _, err := c.Do("FLUSHALL"); err != nil {
+		return err
+	}
+	if in.mode.Persistence != "aof" {
+		return nil
+	}
+	if _, err := c.Do("BGREWRITEAOF"); err != nil {
+		return err
+	}
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		txt, _, err := c.String("INFO", "persistence")
+		if err != nil {
+			return err
+		}
+		info := server.ParseInfo(txt)
+		if info["aof_rewrite_in_progress"] == "0" && info["aof_rewrite_scheduled"] == "0" {
+			return nil
+		}
+	}
+	return fmt.Errorf("AOF rewrite did not finish")
+}
+
+func roKey(i int) string { return "ro:" + strconv.Itoa(i) }
+
+func preload(srv *server.Server, n int) error {
+	c, err := srv.Dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Minute))
+	const batch = 100
+	for lo := 0; lo < n; lo += batch {
+		args := []string{"MSET"}
+		for i := lo; i < min(lo+batch, n); i++ {
+			args = append(args, roKey(i), "ro-value-"+strconv.Itoa(i))
+		}
+		c.Send(args...)
+	}
+	if err := c.Flush(); err != nil {
+		return err
+	}
+	for lo := 0; lo < n; lo += batch {
+		if _, err := c.Receive(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type getLoad struct {
+	stopCh chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	lat    []time.Duration
+	errs   int
+}
+
+// startGets runs `clients` readers of untouched keys, one connection each,
+// one GET at a time, until stop.
+func startGets(srv *server.Server, clients, keys int) *getLoad {
+	g := &getLoad{stopCh: make(chan struct{})}
+	for w := 0; w < clients; w++ {
+		g.wg.Add(1)
+		go func(seed int64) {
+			defer g.wg.Done()
+			rnd := rand.New(rand.NewSource(seed))
+			c, err := srv.Dial()
+			if err != nil {
+				g.mu.Lock()
+				g.errs++
+				g.mu.Unlock()
+				return
+			}
+			defer c.Close()
+			var lat []time.Duration
+			errs := 0
+			for {
+				select {
+				case <-g.stopCh:
+					g.mu.Lock()
+					g.lat = append(g.lat, lat...)
+					g.errs += errs
+					g.mu.Unlock()
+					return
+				default:
+				}
+				k := rnd.Intn(keys)
+				c.SetDeadline(time.Now().Add(30 * time.Second))
+				start := time.Now()
+				v, ok, err := c.String("GET", roKey(k))
+				if err != nil || !ok || v != "ro-value-"+strconv.Itoa(k) {
+					errs++
+					if err != nil && !resp.IsServerError(err) {
+						return // connection gone
+					}
+					continue
+				}
+				lat = append(lat, time.Since(start))
+			}
+		}(int64(w) + time.Now().UnixNano())
+	}
+	return g
+}
+
+func (g *getLoad) stop() GetStats {
+	close(g.stopCh)
+	g.wg.Wait()
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	return GetStats{Count: len(g.lat), Errors: g.errs,
+		P50Ms: ms(stats.Percentile(g.lat, 50)), P99Ms: ms(stats.Percentile(g.lat, 99)), P999Ms: ms(stats.Percentile(g.lat, 99.9))}
+}
+
+func hostInfo() string {
+	var u [3]string
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		u[0] = "kernel " + strings.TrimSpace(string(data))
+	}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		n := strings.Count(string(data), "\nprocessor")
+		if strings.HasPrefix(string(data), "processor") {
+			n++
+		}
+		u[1] = strconv.Itoa(n) + " CPUs"
+	}
+	if h, err := os.Hostname(); err == nil {
+		u[2] = "host " + h
+	}
+	return strings.Join(u[:], ", ")
+}
