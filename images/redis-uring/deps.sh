@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install the host packages needed to build and test redis-uring (idempotent).
+#
+# The +dfsg orig tarball still carries Valkey's bundled deps (jemalloc, lua,
+# hiredis, linenoise, hdr_histogram): only two macOS-only hiredis files are
+# excluded, so the build does not need the distro's liblua/libhiredis/jemalloc.
+# What it does need from the host: a C toolchain, liburing (the engine),
+# libseccomp (the launcher that denies io_uring_setup in the fallback test),
+# and tcl for the upstream test suite.
+set -euo pipefail
+
+pkgs=(build-essential pkg-config liburing-dev libseccomp-dev tcl xz-utils patch procps)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+sudo_cmd=()
+[[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+# Other builds may hold the dpkg lock; wait for it instead of failing.
+"${sudo_cmd[@]}" apt-get -o DPkg::Lock::Timeout=600 -q install -y --no-install-recommends "${missing[@]}"
