@@ -1,0 +1,411 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PersistenceMode is how the server keeps its data.
+// +kubebuilder:validation:Enum=none;rdb;aof;uring
+type PersistenceMode string
+
+const (
+	// ModeNone keeps data in memory only; a restart loses everything.
+	ModeNone PersistenceMode = "none"
+	// ModeRDB writes point-in-time snapshots; a crash loses the writes since the last one.
+	ModeRDB PersistenceMode = "rdb"
+	// ModeAOF appends every write to a log synced to disk per spec.aof.fsync.
+	ModeAOF PersistenceMode = "aof"
+	// ModeUring appends every write to a log written and synced through io_uring.
+	ModeUring PersistenceMode = "uring"
+)
+
+// AOFFsync is the upstream appendfsync policy.
+// +kubebuilder:validation:Enum=always;everysec;no
+type AOFFsync string
+
+const (
+	// FsyncAlways syncs the log before replying: no acknowledged write is lost, the event loop waits on the disk.
+	FsyncAlways AOFFsync = "always"
+	// FsyncEverySec syncs the log once a second in the background: a crash loses about a second of writes.
+	FsyncEverySec AOFFsync = "everysec"
+	// FsyncNo leaves syncing to the kernel: a crash loses up to the kernel's writeback interval.
+	FsyncNo AOFFsync = "no"
+)
+
+// UringAck is when the io_uring engine replies to a write.
+// +kubebuilder:validation:Enum=durable;fast
+type UringAck string
+
+const (
+	// AckDurable withholds a write's reply until its batch is on disk.
+	AckDurable UringAck = "durable"
+	// AckFast replies once the write is submitted; spec.uring.maxInFlight bounds what a crash can lose.
+	AckFast UringAck = "fast"
+)
+
+// StorageProfile names the kind of volume the data directory lives on.
+// +kubebuilder:validation:Enum=local-nvme;gp3;custom
+type StorageProfile string
+
+const (
+	// StorageLocalNVMe is a node-local NVMe device formatted ext4 (the chart's localNvme preset).
+	StorageLocalNVMe StorageProfile = "local-nvme"
+	// StorageGP3 is an EBS gp3 volume formatted ext4 (the chart's gp3 preset).
+	StorageGP3 StorageProfile = "gp3"
+	// StorageCustom is any StorageClass the user names, or the cluster default.
+	StorageCustom StorageProfile = "custom"
+)
+
+// RedisPersistenceSpec is the desired server and its persistence.
+// +kubebuilder:validation:XValidation:rule="!has(self.aof) || self.mode == 'aof'",message="spec.aof is only valid with mode: aof"
+// +kubebuilder:validation:XValidation:rule="!has(self.uring) || self.mode == 'uring'",message="spec.uring is only valid with mode: uring"
+// +kubebuilder:validation:XValidation:rule="!has(self.rdb) || self.mode != 'none'",message="spec.rdb snapshots need a persistent mode; mode: none keeps nothing on disk"
+// +kubebuilder:validation:XValidation:rule="self.mode != 'rdb' || has(self.rdb)",message="mode: rdb needs spec.rdb.save rules (for example [{seconds: 3600, changes: 1}])"
+type RedisPersistenceSpec struct {
+	// mode is how the server keeps its data: none (memory only), rdb (snapshots),
+	// aof (append-only file synced per aof.fsync) or uring (append-only file
+	// written and synced through io_uring).
+	// +required
+	Mode PersistenceMode `json:"mode"`
+
+	// aof configures mode: aof.
+	// +optional
+	AOF *AOFSpec `json:"aof,omitempty"`
+
+	// rdb configures snapshots: required with mode: rdb, optional next to an
+	// append-only file (aof, uring), where it also bounds restart time.
+	// +optional
+	RDB *RDBSpec `json:"rdb,omitempty"`
+
+	// uring configures mode: uring.
+	// +optional
+	Uring *UringSpec `json:"uring,omitempty"`
+
+	// storage is the volume that holds the data directory. It cannot change
+	// after creation: a StatefulSet's volume claims are immutable.
+	// +optional
+	// +kubebuilder:default={}
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// placement restricts the nodes the server may run on.
+	// +optional
+	Placement PlacementSpec `json:"placement,omitempty"`
+
+	// image overrides the server image the operator runs (its --redis-image flag).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// resources of the server container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// auth turns on password authentication.
+	// +optional
+	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// exporter configures the redis_exporter sidecar.
+	// +optional
+	// +kubebuilder:default={}
+	Exporter ExporterSpec `json:"exporter,omitempty"`
+
+	// monitoring configures Prometheus Operator objects for this server.
+	// +optional
+	// +kubebuilder:default={}
+	Monitoring MonitoringSpec `json:"monitoring,omitempty"`
+}
+
+// AOFSpec configures the upstream append-only file.
+type AOFSpec struct {
+	// fsync is when the log is synced to disk.
+	// +optional
+	// +kubebuilder:default=everysec
+	Fsync AOFFsync `json:"fsync,omitempty"`
+}
+
+// RDBSpec configures snapshots.
+type RDBSpec struct {
+	// save lists the snapshot rules: snapshot after `seconds` if at least
+	// `changes` keys changed. Any rule that matches triggers a snapshot.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	Save []SaveRule `json:"save"`
+}
+
+// SaveRule is one "save <seconds> <changes>" line.
+type SaveRule struct {
+	// seconds since the last snapshot.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=31536000
+	Seconds int32 `json:"seconds"`
+	// changes since the last snapshot.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	Changes int32 `json:"changes"`
+}
+
+// UringSpec configures the io_uring append-only file engine.
+// +kubebuilder:validation:XValidation:rule="!has(self.maxInFlight) || self.ack == 'fast'",message="uring.maxInFlight bounds the loss window of ack: fast; with ack: durable nothing is acknowledged before it is on disk"
+type UringSpec struct {
+	// ack is when a write is acknowledged: durable (after its batch is on disk;
+	// nothing acknowledged is lost) or fast (at submission; a crash loses at most
+	// maxInFlight bytes).
+	// +optional
+	// +kubebuilder:default=durable
+	Ack UringAck `json:"ack,omitempty"`
+
+	// queueDepth is the ring's submission queue size, a power of two.
+	// +optional
+	// +kubebuilder:default=256
+	// +kubebuilder:validation:Minimum=8
+	// +kubebuilder:validation:Maximum=32768
+	// +kubebuilder:validation:XValidation:rule="[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768].exists(d, d == self)",message="uring.queueDepth must be a power of two between 8 and 32768"
+	QueueDepth int32 `json:"queueDepth,omitempty"`
+
+	// sqpoll runs a kernel thread that polls the submission queue, so the server
+	// makes no system call to submit. It costs a core while it spins.
+	// +optional
+	SQPoll *SQPollSpec `json:"sqpoll,omitempty"`
+
+	// maxWorkers bounds the kernel's io-wq worker threads for the ring.
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	MaxWorkers int32 `json:"maxWorkers,omitempty"`
+
+	// maxInFlight bounds the bytes submitted but not yet on disk with ack: fast;
+	// the server applies back-pressure past it. Empty means the server default.
+	// +optional
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('64Ki')) || quantity(string(self)).compareTo(quantity('64Ki')) == 0",message="uring.maxInFlight must be at least 64Ki"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Gi')) <= 0",message="uring.maxInFlight must be at most 1Gi"
+	MaxInFlight *resource.Quantity `json:"maxInFlight,omitempty"`
+}
+
+// SQPollSpec configures the submission-queue polling thread.
+// +kubebuilder:validation:XValidation:rule="self.enabled || (!has(self.idleMillis) && !has(self.cpu))",message="uring.sqpoll.idleMillis and uring.sqpoll.cpu need uring.sqpoll.enabled: true"
+type SQPollSpec struct {
+	// enabled turns on SQPOLL.
+	// +required
+	Enabled bool `json:"enabled"`
+
+	// idleMillis is how long the polling thread spins without work before it sleeps.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=60000
+	IdleMillis *int32 `json:"idleMillis,omitempty"`
+
+	// cpu pins the polling thread to this CPU. It must be in the pod's cpuset
+	// (a Guaranteed pod under the static CPU manager policy) or the ring fails
+	// to start and the server falls back to the posix engine.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=4095
+	CPU *int32 `json:"cpu,omitempty"`
+}
+
+// StorageSpec is the volume behind the data directory.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.storage is immutable: a StatefulSet's volume claims cannot change; create a new RedisPersistence"
+type StorageSpec struct {
+	// profile is the kind of volume: local-nvme and gp3 use the StorageClass of
+	// the chart's preset (operator flags --local-nvme-storage-class and
+	// --gp3-storage-class) unless storageClassName is set; custom uses
+	// storageClassName, or the cluster's default class when empty.
+	// +optional
+	// +kubebuilder:default=custom
+	Profile StorageProfile `json:"profile,omitempty"`
+
+	// storageClassName of the data volume claim.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	StorageClassName string `json:"storageClassName,omitempty"`
+
+	// size of the data volume claim.
+	// +optional
+	// +kubebuilder:default="8Gi"
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi"
+	Size resource.Quantity `json:"size,omitempty"`
+}
+
+// PlacementSpec restricts where the server runs. For mode: uring the operator
+// adds a required node affinity on the kernel version.
+type PlacementSpec struct {
+	// minKernelVersion is the lowest kernel, as "major.minor", the server may
+	// run on. Empty means 6.0 for mode: uring and no requirement otherwise.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,3}\.[0-9]{1,3}$`
+	MinKernelVersion string `json:"minKernelVersion,omitempty"`
+
+	// nodeSelector is added to the pod's node selector.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations of the pod.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// affinity of the pod; the kernel requirement is added to every required
+	// node selector term.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+}
+
+// AuthSpec turns on password authentication.
+type AuthSpec struct {
+	// secretRef names the Secret key that holds the password.
+	// +required
+	SecretRef SecretKeyRef `json:"secretRef"`
+}
+
+// SecretKeyRef is a key of a Secret in the RedisPersistence's namespace.
+type SecretKeyRef struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// key in the Secret.
+	// +optional
+	// +kubebuilder:default=password
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// ExporterSpec configures the redis_exporter sidecar.
+type ExporterSpec struct {
+	// enabled runs the sidecar.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// image overrides the exporter image (the operator's --exporter-image flag).
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// resources of the sidecar.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+}
+
+// MonitoringSpec configures Prometheus Operator objects.
+type MonitoringSpec struct {
+	// podMonitor creates a PodMonitor that scrapes the exporter. It is created
+	// only when the cluster serves the PodMonitor kind.
+	// +optional
+	// +kubebuilder:default={}
+	PodMonitor PodMonitorSpec `json:"podMonitor,omitempty"`
+}
+
+// PodMonitorSpec configures the PodMonitor.
+type PodMonitorSpec struct {
+	// enabled creates the PodMonitor.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// interval between scrapes.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Pattern=`^([0-9]+(ms|s|m|h))+$`
+	Interval string `json:"interval,omitempty"`
+
+	// labels added to the PodMonitor, such as the `release` label a Prometheus
+	// selects monitors by.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// Condition types of a RedisPersistence.
+const (
+	// ConditionReady is true when the server serves with the requested persistence.
+	ConditionReady = "Ready"
+	// ConditionScheduled is true when the server's pod is bound to an eligible node.
+	ConditionScheduled = "Scheduled"
+	// ConditionStorageReady is true when the data directory is on a suitable filesystem.
+	ConditionStorageReady = "StorageReady"
+	// ConditionUringActive is true when the server writes its AOF through io_uring (mode: uring only).
+	ConditionUringActive = "UringActive"
+)
+
+// RedisPersistenceStatus is what the operator observed.
+type RedisPersistenceStatus struct {
+	// conditions: Ready, Scheduled, StorageReady and, for mode: uring, UringActive.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// node the server runs on.
+	// +optional
+	Node string `json:"node,omitempty"`
+
+	// kernelVersion of that node.
+	// +optional
+	KernelVersion string `json:"kernelVersion,omitempty"`
+
+	// filesystem of the data directory, as seen from inside the pod.
+	// +optional
+	Filesystem string `json:"filesystem,omitempty"`
+
+	// engine the server writes its append-only file with (posix or uring), as
+	// the server reports it; empty when no append-only file is written.
+	// +optional
+	Engine string `json:"engine,omitempty"`
+
+	// endpoint clients connect to (the client Service, host:port).
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+}
+
+// RedisPersistence is one Redis server and the way it keeps its data.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rp,categories=uringredis
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.status.engine`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
+// +kubebuilder:printcolumn:name="FS",type=string,JSONPath=`.status.filesystem`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RedisPersistence struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec   RedisPersistenceSpec   `json:"spec"`
+	Status RedisPersistenceStatus `json:"status,omitempty"`
+}
+
+// RedisPersistenceList is a list of RedisPersistence.
+// +kubebuilder:object:root=true
+type RedisPersistenceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RedisPersistence `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RedisPersistence{}, &RedisPersistenceList{})
+}

@@ -1,0 +1,78 @@
+// Command operator runs the uring-redis-operator controllers.
+package main
+
+import (
+	"flag"
+	"os"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/controllers"
+)
+
+func main() {
+	var (
+		metricsAddr, probeAddr string
+		leaderElect, labelNodes bool
+		opts                    controllers.Options
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles.")
+	flag.BoolVar(&labelNodes, "label-nodes", true, "Label nodes with their kernel version (uringredis.io/kernel-version.*) for clusters without Node Feature Discovery.")
+	flag.StringVar(&opts.RedisImage, "redis-image", "redis-uring:8.1.1", "Server image (Valkey with the io_uring AOF engine).")
+	flag.StringVar(&opts.ExporterImage, "exporter-image", "oliver006/redis_exporter:v1.67.0", "redis_exporter sidecar image.")
+	flag.StringVar(&opts.UringSeccompProfile, "uring-seccomp-profile", "uring-redis/io_uring.json", "Localhost seccomp profile of uring pods, relative to the kubelet's seccomp directory.")
+	flag.StringVar(&opts.LocalNVMeStorageClass, "local-nvme-storage-class", "uring-local-nvme", "StorageClass of the local-nvme storage profile.")
+	flag.StringVar(&opts.GP3StorageClass, "gp3-storage-class", "uring-gp3", "StorageClass of the gp3 storage profile.")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	setupLog := ctrl.Log.WithName("setup")
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
+		LeaderElection:         leaderElect,
+		LeaderElectionID:       "uring-redis-operator.uringredis.io",
+	})
+	if err != nil {
+		setupLog.Error(err, "creating the manager")
+		os.Exit(1)
+	}
+	if err := (&controllers.RedisPersistenceReconciler{
+		Client:   mgr.GetClient(),
+		Options:  opts,
+		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "setting up the RedisPersistence controller")
+		os.Exit(1)
+	}
+	if labelNodes {
+		if err := (&controllers.NodeLabeler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+			setupLog.Error(err, "setting up the node labeler")
+			os.Exit(1)
+		}
+	}
+	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
+	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
+
+	setupLog.Info("starting the manager")
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		setupLog.Error(err, "running the manager")
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,74 @@
+package controllers
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+)
+
+var majorMinorRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
+
+// parseMajorMinor reads the leading "major.minor" of a version such as
+// "6.0" or a kernel release such as "6.8.0-1015-aws".
+func parseMajorMinor(version string) (major, minor int, ok bool) {
+	m := majorMinorRE.FindStringSubmatch(version)
+	if m == nil {
+		return 0, 0, false
+	}
+	major, errMajor := strconv.Atoi(m[1])
+	minor, errMinor := strconv.Atoi(m[2])
+	return major, minor, errMajor == nil && errMinor == nil
+}
+
+// kernelLabelsFor picks the labels placement is expressed in: Node Feature
+// Discovery's when any node carries them (NFD is then the source of truth the
+// cluster already maintains), the operator's own node labeler's otherwise.
+func kernelLabelsFor(nodes []corev1.Node) KernelLabels {
+	for i := range nodes {
+		if _, ok := nodes[i].Labels[NFDKernelLabels.Major]; ok {
+			return NFDKernelLabels
+		}
+	}
+	return OperatorKernelLabels
+}
+
+// eligibleNodes counts the nodes the pod template could be scheduled on by
+// its required node affinity, node selector and NoSchedule/NoExecute taints.
+// Capacity is the scheduler's business, not eligibility.
+func eligibleNodes(nodes []corev1.Node, spec *corev1.PodSpec) int {
+	pod := &corev1.Pod{Spec: *spec}
+	required := nodeaffinity.GetRequiredNodeAffinity(pod)
+	count := 0
+	for i := range nodes {
+		node := &nodes[i]
+		if node.Spec.Unschedulable {
+			continue
+		}
+		if match, err := required.Match(node); err != nil || !match {
+			continue
+		}
+		_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(node.Spec.Taints, spec.Tolerations, func(t *corev1.Taint) bool {
+			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+		})
+		if !untolerated {
+			count++
+		}
+	}
+	return count
+}
+
+// placementRequirement says in words what a node must offer.
+func placementRequirement(version string, keys KernelLabels, nodeSelector map[string]string) string {
+	msg := "any node"
+	if version != "" {
+		msg = fmt.Sprintf("a node with kernel >= %s (labels %s, %s)", version, keys.Major, keys.Minor)
+	}
+	for _, k := range sortedKeys(nodeSelector) {
+		msg += fmt.Sprintf(", %s=%s", k, nodeSelector[k])
+	}
+	return msg
+}

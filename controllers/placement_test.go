@@ -1,0 +1,83 @@
+package controllers
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+func node(name, kernel string, labels map[string]string, taints ...corev1.Taint) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}, Spec: corev1.NodeSpec{Taints: taints}}
+	n.Status.NodeInfo.KernelVersion = kernel
+	if l, ok := kernelVersionLabels(kernel); ok {
+		for k, v := range l {
+			n.Labels[k] = v
+		}
+	}
+	for k, v := range labels {
+		n.Labels[k] = v
+	}
+	return n
+}
+
+func TestParseMajorMinor(t *testing.T) {
+	for in, want := range map[string][2]int{"6.0": {6, 0}, "6.8.0-1015-aws": {6, 8}, "5.15.0-119-generic": {5, 15}, "10.2": {10, 2}} {
+		major, minor, ok := parseMajorMinor(in)
+		if !ok || major != want[0] || minor != want[1] {
+			t.Errorf("parseMajorMinor(%q) = %d.%d %v, want %v", in, major, minor, ok, want)
+		}
+	}
+	for _, in := range []string{"", "six", "6", "v6.1"} {
+		if _, _, ok := parseMajorMinor(in); ok {
+			t.Errorf("parseMajorMinor(%q) accepted", in)
+		}
+	}
+}
+
+func TestKernelEligibility(t *testing.T) {
+	nodes := []corev1.Node{node("old", "5.15.0-119-generic", nil), node("lts", "6.1.0-28-cloud-amd64", nil), node("new", "6.8.0-1015-aws", nil)}
+	tainted := node("tainted", "6.8.0", nil, corev1.Taint{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule})
+	cordoned := node("cordoned", "6.8.0", nil)
+	cordoned.Spec.Unschedulable = true
+
+	cases := []struct {
+		desc  string
+		spec  v1alpha1.RedisPersistenceSpec
+		nodes []corev1.Node
+		want  int
+	}{
+		{"uring needs 6.0 by default", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring}, nodes, 2},
+		{"explicit minimum 6.5", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{MinKernelVersion: "6.5"}}, nodes, 1},
+		{"minimum above every node", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{MinKernelVersion: "7.0"}}, nodes, 0},
+		{"minor compared within major", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{MinKernelVersion: "5.16"}}, nodes, 2},
+		{"aof runs anywhere", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF}, nodes, 3},
+		{"only old nodes", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring}, nodes[:1], 0},
+		{"taints and cordons exclude", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring}, []corev1.Node{tainted, cordoned}, 0},
+		{"tolerated taint", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{
+			Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}}}, []corev1.Node{tainted}, 1},
+		{"node selector narrows", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{
+			NodeSelector: map[string]string{"disk": "nvme"}}}, append(nodes, node("nvme", "6.1.0", map[string]string{"disk": "nvme"})), 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			rp := newRedisPersistence("cache", tc.spec)
+			sts := buildStatefulSet(rp, testOptions, kernelLabelsFor(tc.nodes), "")
+			if got := eligibleNodes(tc.nodes, &sts.Spec.Template.Spec); got != tc.want {
+				t.Errorf("eligible nodes = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestNFDLabelsPreferredWhenPresent(t *testing.T) {
+	nfd := node("nfd", "6.8.0", map[string]string{NFDKernelLabels.Major: "6", NFDKernelLabels.Minor: "8"})
+	if got := kernelLabelsFor([]corev1.Node{node("plain", "6.1.0", nil), nfd}); got != NFDKernelLabels {
+		t.Errorf("got %v, want NFD labels", got)
+	}
+	if got := kernelLabelsFor([]corev1.Node{node("plain", "6.1.0", nil)}); got != OperatorKernelLabels {
+		t.Errorf("got %v, want the operator's labels", got)
+	}
+}

@@ -1,0 +1,328 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// podMonitorGVK is applied only when the cluster serves it.
+var podMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PodMonitor"}
+
+// resyncInterval re-reads a running server's INFO: a fallback to the posix
+// engine can happen at any restart, which no Kubernetes object records.
+const resyncInterval = time.Minute
+
+// RedisPersistenceReconciler turns a RedisPersistence into a ConfigMap, two
+// Services, a StatefulSet and, where served, a PodMonitor, and reports what
+// the running server does.
+type RedisPersistenceReconciler struct {
+	client.Client
+	Options  Options
+	Recorder record.EventRecorder
+	Clock    clock.PassiveClock
+	// ServerAddress is where the operator reaches a server pod (pod IP and port by default).
+	ServerAddress func(*corev1.Pod) string
+}
+
+// +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences,verbs=get;list;watch
+// +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;patch
+
+func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	logger := log.FromContext(ctx)
+
+	rp := &v1alpha1.RedisPersistence{}
+	if err := r.Get(ctx, req.NamespacedName, rp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rp.DeletionTimestamp.IsZero() {
+		// Everything the operator made is owned by rp; the garbage collector removes it.
+		return ctrl.Result{}, nil
+	}
+
+	original := rp.DeepCopy()
+	defer func() {
+		if retErr != nil {
+			r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonApplyFailed, "applying the server's objects failed; see the RedisPersistence's events"})
+		} else {
+			rp.Status.ObservedGeneration = rp.Generation
+		}
+		if err := r.Status().Patch(ctx, rp, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+			logger.Error(err, "patching status", "redispersistence", klogRef(rp))
+			if retErr == nil {
+				retErr = err
+			}
+		}
+	}()
+
+	var nodes corev1.NodeList
+	if err := r.List(ctx, &nodes); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
+	}
+	keys := kernelLabelsFor(nodes.Items)
+
+	config := renderConfig(rp)
+	sts := buildStatefulSet(rp, r.Options, keys, config)
+	desired := []client.Object{
+		buildConfigMap(rp, config),
+		buildHeadlessService(rp),
+		buildClientService(rp),
+		sts,
+	}
+	if pm, err := r.podMonitorIfServed(rp); err != nil {
+		return ctrl.Result{}, err
+	} else if pm != nil {
+		desired = append(desired, pm)
+	}
+	for _, obj := range desired {
+		if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+			kind := obj.GetObjectKind().GroupVersionKind().Kind
+			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying %s %s: %v", kind, obj.GetName(), err)
+			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)
+		}
+	}
+
+	obs := observation{
+		eligibleNodes: eligibleNodes(nodes.Items, &sts.Spec.Template.Spec),
+		requirement:   placementRequirement(minKernel(rp), keys, rp.Spec.Placement.NodeSelector),
+		statefulSet:   sts, // the apply response carries the current status
+	}
+	if err := r.observePod(ctx, rp, &obs); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.updateStatus(rp, obs)
+
+	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring {
+		return ctrl.Result{RequeueAfter: resyncInterval}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// observePod gathers the pod, its node, its filesystem report and, once it is
+// ready, the server's INFO.
+func (r *RedisPersistenceReconciler) observePod(ctx context.Context, rp *v1alpha1.RedisPersistence, obs *observation) error {
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name + "-0"}, pod); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	obs.pod = pod
+	obs.filesystem = filesystemFromPod(pod)
+	if pod.Spec.NodeName != "" {
+		node := &corev1.Node{}
+		if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); client.IgnoreNotFound(err) != nil {
+			return err
+		} else if err == nil {
+			obs.node = node
+		}
+	}
+	if !podReady(pod) || pod.Status.PodIP == "" {
+		return nil
+	}
+	password, err := r.password(ctx, rp)
+	if err != nil {
+		return err
+	}
+	obs.info, obs.infoErr = readServerInfo(ctx, r.ServerAddress(pod), password)
+	if obs.infoErr != nil {
+		log.FromContext(ctx).Info("reading server INFO failed", "pod", klogRef(pod), "err", obs.infoErr)
+	}
+	return nil
+}
+
+func (r *RedisPersistenceReconciler) password(ctx context.Context, rp *v1alpha1.RedisPersistence) (string, error) {
+	if rp.Spec.Auth == nil {
+		return "", nil
+	}
+	ref := rp.Spec.Auth.SecretRef
+	secret := &corev1.Secret{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: ref.Name}, secret); err != nil {
+		return "", fmt.Errorf("reading the auth secret: %w", err)
+	}
+	return string(secret.Data[orDefault(ref.Key, "password")]), nil
+}
+
+func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence, obs observation) {
+	scheduled := scheduledCondition(obs)
+	storage := storageCondition(rp, obs)
+	r.setCondition(rp, v1alpha1.ConditionScheduled, scheduled)
+	r.setCondition(rp, v1alpha1.ConditionStorageReady, storage)
+	if uring := uringCondition(rp, obs); uring != nil {
+		r.setCondition(rp, v1alpha1.ConditionUringActive, *uring)
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionUringActive)
+	}
+	r.setCondition(rp, v1alpha1.ConditionReady, readyCondition(scheduled, storage, obs))
+
+	st := &rp.Status
+	st.Endpoint = net.JoinHostPort(fmt.Sprintf("%s.%s.svc", rp.Name, rp.Namespace), strconv.Itoa(redisPort))
+	st.Node, st.KernelVersion = "", ""
+	if obs.pod != nil {
+		st.Node = obs.pod.Spec.NodeName
+	}
+	if obs.node != nil {
+		st.KernelVersion = obs.node.Status.NodeInfo.KernelVersion
+	}
+	if obs.filesystem != "" {
+		st.Filesystem = obs.filesystem
+	}
+	if obs.info != nil {
+		st.Engine = obs.info.engine
+	}
+}
+
+func (r *RedisPersistenceReconciler) setCondition(rp *v1alpha1.RedisPersistence, conditionType string, c condition) {
+	meta.SetStatusCondition(&rp.Status.Conditions, metav1.Condition{
+		Type:               conditionType,
+		Status:             c.status,
+		Reason:             c.reason,
+		Message:            c.message,
+		ObservedGeneration: rp.Generation,
+		LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+	})
+}
+
+func (r *RedisPersistenceReconciler) podMonitorIfServed(rp *v1alpha1.RedisPersistence) (client.Object, error) {
+	if !exporterEnabled(rp) || rp.Spec.Monitoring.PodMonitor.Enabled != nil && !*rp.Spec.Monitoring.PodMonitor.Enabled {
+		return nil, nil
+	}
+	if _, err := r.RESTMapper().RESTMapping(podMonitorGVK.GroupKind(), podMonitorGVK.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("looking up the PodMonitor kind: %w", err)
+	}
+	return buildPodMonitor(rp), nil
+}
+
+func buildPodMonitor(rp *v1alpha1.RedisPersistence) *unstructured.Unstructured {
+	labels := map[string]any{}
+	for k, v := range objectLabels(rp) {
+		labels[k] = v
+	}
+	for k, v := range rp.Spec.Monitoring.PodMonitor.Labels {
+		labels[k] = v
+	}
+	selector := map[string]any{}
+	for k, v := range selectorLabels(rp) {
+		selector[k] = v
+	}
+	owner := ownerReference(rp)
+	pm := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{
+			"name":      rp.Name,
+			"namespace": rp.Namespace,
+			"labels":    labels,
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": owner.APIVersion, "kind": owner.Kind, "name": owner.Name, "uid": string(owner.UID),
+				"controller": true, "blockOwnerDeletion": true,
+			}},
+		},
+		"spec": map[string]any{
+			"selector": map[string]any{"matchLabels": selector},
+			"podMetricsEndpoints": []any{map[string]any{
+				"port":     "metrics",
+				"interval": orDefault(rp.Spec.Monitoring.PodMonitor.Interval, "30s"),
+			}},
+		},
+	}}
+	pm.SetGroupVersionKind(podMonitorGVK)
+	return pm
+}
+
+func klogRef(obj client.Object) string { return obj.GetNamespace() + "/" + obj.GetName() }
+
+// SetupWithManager watches RedisPersistences, what they own, their pods and nodes.
+func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.ServerAddress == nil {
+		r.ServerAddress = func(pod *corev1.Pod) string {
+			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort))
+		}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.RedisPersistence{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&corev1.Service{}).
+		// Pods belong to the StatefulSet; the instance label leads back to the RedisPersistence.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRedisPersistence), builder.WithPredicates(managedPods)).
+		// A node that appears or changes labels can make a waiting server schedulable.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allRedisPersistences), builder.WithPredicates(nodeChanged)).
+		Complete(r)
+}
+
+var managedPods = predicate.NewPredicateFuncs(func(obj client.Object) bool {
+	return obj.GetLabels()[labelManagedBy] == fieldOwner
+})
+
+var nodeChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !mapsEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
+			e.ObjectOld.(*corev1.Node).Spec.Unschedulable != e.ObjectNew.(*corev1.Node).Spec.Unschedulable
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func podToRedisPersistence(_ context.Context, obj client.Object) []reconcile.Request {
+	name := obj.GetLabels()[labelInstance]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+func (r *RedisPersistenceReconciler) allRedisPersistences(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.RedisPersistenceList
+	if err := r.List(ctx, &list); err != nil {
+		log.FromContext(ctx).Error(err, "listing RedisPersistences for a node change")
+		return nil
+	}
+	requests := make([]reconcile.Request, 0, len(list.Items))
+	for _, rp := range list.Items {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rp)})
+	}
+	return requests
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,542 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// Fixed facts about the pods the operator runs.
+const (
+	redisPort    = 6379
+	exporterPort = 9121
+
+	dataDir   = "/data"
+	configDir = "/etc/redis"
+	runDir    = "/run/redis"
+
+	// The server and exporter images run as this user; fsGroup makes the data volume theirs.
+	redisUID = 999
+
+	containerRedis    = "redis"
+	containerExporter = "exporter"
+	// containerPrepare reports the data directory's filesystem through its
+	// termination message and writes the auth include file.
+	containerPrepare = "prepare"
+
+	labelName      = "app.kubernetes.io/name"
+	labelInstance  = "app.kubernetes.io/instance"
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	labelComponent = "app.kubernetes.io/component"
+
+	annotationConfigHash = "uringredis.io/config-hash"
+
+	fieldOwner = "uring-redis-operator"
+)
+
+// Options are the operator-wide settings the builders need.
+type Options struct {
+	// RedisImage runs the server unless spec.image overrides it.
+	RedisImage string
+	// ExporterImage runs the redis_exporter sidecar unless spec.exporter.image overrides it.
+	ExporterImage string
+	// UringSeccompProfile is the Localhost seccomp profile of uring pods, relative
+	// to the kubelet's seccomp directory: RuntimeDefault plus io_uring_setup,
+	// io_uring_enter and io_uring_register, which containerd >= 2.0 and
+	// Docker >= 25 deny by default.
+	UringSeccompProfile string
+	// LocalNVMeStorageClass and GP3StorageClass back the storage profiles.
+	LocalNVMeStorageClass string
+	GP3StorageClass       string
+}
+
+// KernelLabels are the node labels that carry a node's kernel major and minor version.
+type KernelLabels struct {
+	Major, Minor string
+}
+
+// Kernel version labels: Node Feature Discovery's, used when nodes carry them,
+// and the operator's own node labeler's otherwise.
+var (
+	NFDKernelLabels      = KernelLabels{Major: "feature.node.kubernetes.io/kernel-version.major", Minor: "feature.node.kubernetes.io/kernel-version.minor"}
+	OperatorKernelLabels = KernelLabels{Major: "uringredis.io/kernel-version.major", Minor: "uringredis.io/kernel-version.minor"}
+)
+
+func configMapName(rp *v1alpha1.RedisPersistence) string       { return rp.Name + "-config" }
+func headlessServiceName(rp *v1alpha1.RedisPersistence) string { return rp.Name + "-headless" }
+
+func selectorLabels(rp *v1alpha1.RedisPersistence) map[string]string {
+	return map[string]string{labelName: "redis", labelInstance: rp.Name}
+}
+
+func objectLabels(rp *v1alpha1.RedisPersistence) map[string]string {
+	labels := selectorLabels(rp)
+	labels[labelManagedBy] = fieldOwner
+	labels[labelComponent] = "server"
+	return labels
+}
+
+func ownerReference(rp *v1alpha1.RedisPersistence) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         v1alpha1.GroupVersion.String(),
+		Kind:               "RedisPersistence",
+		Name:               rp.Name,
+		UID:                rp.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+func objectMeta(rp *v1alpha1.RedisPersistence, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:            name,
+		Namespace:       rp.Namespace,
+		Labels:          objectLabels(rp),
+		OwnerReferences: []metav1.OwnerReference{ownerReference(rp)},
+	}
+}
+
+// minKernel is the kernel a RedisPersistence needs, or "" for none.
+func minKernel(rp *v1alpha1.RedisPersistence) string {
+	if v := rp.Spec.Placement.MinKernelVersion; v != "" {
+		return v
+	}
+	if rp.Spec.Mode == v1alpha1.ModeUring {
+		return "6.0"
+	}
+	return ""
+}
+
+func exporterEnabled(rp *v1alpha1.RedisPersistence) bool {
+	return ptr.Deref(rp.Spec.Exporter.Enabled, true)
+}
+
+// renderConfig renders redis.conf. Every persistence knob is written out,
+// defaults included, so the file alone says what the server does.
+func renderConfig(rp *v1alpha1.RedisPersistence) string {
+	var b strings.Builder
+	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+
+	line("# Rendered by uring-redis-operator from RedisPersistence %s/%s (mode %s); do not edit.", rp.Namespace, rp.Name, rp.Spec.Mode)
+	line("bind * -::*")
+	line("port %d", redisPort)
+	line("protected-mode no")
+	line("dir %s", dataDir)
+	line("daemonize no")
+	line("loglevel notice")
+	line(`logfile ""`)
+
+	save := `save ""`
+	if rp.Spec.RDB != nil {
+		rules := make([]string, 0, len(rp.Spec.RDB.Save))
+		for _, r := range rp.Spec.RDB.Save {
+			rules = append(rules, fmt.Sprintf("%d %d", r.Seconds, r.Changes))
+		}
+		save = "save " + strings.Join(rules, " ")
+	}
+	line("%s", save)
+	line("dbfilename dump.rdb")
+
+	switch rp.Spec.Mode {
+	case v1alpha1.ModeAOF:
+		fsync := v1alpha1.FsyncEverySec
+		if rp.Spec.AOF != nil && rp.Spec.AOF.Fsync != "" {
+			fsync = rp.Spec.AOF.Fsync
+		}
+		line("appendonly yes")
+		line("appenddirname appendonlydir")
+		line("appendfsync %s", fsync)
+		line("appendfsync-engine posix")
+	case v1alpha1.ModeUring:
+		u := rp.Spec.Uring
+		if u == nil {
+			u = &v1alpha1.UringSpec{}
+		}
+		// The uring engine syncs every batch; "always" is the policy whose
+		// guarantee it keeps, and what the server runs if the ring cannot start.
+		line("appendonly yes")
+		line("appenddirname appendonlydir")
+		line("appendfsync always")
+		line("appendfsync-engine uring")
+		line("aof-uring-ack %s", orDefault(string(u.Ack), string(v1alpha1.AckDurable)))
+		line("aof-uring-queue-depth %d", orDefaultInt(u.QueueDepth, 256))
+		sqpoll := u.SQPoll != nil && u.SQPoll.Enabled
+		line("aof-uring-sqpoll %s", yesNo(sqpoll))
+		if sqpoll && u.SQPoll.IdleMillis != nil {
+			line("aof-uring-sqpoll-idle-ms %d", *u.SQPoll.IdleMillis)
+		}
+		if sqpoll && u.SQPoll.CPU != nil {
+			line("aof-uring-sqpoll-cpu %d", *u.SQPoll.CPU)
+		}
+		line("aof-uring-max-workers %d", orDefaultInt(u.MaxWorkers, 2))
+		if u.MaxInFlight != nil {
+			line("aof-uring-max-inflight-bytes %d", u.MaxInFlight.Value())
+		}
+	default:
+		line("appendonly no")
+	}
+	if rp.Spec.Auth != nil {
+		line("include %s/auth.conf", runDir)
+	}
+	return b.String()
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func orDefaultInt(v, def int32) int32 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// configHash changes whenever the pods must restart to pick up a change the
+// pod template itself does not show.
+func configHash(config string) string {
+	sum := sha256.Sum256([]byte(config))
+	return hex.EncodeToString(sum[:8])
+}
+
+func buildConfigMap(rp *v1alpha1.RedisPersistence, config string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: objectMeta(rp, configMapName(rp)),
+		Data:       map[string]string{"redis.conf": config},
+	}
+}
+
+func buildHeadlessService(rp *v1alpha1.RedisPersistence) *corev1.Service {
+	svc := buildClientService(rp)
+	svc.Name = headlessServiceName(rp)
+	svc.Spec.ClusterIP = corev1.ClusterIPNone
+	svc.Spec.PublishNotReadyAddresses = true
+	return svc
+}
+
+func buildClientService(rp *v1alpha1.RedisPersistence) *corev1.Service {
+	ports := []corev1.ServicePort{{Name: "redis", Port: redisPort, TargetPort: intstr.FromString("redis"), Protocol: corev1.ProtocolTCP}}
+	if exporterEnabled(rp) {
+		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: exporterPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP})
+	}
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(rp, rp.Name),
+		Spec: corev1.ServiceSpec{
+			Selector: selectorLabels(rp),
+			Ports:    ports,
+		},
+	}
+}
+
+func storageClassName(rp *v1alpha1.RedisPersistence, opts Options) *string {
+	s := rp.Spec.Storage
+	if s.StorageClassName != "" {
+		return ptr.To(s.StorageClassName)
+	}
+	switch s.Profile {
+	case v1alpha1.StorageLocalNVMe:
+		return ptr.To(opts.LocalNVMeStorageClass)
+	case v1alpha1.StorageGP3:
+		return ptr.To(opts.GP3StorageClass)
+	}
+	return nil // the cluster's default class
+}
+
+func restrictedSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+func podSeccomp(rp *v1alpha1.RedisPersistence, opts Options) *corev1.SeccompProfile {
+	if rp.Spec.Mode == v1alpha1.ModeUring {
+		return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To(opts.UringSeccompProfile)}
+	}
+	return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+}
+
+// prepareScript runs before the server: it reports the filesystem under the
+// data directory (mountinfo, because statfs cannot tell ext4 from ext2/3) as
+// the container's termination message, and renders the auth include file so
+// the password never lands in the ConfigMap or on a command line.
+const prepareScript = `set -eu
+fs=$(awk -v dir=` + dataDir + ` '$5 == dir { for (i = 7; $i != "-"; i++) {}; fs = $(i + 1) } END { print fs }' /proc/self/mountinfo)
+printf 'filesystem=%s\n' "${fs:-unknown}" >/dev/termination-log
+if [ -n "${REDIS_PASSWORD:-}" ]; then
+  umask 077
+  printf 'requirepass "%s"\nprimaryauth "%s"\n' "$REDIS_PASSWORD" "$REDIS_PASSWORD" >` + runDir + `/auth.conf
+fi
+`
+
+func passwordEnv(rp *v1alpha1.RedisPersistence, name string) []corev1.EnvVar {
+	if rp.Spec.Auth == nil {
+		return nil
+	}
+	ref := rp.Spec.Auth.SecretRef
+	return []corev1.EnvVar{{
+		Name: name,
+		ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name},
+			Key:                  orDefault(ref.Key, "password"),
+		}},
+	}}
+}
+
+// kernelAffinity is the node selector term set that admits nodes whose kernel
+// is at least major.minor: major > M, or major == M and minor >= m.
+// Node affinity compares integers only with Gt/Lt, hence the two terms.
+func kernelAffinity(version string, keys KernelLabels) []corev1.NodeSelectorTerm {
+	major, minor, ok := parseMajorMinor(version)
+	if !ok {
+		return nil
+	}
+	sameMajor := []corev1.NodeSelectorRequirement{
+		{Key: keys.Major, Operator: corev1.NodeSelectorOpIn, Values: []string{strconv.Itoa(major)}},
+	}
+	// "Gt -1" is not a valid label value: minor 0 means any minor.
+	if minor > 0 {
+		sameMajor = append(sameMajor, corev1.NodeSelectorRequirement{
+			Key: keys.Minor, Operator: corev1.NodeSelectorOpGt, Values: []string{strconv.Itoa(minor - 1)},
+		})
+	}
+	return []corev1.NodeSelectorTerm{
+		{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: keys.Major, Operator: corev1.NodeSelectorOpGt, Values: []string{strconv.Itoa(major)}},
+		}},
+		{MatchExpressions: sameMajor},
+	}
+}
+
+// buildAffinity merges the user's affinity with the kernel requirement: every
+// user term is combined with each kernel term (selector terms are ORed,
+// expressions within a term ANDed).
+func buildAffinity(rp *v1alpha1.RedisPersistence, keys KernelLabels) *corev1.Affinity {
+	var affinity *corev1.Affinity
+	if rp.Spec.Placement.Affinity != nil {
+		affinity = rp.Spec.Placement.Affinity.DeepCopy()
+	}
+	kernelTerms := kernelAffinity(minKernel(rp), keys)
+	if len(kernelTerms) == 0 {
+		return affinity
+	}
+	if affinity == nil {
+		affinity = &corev1.Affinity{}
+	}
+	if affinity.NodeAffinity == nil {
+		affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	required := affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+	if required == nil || len(required.NodeSelectorTerms) == 0 {
+		affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: kernelTerms}
+		return affinity
+	}
+	var merged []corev1.NodeSelectorTerm
+	for _, user := range required.NodeSelectorTerms {
+		for _, kernel := range kernelTerms {
+			term := *user.DeepCopy()
+			term.MatchExpressions = append(term.MatchExpressions, kernel.MatchExpressions...)
+			merged = append(merged, term)
+		}
+	}
+	required.NodeSelectorTerms = merged
+	return affinity
+}
+
+func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, keys KernelLabels, config string) *appsv1.StatefulSet {
+	image := orDefault(rp.Spec.Image, opts.RedisImage)
+	volumeMounts := []corev1.VolumeMount{
+		{Name: "data", MountPath: dataDir},
+		{Name: "config", MountPath: configDir, ReadOnly: true},
+		{Name: "run", MountPath: runDir},
+	}
+	cliEnv := append([]corev1.EnvVar{{Name: "REDISCLI_HISTFILE", Value: "/dev/null"}}, passwordEnv(rp, "REDISCLI_AUTH")...)
+
+	prepare := corev1.Container{
+		Name:                     containerPrepare,
+		Image:                    image,
+		Command:                  []string{"sh", "-c", prepareScript},
+		Env:                      passwordEnv(rp, "REDIS_PASSWORD"),
+		VolumeMounts:             volumeMounts,
+		SecurityContext:          restrictedSecurityContext(),
+		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+		},
+	}
+
+	redis := corev1.Container{
+		Name:    containerRedis,
+		Image:   image,
+		Command: []string{"valkey-server", configDir + "/redis.conf"},
+		Env:     cliEnv,
+		Ports:   []corev1.ContainerPort{{Name: "redis", ContainerPort: redisPort, Protocol: corev1.ProtocolTCP}},
+		// A server replaying a large AOF accepts connections but answers
+		// LOADING: the TCP probes keep it alive, the PING probe keeps it out
+		// of the Service until it has loaded.
+		StartupProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("redis")}},
+			PeriodSeconds:    2,
+			FailureThreshold: 150,
+		},
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("redis")}},
+			PeriodSeconds:    10,
+			FailureThreshold: 6,
+		},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+				Command: []string{"sh", "-c", "valkey-cli -p " + strconv.Itoa(redisPort) + " ping | grep -qx PONG"},
+			}},
+			PeriodSeconds:  5,
+			TimeoutSeconds: 3,
+		},
+		VolumeMounts:    volumeMounts,
+		SecurityContext: restrictedSecurityContext(),
+	}
+	if rp.Spec.Resources != nil {
+		redis.Resources = *rp.Spec.Resources.DeepCopy()
+	}
+
+	containers := []corev1.Container{redis}
+	if exporterEnabled(rp) {
+		containers = append(containers, buildExporter(rp, opts))
+	}
+
+	volumes := []corev1.Volume{
+		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: configMapName(rp)},
+		}}},
+		{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}},
+	}
+
+	var tolerations []corev1.Toleration
+	if len(rp.Spec.Placement.Tolerations) > 0 {
+		tolerations = append(tolerations, rp.Spec.Placement.Tolerations...)
+	}
+
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: objectMeta(rp, rp.Name),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](1),
+			ServiceName: headlessServiceName(rp),
+			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
+			// The pod holds the only copy of the data: replace it only once the old one is gone.
+			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      objectLabels(rp),
+					Annotations: map[string]string{annotationConfigHash: configHash(config)},
+				},
+				Spec: corev1.PodSpec{
+					InitContainers: []corev1.Container{prepare},
+					Containers:     containers,
+					Volumes:        volumes,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:        ptr.To(true),
+						RunAsUser:           ptr.To[int64](redisUID),
+						RunAsGroup:          ptr.To[int64](redisUID),
+						FSGroup:             ptr.To[int64](redisUID),
+						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+						SeccompProfile:      podSeccomp(rp, opts),
+					},
+					AutomountServiceAccountToken:  ptr.To(false),
+					EnableServiceLinks:            ptr.To(false),
+					TerminationGracePeriodSeconds: ptr.To[int64](60),
+					NodeSelector:                  copyMap(rp.Spec.Placement.NodeSelector),
+					Tolerations:                   tolerations,
+					Affinity:                      buildAffinity(rp, keys),
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
+				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: selectorLabels(rp)},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					StorageClassName: storageClassName(rp, opts),
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: rp.Spec.Storage.Size}},
+				},
+			}},
+		},
+	}
+}
+
+func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container {
+	c := corev1.Container{
+		Name:  containerExporter,
+		Image: orDefault(rp.Spec.Exporter.Image, opts.ExporterImage),
+		Args: []string{
+			"--redis.addr=redis://localhost:" + strconv.Itoa(redisPort),
+			"--web.listen-address=:" + strconv.Itoa(exporterPort),
+		},
+		Env:   passwordEnv(rp, "REDIS_PASSWORD"),
+		Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: exporterPort, Protocol: corev1.ProtocolTCP}},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("metrics")}},
+			PeriodSeconds: 10,
+		},
+		SecurityContext: restrictedSecurityContext(),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+		},
+	}
+	if rp.Spec.Exporter.Resources != nil {
+		c.Resources = *rp.Spec.Exporter.Resources.DeepCopy()
+	}
+	return c
+}
+
+func copyMap(in map[string]string) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// sortedKeys is used where map order would leak into output.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

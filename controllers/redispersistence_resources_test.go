@@ -1,0 +1,151 @@
+package controllers
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+var testOptions = Options{
+	RedisImage:            "redis-uring:test",
+	ExporterImage:         "oliver006/redis_exporter:test",
+	UringSeccompProfile:   "uring-redis/io_uring.json",
+	LocalNVMeStorageClass: "uring-local-nvme",
+	GP3StorageClass:       "uring-gp3",
+}
+
+// newRedisPersistence is a RedisPersistence as the API server returns it
+// after defaulting, so builders see what they see in a cluster.
+func newRedisPersistence(name string, spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
+	if spec.Storage.Profile == "" {
+		spec.Storage.Profile = v1alpha1.StorageCustom
+	}
+	if spec.Storage.Size.IsZero() {
+		spec.Storage.Size = resource.MustParse("8Gi")
+	}
+	return &v1alpha1.RedisPersistence{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "apps", UID: "0a1b2c3d-0000-4000-8000-000000000001", Generation: 1},
+		Spec:       spec,
+	}
+}
+
+// goldenCases cover every mode the product offers.
+var goldenCases = map[string]v1alpha1.RedisPersistenceSpec{
+	"none": {Mode: v1alpha1.ModeNone, Exporter: v1alpha1.ExporterSpec{Enabled: ptr.To(false)}},
+	"rdb": {Mode: v1alpha1.ModeRDB, RDB: &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 3600, Changes: 1}, {Seconds: 60, Changes: 10000}}},
+		Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageCustom, StorageClassName: "standard"}},
+	"aof-always":   {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}, Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageGP3}},
+	"aof-everysec": {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}},
+	"aof-no":       {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncNo}},
+	"uring-durable": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2},
+		Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: resource.MustParse("20Gi")},
+		Auth:    &v1alpha1.AuthSpec{SecretRef: v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}}},
+	"uring-fast": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast, QueueDepth: 1024, MaxWorkers: 4, MaxInFlight: ptr.To(resource.MustParse("4Mi"))},
+		Placement: v1alpha1.PlacementSpec{MinKernelVersion: "6.8", NodeSelector: map[string]string{"node.kubernetes.io/instance-type": "i4i.large"},
+			Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "redis", Effect: corev1.TaintEffectNoSchedule}}}},
+	"uring-sqpoll": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2,
+		SQPoll: &v1alpha1.SQPollSpec{Enabled: true, IdleMillis: ptr.To[int32](50), CPU: ptr.To[int32](1)}},
+		Placement: v1alpha1.PlacementSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"eu-west-1a"}}},
+			}}}}}}},
+}
+
+func renderGolden(t *testing.T, spec v1alpha1.RedisPersistenceSpec) (config, statefulSet []byte) {
+	t.Helper()
+	rp := newRedisPersistence("cache", spec)
+	conf := renderConfig(rp)
+	out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, OperatorKernelLabels, conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(conf), out
+}
+
+func TestGoldenFiles(t *testing.T) {
+	for name, spec := range goldenCases {
+		t.Run(name, func(t *testing.T) {
+			config, sts := renderGolden(t, spec)
+			config2, sts2 := renderGolden(t, spec)
+			if !bytes.Equal(config, config2) || !bytes.Equal(sts, sts2) {
+				t.Fatal("rendering the same spec twice gave different output")
+			}
+			compareGolden(t, filepath.Join("testdata", name+".redis.conf"), config)
+			compareGolden(t, filepath.Join("testdata", name+".statefulset.yaml"), sts)
+		})
+	}
+}
+
+func compareGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run `go test ./controllers -run TestGoldenFiles -update` to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the rendered output; if the change is intended, rerun with -update.\n--- got ---\n%s", path, got)
+	}
+}
+
+func TestRenderConfigUsesServerOptionNames(t *testing.T) {
+	config, _ := renderGolden(t, goldenCases["uring-sqpoll"])
+	for _, want := range []string{
+		"appendonly yes", "appendfsync-engine uring", "aof-uring-ack durable", "aof-uring-queue-depth 256",
+		"aof-uring-sqpoll yes", "aof-uring-sqpoll-idle-ms 50", "aof-uring-sqpoll-cpu 1", "aof-uring-max-workers 2",
+	} {
+		if !strings.Contains(string(config), want+"\n") {
+			t.Errorf("redis.conf lacks %q:\n%s", want, config)
+		}
+	}
+	fast, _ := renderGolden(t, goldenCases["uring-fast"])
+	if !strings.Contains(string(fast), "aof-uring-max-inflight-bytes 4194304\n") {
+		t.Errorf("fast mode must bound in-flight bytes:\n%s", fast)
+	}
+}
+
+func TestConfigHashFollowsConfig(t *testing.T) {
+	a := newRedisPersistence("cache", goldenCases["aof-always"])
+	b := newRedisPersistence("cache", goldenCases["aof-everysec"])
+	hash := func(rp *v1alpha1.RedisPersistence) string {
+		return buildStatefulSet(rp, testOptions, OperatorKernelLabels, renderConfig(rp)).Spec.Template.Annotations[annotationConfigHash]
+	}
+	if hash(a) == hash(b) {
+		t.Fatal("different fsync policies must give different config hashes, or the pod would not restart")
+	}
+	if hash(a) != hash(a.DeepCopy()) {
+		t.Fatal("the config hash is not deterministic")
+	}
+}
+
+func TestSeccompProfilePerMode(t *testing.T) {
+	for name, spec := range goldenCases {
+		rp := newRedisPersistence("cache", spec)
+		sc := buildStatefulSet(rp, testOptions, OperatorKernelLabels, "").Spec.Template.Spec.SecurityContext.SeccompProfile
+		wantLocalhost := spec.Mode == v1alpha1.ModeUring
+		if (sc.Type == corev1.SeccompProfileTypeLocalhost) != wantLocalhost {
+			t.Errorf("%s: seccomp %s, want Localhost=%v", name, sc.Type, wantLocalhost)
+		}
+		if wantLocalhost && ptr.Deref(sc.LocalhostProfile, "") != testOptions.UringSeccompProfile {
+			t.Errorf("%s: localhost profile %v", name, sc.LocalhostProfile)
+		}
+	}
+}

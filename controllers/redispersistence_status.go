@@ -1,0 +1,160 @@
+package controllers
+
+import (
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// Condition reasons.
+const (
+	ReasonScheduled         = "Scheduled"
+	ReasonNoEligibleNodes   = "NoEligibleNodes"
+	ReasonPending           = "Pending"
+	ReasonUnschedulable     = "Unschedulable"
+	ReasonFilesystemOK      = "FilesystemVerified"
+	ReasonFilesystemNotExt4 = "FilesystemNotExt4"
+	ReasonFilesystemUnknown = "FilesystemUnknown"
+	ReasonUringActive       = "Active"
+	ReasonUringFallback     = "FellBackToPosix"
+	ReasonServerUnreachable = "ServerUnreachable"
+	ReasonReady             = "Ready"
+	ReasonRolloutInProgress = "RolloutInProgress"
+	ReasonPodNotReady       = "PodNotReady"
+	ReasonStorageNotReady   = "StorageNotReady"
+	ReasonNotScheduled      = "NotScheduled"
+	ReasonApplyFailed       = "ApplyFailed"
+)
+
+// observation is everything the status is computed from, gathered by the
+// reconciler; the functions below turn it into conditions without a client.
+type observation struct {
+	eligibleNodes int
+	requirement   string
+	statefulSet   *appsv1.StatefulSet
+	pod           *corev1.Pod // nil until the StatefulSet created it
+	node          *corev1.Node
+	filesystem    string      // "" until the prepare container reported
+	info          *serverInfo // nil when the server was not asked
+	infoErr       error
+}
+
+type condition struct {
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+}
+
+func scheduledCondition(obs observation) condition {
+	if obs.pod != nil && obs.pod.Spec.NodeName != "" {
+		return condition{metav1.ConditionTrue, ReasonScheduled, "the server pod is bound to an eligible node"}
+	}
+	if obs.eligibleNodes == 0 {
+		return condition{metav1.ConditionFalse, ReasonNoEligibleNodes, "no node satisfies the placement: needs " + obs.requirement}
+	}
+	if obs.pod != nil {
+		for _, c := range obs.pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return condition{metav1.ConditionFalse, ReasonUnschedulable, c.Message}
+			}
+		}
+	}
+	return condition{metav1.ConditionFalse, ReasonPending, "waiting for the server pod to be scheduled"}
+}
+
+// needsExt4 is true for the modes whose durability this product measures on ext4.
+func needsExt4(rp *v1alpha1.RedisPersistence) bool {
+	return rp.Spec.Mode == v1alpha1.ModeAOF || rp.Spec.Mode == v1alpha1.ModeUring
+}
+
+func storageCondition(rp *v1alpha1.RedisPersistence, obs observation) condition {
+	switch {
+	case obs.filesystem == "" || obs.filesystem == "unknown":
+		return condition{metav1.ConditionUnknown, ReasonFilesystemUnknown, "the data directory's filesystem has not been reported yet"}
+	case needsExt4(rp) && obs.filesystem != "ext4":
+		return condition{metav1.ConditionFalse, ReasonFilesystemNotExt4,
+			fmt.Sprintf("mode %s needs the data directory on ext4, found %s; use a local-nvme or gp3 storage profile", rp.Spec.Mode, obs.filesystem)}
+	}
+	return condition{metav1.ConditionTrue, ReasonFilesystemOK, "the data directory is on " + obs.filesystem}
+}
+
+// uringCondition is nil for modes other than uring.
+func uringCondition(rp *v1alpha1.RedisPersistence, obs observation) *condition {
+	if rp.Spec.Mode != v1alpha1.ModeUring {
+		return nil
+	}
+	switch {
+	case obs.info == nil && obs.infoErr != nil:
+		return &condition{metav1.ConditionUnknown, ReasonServerUnreachable, "could not read the server's INFO"}
+	case obs.info == nil:
+		return &condition{metav1.ConditionUnknown, ReasonPodNotReady, "waiting for the server to be ready"}
+	case obs.info.uringActive:
+		return &condition{metav1.ConditionTrue, ReasonUringActive, "the append-only file is written through io_uring"}
+	}
+	reason := obs.info.fallbackReason
+	if reason == "" {
+		reason = "the server did not report a reason"
+	}
+	return &condition{metav1.ConditionFalse, ReasonUringFallback, "io_uring is unavailable, the server runs the posix engine: " + reason}
+}
+
+func podReady(pod *corev1.Pod) bool {
+	if pod == nil || pod.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// rolledOut is true when the StatefulSet's controller has seen the current
+// spec and its one pod runs the current revision.
+func rolledOut(sts *appsv1.StatefulSet) bool {
+	if sts == nil {
+		return false
+	}
+	s := sts.Status
+	return s.ObservedGeneration >= sts.Generation && s.UpdateRevision != "" &&
+		s.CurrentRevision == s.UpdateRevision && s.UpdatedReplicas == 1 && s.ReadyReplicas == 1
+}
+
+func readyCondition(scheduled, storage condition, obs observation) condition {
+	switch {
+	case scheduled.status != metav1.ConditionTrue:
+		return condition{metav1.ConditionFalse, ReasonNotScheduled, scheduled.message}
+	case storage.status == metav1.ConditionFalse:
+		return condition{metav1.ConditionFalse, ReasonStorageNotReady, storage.message}
+	case !rolledOut(obs.statefulSet):
+		return condition{metav1.ConditionFalse, ReasonRolloutInProgress, "waiting for the server pod to run the current configuration"}
+	case !podReady(obs.pod):
+		return condition{metav1.ConditionFalse, ReasonPodNotReady, "the server pod is not ready"}
+	}
+	return condition{metav1.ConditionTrue, ReasonReady, "the server is serving"}
+}
+
+// filesystemFromPod reads what the prepare container wrote to its
+// termination message ("filesystem=ext4").
+func filesystemFromPod(pod *corev1.Pod) string {
+	if pod == nil {
+		return ""
+	}
+	for _, s := range pod.Status.InitContainerStatuses {
+		if s.Name != containerPrepare || s.State.Terminated == nil {
+			continue
+		}
+		for _, line := range strings.Split(s.State.Terminated.Message, "\n") {
+			if v, ok := strings.CutPrefix(line, "filesystem="); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+	}
+	return ""
+}
