@@ -1,0 +1,195 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+var k8s client.Client
+
+func TestMain(m *testing.M) {
+	_, c, stop := testenv.Start(m)
+	k8s = c
+	code := m.Run()
+	stop()
+	os.Exit(code)
+}
+
+var counter int
+
+// newObject builds an unstructured RedisPersistence so tests can send what a
+// typed client could not express (wrong types, unknown fields).
+func newObject(spec map[string]any) *unstructured.Unstructured {
+	counter++
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(testenv.RedisPersistenceGVK)
+	u.SetName(fmt.Sprintf("rp-%d", counter))
+	u.SetNamespace("default")
+	return u
+}
+
+func create(spec map[string]any) error {
+	return k8s.Create(context.Background(), newObject(spec), client.FieldValidation("Strict"))
+}
+
+func uring(fields map[string]any) map[string]any {
+	return map[string]any{"mode": "uring", "uring": fields}
+}
+
+func TestInvalidSpecsAreRejected(t *testing.T) {
+	tolerations := make([]any, 33)
+	for i := range tolerations {
+		tolerations[i] = map[string]any{"key": fmt.Sprintf("k%d", i), "operator": "Exists"}
+	}
+	saves := make([]any, 9)
+	for i := range saves {
+		saves[i] = map[string]any{"seconds": i + 1, "changes": 1}
+	}
+	cases := []struct {
+		desc    string
+		spec    map[string]any
+		wantErr string
+	}{
+		{"mode is required", map[string]any{}, "spec.mode: Required value"},
+		{"unknown mode", map[string]any{"mode": "bogus"}, `spec.mode: Unsupported value: "bogus"`},
+		{"aof block with uring", map[string]any{"mode": "uring", "aof": map[string]any{"fsync": "always"}}, "spec.aof is only valid with mode: aof"},
+		{"uring block with aof", map[string]any{"mode": "aof", "uring": map[string]any{}}, "spec.uring is only valid with mode: uring"},
+		{"rdb block with none", map[string]any{"mode": "none", "rdb": map[string]any{"save": []any{map[string]any{"seconds": 60, "changes": 1}}}}, "spec.rdb snapshots need a persistent mode"},
+		{"rdb mode without rules", map[string]any{"mode": "rdb"}, "mode: rdb needs spec.rdb.save rules"},
+		{"empty save list", map[string]any{"mode": "rdb", "rdb": map[string]any{"save": []any{}}}, "spec.rdb.save: Invalid value: 0"},
+		{"save seconds zero", map[string]any{"mode": "rdb", "rdb": map[string]any{"save": []any{map[string]any{"seconds": 0, "changes": 1}}}}, "spec.rdb.save[0].seconds: Invalid value: 0"},
+		{"save changes zero", map[string]any{"mode": "rdb", "rdb": map[string]any{"save": []any{map[string]any{"seconds": 60, "changes": 0}}}}, "spec.rdb.save[0].changes: Invalid value: 0"},
+		{"too many save rules", map[string]any{"mode": "rdb", "rdb": map[string]any{"save": saves}}, "spec.rdb.save: Too many: 9: must have at most 8 items"},
+		{"unknown fsync policy", map[string]any{"mode": "aof", "aof": map[string]any{"fsync": "sometimes"}}, `spec.aof.fsync: Unsupported value: "sometimes"`},
+		{"unknown ack", uring(map[string]any{"ack": "eventually"}), `spec.uring.ack: Unsupported value: "eventually"`},
+		{"queue depth not a power of two", uring(map[string]any{"queueDepth": 100}), "uring.queueDepth must be a power of two between 8 and 32768"},
+		{"queue depth too small", uring(map[string]any{"queueDepth": 4}), "spec.uring.queueDepth: Invalid value: 4: spec.uring.queueDepth in body should be greater than or equal to 8"},
+		{"queue depth too large", uring(map[string]any{"queueDepth": 65536}), "spec.uring.queueDepth: Invalid value: 65536: spec.uring.queueDepth in body should be less than or equal to 32768"},
+		{"queue depth as string", uring(map[string]any{"queueDepth": "256"}), `spec.uring.queueDepth: Invalid value: "string"`},
+		{"no io-wq workers", uring(map[string]any{"maxWorkers": 0}), "spec.uring.maxWorkers in body should be greater than or equal to 1"},
+		{"too many io-wq workers", uring(map[string]any{"maxWorkers": 65}), "spec.uring.maxWorkers in body should be less than or equal to 64"},
+		{"in-flight bound with durable ack", uring(map[string]any{"maxInFlight": "4Mi"}), "uring.maxInFlight bounds the loss window of ack: fast"},
+		{"in-flight bound too small", uring(map[string]any{"ack": "fast", "maxInFlight": "1Ki"}), "uring.maxInFlight must be at least 64Ki"},
+		{"in-flight bound too large", uring(map[string]any{"ack": "fast", "maxInFlight": "2Gi"}), "uring.maxInFlight must be at most 1Gi"},
+		{"sqpoll idle without sqpoll", uring(map[string]any{"sqpoll": map[string]any{"enabled": false, "idleMillis": 100}}), "uring.sqpoll.idleMillis and uring.sqpoll.cpu need uring.sqpoll.enabled: true"},
+		{"sqpoll cpu without sqpoll", uring(map[string]any{"sqpoll": map[string]any{"enabled": false, "cpu": 1}}), "uring.sqpoll.idleMillis and uring.sqpoll.cpu need uring.sqpoll.enabled: true"},
+		{"sqpoll without enabled", uring(map[string]any{"sqpoll": map[string]any{}}), "spec.uring.sqpoll.enabled: Required value"},
+		{"sqpoll idle zero", uring(map[string]any{"sqpoll": map[string]any{"enabled": true, "idleMillis": 0}}), "spec.uring.sqpoll.idleMillis in body should be greater than or equal to 1"},
+		{"sqpoll cpu negative", uring(map[string]any{"sqpoll": map[string]any{"enabled": true, "cpu": -1}}), "spec.uring.sqpoll.cpu in body should be greater than or equal to 0"},
+		{"unknown storage profile", map[string]any{"mode": "aof", "storage": map[string]any{"profile": "ssd"}}, `spec.storage.profile: Unsupported value: "ssd"`},
+		{"volume too small", map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Mi"}}, "storage.size must be at least 64Mi"},
+		{"malformed storage class", map[string]any{"mode": "aof", "storage": map[string]any{"storageClassName": "Fast_SSD"}}, "spec.storage.storageClassName in body should match"},
+		{"kernel version without minor", map[string]any{"mode": "uring", "placement": map[string]any{"minKernelVersion": "6"}}, "spec.placement.minKernelVersion in body should match"},
+		{"kernel version with a v", map[string]any{"mode": "uring", "placement": map[string]any{"minKernelVersion": "v6.1"}}, "spec.placement.minKernelVersion in body should match"},
+		{"too many tolerations", map[string]any{"mode": "aof", "placement": map[string]any{"tolerations": tolerations}}, "spec.placement.tolerations: Too many: 33: must have at most 32 items"},
+		{"empty image", map[string]any{"mode": "aof", "image": ""}, "spec.image in body should be at least 1 chars long"},
+		{"empty exporter image", map[string]any{"mode": "aof", "exporter": map[string]any{"image": ""}}, "spec.exporter.image in body should be at least 1 chars long"},
+		{"auth without secret name", map[string]any{"mode": "aof", "auth": map[string]any{"secretRef": map[string]any{"name": ""}}}, "spec.auth.secretRef.name in body should be at least 1 chars long"},
+		{"auth without secretRef", map[string]any{"mode": "aof", "auth": map[string]any{}}, "spec.auth.secretRef: Required value"},
+		{"malformed scrape interval", map[string]any{"mode": "aof", "monitoring": map[string]any{"podMonitor": map[string]any{"interval": "30 seconds"}}}, "spec.monitoring.podMonitor.interval in body should match"},
+		{"misspelt field", map[string]any{"mode": "aof", "aof": map[string]any{"fsynk": "always"}}, `unknown field "spec.aof.fsynk"`},
+	}
+	if len(cases) < 30 {
+		t.Fatalf("the table must hold at least 30 invalid specs, has %d", len(cases))
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			err := create(tc.spec)
+			if err == nil {
+				t.Fatalf("accepted %v", tc.spec)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestStorageIsImmutable(t *testing.T) {
+	ctx := context.Background()
+	obj := newObject(map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Gi"}})
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(obj.Object, "2Gi", "spec", "storage", "size"); err != nil {
+		t.Fatal(err)
+	}
+	err := k8s.Update(ctx, obj)
+	if err == nil || !strings.Contains(err.Error(), "spec.storage is immutable") {
+		t.Fatalf("resizing the volume: got %v, want the immutability message", err)
+	}
+	// Everything else may change, the mode included.
+	if err := unstructured.SetNestedField(obj.Object, "2Gi", "spec", "storage", "size"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	obj.Object["spec"].(map[string]any)["mode"] = "uring"
+	if err := k8s.Update(ctx, obj); err != nil {
+		t.Fatalf("changing the mode: %v", err)
+	}
+}
+
+func TestDefaultsAreApplied(t *testing.T) {
+	ctx := context.Background()
+	obj := newObject(map[string]any{"mode": "uring", "uring": map[string]any{}})
+	if err := k8s.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	rp := &v1alpha1.RedisPersistence{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), rp); err != nil {
+		t.Fatal(err)
+	}
+	u := rp.Spec.Uring
+	got := fmt.Sprintf("ack=%s queueDepth=%d maxWorkers=%d profile=%s size=%s exporter=%v podMonitor=%v interval=%s",
+		u.Ack, u.QueueDepth, u.MaxWorkers, rp.Spec.Storage.Profile, rp.Spec.Storage.Size.String(),
+		*rp.Spec.Exporter.Enabled, *rp.Spec.Monitoring.PodMonitor.Enabled, rp.Spec.Monitoring.PodMonitor.Interval)
+	want := "ack=durable queueDepth=256 maxWorkers=2 profile=custom size=8Gi exporter=true podMonitor=true interval=30s"
+	if got != want {
+		t.Errorf("defaults:\n got %s\nwant %s", got, want)
+	}
+
+	aof := newObject(map[string]any{"mode": "aof", "aof": map[string]any{}, "auth": map[string]any{"secretRef": map[string]any{"name": "pw"}}})
+	if err := k8s.Create(ctx, aof); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(aof), rp); err != nil {
+		t.Fatal(err)
+	}
+	if rp.Spec.AOF.Fsync != v1alpha1.FsyncEverySec || rp.Spec.Auth.SecretRef.Key != "password" {
+		t.Errorf("aof defaults: fsync=%s key=%s", rp.Spec.AOF.Fsync, rp.Spec.Auth.SecretRef.Key)
+	}
+}
+
+func TestSamplesAreAccepted(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "samples", "persistence_*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no samples found: %v", err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		obj.SetNamespace("default")
+		if err := k8s.Create(context.Background(), obj, client.FieldValidation("Strict")); err != nil {
+			t.Errorf("%s rejected: %v", filepath.Base(file), err)
+		}
+	}
+}
