@@ -30,7 +30,7 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 			continue
 		}
 		cfg := powercut.Config{
-			Bin: e.bin, WorkDir: e.work, Mode: m, Clients: p.clients,
+			Bin: e.bin, WorkDir: e.work, Mode: m, Clients: p.clients, Observers: 5,
 			LoadMin: p.loadMin, LoadMax: p.loadMax, ValueSize: 64, FSSizeMiB: 256, Rand: e.rnd,
 		}
 		var trials []powercut.Trial
@@ -47,6 +47,9 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 			} else if t.Acked > 0 {
 				line += ", nothing survived"
 			}
+			if t.Observed > 0 {
+				line += fmt.Sprintf(", %d observed by readers in flight (%d of them lost)", t.Observed, t.ObservedLost)
+			}
 			if t.InFlightFound > 0 {
 				line += fmt.Sprintf(", %d unacknowledged in-flight writes survived", t.InFlightFound)
 			}
@@ -57,8 +60,8 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 		}
 		s := powercut.Summarize(m, trials)
 		res := suite.Result{Name: name, Metrics: s, Status: suite.Pass}
-		detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial, loss window up to %.0f ms), %.0f acked/s",
-			s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.MaxLossWindowMs, s.MeanAckedPerSec)
+		detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial, loss window up to %.0f ms), %.0f acked/s; %d writes observed by readers in flight, %d of them lost",
+			s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.MaxLossWindowMs, s.MeanAckedPerSec, s.Observed, s.ObservedLost)
 		switch {
 		case s.Errors > 0:
 			res.Status = suite.Fail
@@ -66,8 +69,11 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 		case m.Durable() && s.Lost > 0:
 			res.Status = suite.Fail
 			detail = "durable mode lost acknowledged writes: " + detail
+		case m.Durable() && s.ObservedLost > 0:
+			res.Status = suite.Fail
+			detail = "durable mode let readers observe writes the cut erased: " + detail
 		case m.Durable():
-			detail = "0 acknowledged writes lost: " + detail
+			detail = "0 acknowledged or observed writes lost: " + detail
 		default:
 			detail = "measured (not asserted): " + detail
 		}

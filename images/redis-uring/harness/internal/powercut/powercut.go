@@ -8,6 +8,11 @@
 // SIGKILLed; unmount, mount (journal replay), restart the server on the same
 // directory, read every key back. An acknowledged key that is missing is a
 // lost write; a key present with a value we never wrote is corruption.
+//
+// Meanwhile Observers goroutines GET the key each writer is writing right
+// now (sent, not yet acknowledged). A value they see has been observed: a
+// durable mode must not let anyone observe a write that the cut can erase,
+// so every observed key must survive too.
 package powercut
 
 import (
@@ -18,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/loopfs"
@@ -31,6 +37,7 @@ type Config struct {
 	WorkDir   string
 	Mode      server.Mode
 	Clients   int
+	Observers int
 	LoadMin   time.Duration // the cut comes after a uniform random
 	LoadMax   time.Duration // load time in [LoadMin, LoadMax]
 	ValueSize int
@@ -51,6 +58,10 @@ type Trial struct {
 	Survived      int `json:"survived"`
 	Corrupt       int `json:"corrupt"`
 	InFlightFound int `json:"in_flight_found"`
+	// Observed counts writes a reader saw while they were in flight (or
+	// just acknowledged); ObservedLost those of them missing after restart.
+	Observed     int `json:"observed"`
+	ObservedLost int `json:"observed_lost"`
 	// LossWindowMs: cut minus the acknowledgement time of the oldest lost
 	// write — how far back in time the cut reached. 0 when nothing was lost.
 	LossWindowMs float64 `json:"loss_window_ms"`
@@ -67,6 +78,8 @@ type worker struct {
 	acks     []time.Duration // acks[i] = ack time of key i, since load start
 	inFlight bool            // one SET sent whose reply never came
 	err      error
+	sending  atomic.Int64 // index of the key being written now
+	observed map[int]bool // keys of this writer that a reader saw before their ack
 }
 
 func key(w, i int) string { return "pc:" + strconv.Itoa(w) + ":" + strconv.Itoa(i) }
@@ -120,12 +133,13 @@ func run(cfg Config, n int, t *Trial) error {
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range workers {
-		workers[w] = &worker{acks: make([]time.Duration, 0, 4096)}
+		workers[w] = &worker{acks: make([]time.Duration, 0, 4096), observed: map[int]bool{}}
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
 			st, c := workers[w], conns[w]
 			for i := 0; ; i++ {
+				st.sending.Store(int64(i))
 				st.inFlight = true
 				v, err := c.Do("SET", key(w, i), value(w, i, cfg.ValueSize))
 				if err != nil {
@@ -142,6 +156,8 @@ func run(cfg Config, n int, t *Trial) error {
 		}(w)
 	}
 
+	observed := observe(cfg, srv, workers, &wg)
+
 	load := cfg.LoadMin + time.Duration(cfg.Rand.Int63n(int64(cfg.LoadMax-cfg.LoadMin)+1))
 	time.Sleep(load)
 	cut := time.Since(start)
@@ -149,6 +165,9 @@ func run(cfg Config, n int, t *Trial) error {
 	cutDone := time.Since(start)
 	srv.Kill()
 	wg.Wait()
+	for _, o := range *observed {
+		workers[o[0]].observed[o[1]] = true
+	}
 	if cutErr != nil {
 		return cutErr
 	}
@@ -210,6 +229,12 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 					t.Corrupt++
 					continue
 				}
+				if st.observed[i] {
+					t.Observed++
+					if !present[j] {
+						t.ObservedLost++
+					}
+				}
 				if i == len(st.acks) { // the unacknowledged in-flight SET
 					if present[j] {
 						t.InFlightFound++
@@ -241,6 +266,40 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 	return nil
 }
 
+// observe starts cfg.Observers readers that GET the key each writer is
+// sending at that moment; it returns where the (worker, index) pairs they saw
+// will be, complete once wg is done.
+func observe(cfg Config, srv *server.Server, workers []*worker, wg *sync.WaitGroup) *[][2]int {
+	var mu sync.Mutex
+	seen := &[][2]int{}
+	for r := 0; r < cfg.Observers; r++ {
+		c, err := srv.Dial()
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func(seed int64) {
+			defer wg.Done()
+			defer c.Close()
+			rnd := rand.New(rand.NewSource(seed))
+			for {
+				w := rnd.Intn(len(workers))
+				i := int(workers[w].sending.Load())
+				v, ok, err := c.String("GET", key(w, i))
+				if err != nil {
+					return // the server is gone
+				}
+				if ok && v == value(w, i, cfg.ValueSize) {
+					mu.Lock()
+					*seen = append(*seen, [2]int{w, i})
+					mu.Unlock()
+				}
+			}
+		}(cfg.Rand.Int63())
+	}
+	return seen
+}
+
 // Summary aggregates trials of one mode.
 type Summary struct {
 	Mode            string  `json:"mode"`
@@ -249,6 +308,8 @@ type Summary struct {
 	Errors          int     `json:"errors"`
 	Acked           int     `json:"acked"`
 	Lost            int     `json:"lost"`
+	Observed        int     `json:"observed"`
+	ObservedLost    int     `json:"observed_lost"`
 	TrialsWithLoss  int     `json:"trials_with_loss"`
 	MaxLost         int     `json:"max_lost_in_a_trial"`
 	MaxLossWindowMs float64 `json:"max_loss_window_ms"`
@@ -265,6 +326,8 @@ func Summarize(mode server.Mode, trials []Trial) Summary {
 		}
 		s.Acked += t.Acked
 		s.Lost += t.Lost
+		s.Observed += t.Observed
+		s.ObservedLost += t.ObservedLost
 		if t.Lost > 0 {
 			s.TrialsWithLoss++
 		}

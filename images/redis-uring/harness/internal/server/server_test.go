@@ -1,0 +1,60 @@
+package server
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestParseInfo(t *testing.T) {
+	info := ParseInfo("# Persistence\r\naof_enabled:1\r\naof_last_write_status:ok\r\n\r\n# CPU\r\nused_cpu_sys:1.25\r\nweird:a:b\r\n")
+	want := map[string]string{"aof_enabled": "1", "aof_last_write_status": "ok", "used_cpu_sys": "1.25", "weird": "a:b"}
+	if len(info) != len(want) {
+		t.Fatalf("got %v", info)
+	}
+	for k, v := range want {
+		if info[k] != v {
+			t.Errorf("%s = %q, want %q", k, info[k], v)
+		}
+	}
+}
+
+func TestModeConfigAndDurability(t *testing.T) {
+	for _, tc := range []struct {
+		mode    Mode
+		durable bool
+		lines   []string
+	}{
+		{None, false, []string{`save ""`, "appendonly no"}},
+		{Always, true, []string{"appendonly yes", "appendfsync always"}},
+		{Everysec, false, []string{"appendfsync everysec"}},
+		{No, false, []string{"appendfsync no"}},
+		{UringDurable, true, []string{"appendfsync-engine uring", "aof-uring-ack durable"}},
+		{UringFast, false, []string{"appendfsync-engine uring", "aof-uring-ack fast"}},
+		{UringDurableSQPoll, true, []string{"aof-uring-ack durable", "aof-uring-sqpoll yes"}},
+	} {
+		if got := tc.mode.Durable(); got != tc.durable {
+			t.Errorf("%s: Durable() = %v", tc.mode.Name, got)
+		}
+		lines := tc.mode.ConfigLines()
+		for _, l := range tc.lines {
+			if !slices.Contains(lines, l) {
+				t.Errorf("%s: config %q lacks %q", tc.mode.Name, lines, l)
+			}
+		}
+		if !tc.mode.Uring && slices.ContainsFunc(lines, func(l string) bool { return len(l) > 8 && l[:8] == "aof-urin" }) {
+			t.Errorf("%s: posix mode renders uring options: %q", tc.mode.Name, lines)
+		}
+	}
+}
+
+func TestModeByName(t *testing.T) {
+	for _, m := range AllModes {
+		got, err := ModeByName(m.Name)
+		if err != nil || got != m {
+			t.Errorf("ModeByName(%q) = %v, %v", m.Name, got, err)
+		}
+	}
+	if _, err := ModeByName("sometimes"); err == nil {
+		t.Error("unknown mode accepted")
+	}
+}
