@@ -26,6 +26,9 @@ ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 
 IMG ?= uring-redis-operator:dev
 
+# What `make generate` writes; `make verify` fails when any of it differs from git.
+GENERATED := api config/crd config/rbac/role.yaml
+
 ##@ General
 
 .PHONY: help
@@ -45,7 +48,8 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC role from the API typ
 
 .PHONY: verify
 verify: generate ## Fail if generated files differ from what is committed.
-	@git add -N . && if ! git diff --exit-code --stat -- api config; then \
+	@drift=$$(git status --porcelain -- $(GENERATED)); if [[ -n $$drift ]]; then \
+		git --no-pager diff --stat -- $(GENERATED); echo "$$drift"; \
 		echo "verify: generated files are out of date; run 'make generate' and commit the result" >&2; exit 1; fi
 
 .PHONY: fmt

@@ -157,8 +157,9 @@ func renderConfig(rp *v1alpha1.RedisPersistence) string {
 		}
 		line("appendonly yes")
 		line("appenddirname appendonlydir")
+		// The posix engine is the server's default; leaving it unsaid keeps
+		// modes other than uring runnable on a stock Valkey or Redis image.
 		line("appendfsync %s", fsync)
-		line("appendfsync-engine posix")
 	case v1alpha1.ModeUring:
 		u := rp.Spec.Uring
 		if u == nil {
@@ -264,6 +265,13 @@ func storageClassName(rp *v1alpha1.RedisPersistence, opts Options) *string {
 		return ptr.To(opts.GP3StorageClass)
 	}
 	return nil // the cluster's default class
+}
+
+// defaultVolumeSize matches the CRD default, for objects that skipped defaulting.
+var defaultVolumeSize = resource.MustParse("8Gi")
+
+func volumeSize(rp *v1alpha1.RedisPersistence) resource.Quantity {
+	return ptr.Deref(rp.Spec.Storage.Size, defaultVolumeSize)
 }
 
 func restrictedSecurityContext() *corev1.SecurityContext {
@@ -487,7 +495,7 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, keys KernelLa
 				Spec: corev1.PersistentVolumeClaimSpec{
 					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 					StorageClassName: storageClassName(rp, opts),
-					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: rp.Spec.Storage.Size}},
+					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: volumeSize(rp)}},
 				},
 			}},
 		},

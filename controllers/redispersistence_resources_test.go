@@ -33,8 +33,8 @@ func newRedisPersistence(name string, spec v1alpha1.RedisPersistenceSpec) *v1alp
 	if spec.Storage.Profile == "" {
 		spec.Storage.Profile = v1alpha1.StorageCustom
 	}
-	if spec.Storage.Size.IsZero() {
-		spec.Storage.Size = resource.MustParse("8Gi")
+	if spec.Storage.Size == nil {
+		spec.Storage.Size = ptr.To(resource.MustParse("8Gi"))
 	}
 	return &v1alpha1.RedisPersistence{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "apps", UID: "0a1b2c3d-0000-4000-8000-000000000001", Generation: 1},
@@ -51,7 +51,7 @@ var goldenCases = map[string]v1alpha1.RedisPersistenceSpec{
 	"aof-everysec": {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}},
 	"aof-no":       {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncNo}},
 	"uring-durable": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2},
-		Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: resource.MustParse("20Gi")},
+		Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: ptr.To(resource.MustParse("20Gi"))},
 		Auth:    &v1alpha1.AuthSpec{SecretRef: v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}}},
 	"uring-fast": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast, QueueDepth: 1024, MaxWorkers: 4, MaxInFlight: ptr.To(resource.MustParse("4Mi"))},
 		Placement: v1alpha1.PlacementSpec{MinKernelVersion: "6.8", NodeSelector: map[string]string{"node.kubernetes.io/instance-type": "i4i.large"},

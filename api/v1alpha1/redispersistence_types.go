@@ -233,7 +233,7 @@ type StorageSpec struct {
 	// +kubebuilder:default="8Gi"
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi"
-	Size resource.Quantity `json:"size,omitempty"`
+	Size *resource.Quantity `json:"size,omitempty"`
 }
 
 // PlacementSpec restricts where the server runs. For mode: uring the operator

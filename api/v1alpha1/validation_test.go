@@ -19,10 +19,10 @@ import (
 var k8s client.Client
 
 func TestMain(m *testing.M) {
-	_, c, stop := testenv.Start(m)
-	k8s = c
+	env := testenv.Start(m)
+	k8s = env.Client
 	code := m.Run()
-	stop()
+	env.Stop(code != 0)
 	os.Exit(code)
 }
 
@@ -154,7 +154,7 @@ func TestDefaultsAreApplied(t *testing.T) {
 	}
 	u := rp.Spec.Uring
 	got := fmt.Sprintf("ack=%s queueDepth=%d maxWorkers=%d profile=%s size=%s exporter=%v podMonitor=%v interval=%s",
-		u.Ack, u.QueueDepth, u.MaxWorkers, rp.Spec.Storage.Profile, rp.Spec.Storage.Size.String(),
+		u.Ack, u.QueueDepth, u.MaxWorkers, rp.Spec.Storage.Profile, rp.Spec.Storage.Size,
 		*rp.Spec.Exporter.Enabled, *rp.Spec.Monitoring.PodMonitor.Enabled, rp.Spec.Monitoring.PodMonitor.Interval)
 	want := "ack=durable queueDepth=256 maxWorkers=2 profile=custom size=8Gi exporter=true podMonitor=true interval=30s"
 	if got != want {

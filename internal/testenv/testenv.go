@@ -1,10 +1,13 @@
 // Package testenv starts a real kube-apiserver and etcd (envtest) with the
-// project's CRDs for tests. The binaries are built from source by
+// project's CRDs for tests, and optionally the real controllers and scheduler
+// a cluster runs next to it. The binaries are built from source by
 // `make envtest-assets`; KUBEBUILDER_ASSETS points at them.
 package testenv
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -18,39 +21,113 @@ import (
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
 
+// RedisPersistenceGVK is the kind's GroupVersionKind, for unstructured objects in tests.
+var RedisPersistenceGVK = v1alpha1.GroupVersion.WithKind("RedisPersistence")
+
+// PodMonitorGVK is the Prometheus Operator's PodMonitor.
+var PodMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PodMonitor"}
+
 // RepoRoot is the repository's top directory.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// Start runs an API server for the duration of m.Run and returns its config.
-// Extra CRD directories (such as the Prometheus Operator's) are installed too.
-// It exits the test binary with a message when the assets are missing, so a
-// plain `go test` explains itself instead of skipping.
-func Start(m *testing.M, extraCRDDirs ...string) (*rest.Config, client.Client, func()) {
-	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
-		println("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and fetches etcd into bin/k8s/")
-		os.Exit(1)
-	}
-	if err := v1alpha1.AddToScheme(scheme.Scheme); err != nil {
-		panic(err)
-	}
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, extraCRDDirs...),
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := env.Start()
-	if err != nil {
-		println("starting envtest: " + err.Error())
-		os.Exit(1)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
-	if err != nil {
-		panic(err)
-	}
-	return cfg, c, func() { _ = env.Stop() }
+// Env is a running API server.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+
+	env       *envtest.Environment
+	processes []*exec.Cmd
+	dir       string
 }
 
-// GroupVersionKind of a RedisPersistence, for unstructured objects in tests.
-var RedisPersistenceGVK = schema.GroupVersionKind{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Kind: "RedisPersistence"}
+// Start runs an API server with the project's CRDs plus any extra CRD
+// directories. It exits the test binary with a message when the assets are
+// missing, so a plain `go test` explains itself instead of skipping.
+func Start(m *testing.M, extraCRDDirs ...string) *Env {
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		fail("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and fetches etcd into bin/k8s/")
+	}
+	if err := v1alpha1.AddToScheme(scheme.Scheme); err != nil {
+		fail(err.Error())
+	}
+	e := &Env{env: &envtest.Environment{
+		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "config", "crd", "bases")}, extraCRDDirs...),
+		ErrorIfCRDPathMissing: true,
+	}}
+	cfg, err := e.env.Start()
+	if err != nil {
+		fail("starting envtest: " + err.Error())
+	}
+	e.Config = cfg
+	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme.Scheme}); err != nil {
+		fail(err.Error())
+	}
+	if e.dir, err = os.MkdirTemp("", "testenv-"); err != nil {
+		fail(err.Error())
+	}
+	return e
+}
+
+// RunComponent starts a Kubernetes component from KUBEBUILDER_ASSETS
+// (kube-controller-manager, kube-scheduler) against the API server as a
+// cluster admin, so tests exercise the real garbage collector, StatefulSet
+// controller and scheduler rather than imitations of them.
+func (e *Env) RunComponent(name string, args ...string) {
+	bin := filepath.Join(os.Getenv("KUBEBUILDER_ASSETS"), name)
+	if _, err := os.Stat(bin); err != nil {
+		fail(fmt.Sprintf("%s is missing from KUBEBUILDER_ASSETS: run `make envtest-assets`", name))
+	}
+	user, err := e.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		fail(err.Error())
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		fail(err.Error())
+	}
+	path := filepath.Join(e.dir, name+".kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		fail(err.Error())
+	}
+	logFile := e.LogFile(name)
+	cmd := exec.Command(bin, append([]string{"--kubeconfig=" + path, "--leader-elect=false", "--v=1"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		fail(fmt.Sprintf("starting %s: %v", name, err))
+	}
+	e.processes = append(e.processes, cmd)
+}
+
+// LogFile creates a log file in LogDir.
+func (e *Env) LogFile(name string) *os.File {
+	f, err := os.Create(filepath.Join(e.dir, name+".log"))
+	if err != nil {
+		fail(err.Error())
+	}
+	return f
+}
+
+// LogDir holds the components' logs, kept when a test fails.
+func (e *Env) LogDir() string { return e.dir }
+
+// Stop ends the components and the API server. The logs stay when keepLogs is set.
+func (e *Env) Stop(keepLogs bool) {
+	for _, p := range e.processes {
+		_ = p.Process.Kill()
+		_ = p.Wait()
+	}
+	_ = e.env.Stop()
+	if keepLogs {
+		println("component logs kept in " + e.dir)
+		return
+	}
+	_ = os.RemoveAll(e.dir)
+}
+
+func fail(msg string) {
+	println(msg)
+	os.Exit(1)
+}

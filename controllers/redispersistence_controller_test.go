@@ -1,0 +1,360 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+const storageClass = "test-local"
+
+func eventually(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "rp-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+func createRP(t *testing.T, ns, name string, spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
+	t.Helper()
+	if spec.Storage.StorageClassName == "" {
+		spec.Storage.StorageClassName = storageClass
+	}
+	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
+	if err := k8s.Create(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	return rp
+}
+
+func get(t *testing.T, obj client.Object, ns, name string) error {
+	t.Helper()
+	return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+}
+
+// condition waits until the RedisPersistence has the condition with status
+// and reason, for its current generation.
+func waitCondition(t *testing.T, ns, name, condType string, status metav1.ConditionStatus, reason string) *v1alpha1.RedisPersistence {
+	t.Helper()
+	rp := &v1alpha1.RedisPersistence{}
+	eventually(t, 60*time.Second, func() error {
+		if err := get(t, rp, ns, name); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(rp.Status.Conditions, condType)
+		if c == nil || c.Status != status || c.Reason != reason || rp.Status.ObservedGeneration != rp.Generation {
+			return fmt.Errorf("%s is %+v (observedGeneration %d, generation %d), want %s/%s", condType, c, rp.Status.ObservedGeneration, rp.Generation, status, reason)
+		}
+		return nil
+	})
+	return rp
+}
+
+// Nodes and volumes are cluster-wide: every test shares these.
+var nodesOnce = map[string]string{
+	"kernel-5-15": "5.15.0-119-generic",
+	"kernel-6-1":  "6.1.0-28-cloud-amd64",
+	"kernel-6-8":  "6.8.0-1015-aws",
+}
+
+func ensureNodesAndVolumes(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for name, kernel := range nodesOnce {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}}}
+		if err := k8s.Create(ctx, node); apierrors.IsAlreadyExists(err) {
+			continue
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")}
+		node.Status = corev1.NodeStatus{
+			Capacity: capacity, Allocatable: capacity,
+			NodeInfo:   corev1.NodeSystemInfo{KernelVersion: kernel, KubeletVersion: "v1.31.4", OperatingSystem: "linux", Architecture: "amd64"},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}},
+		}
+		if err := k8s.Status().Update(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		// The API server taints new nodes not-ready; the node lifecycle
+		// controller would lift it once the (absent) kubelet reports Ready.
+		node.Spec.Taints = nil
+		if err := k8s.Update(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: storageClass},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+	}
+	if err := k8s.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for i := 0; i < 12; i++ {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pv-%d", i)},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Gi")},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName:              storageClass,
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: fmt.Sprintf("/tmp/pv-%d", i)}},
+			},
+		}
+		if err := k8s.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	for name, kernel := range nodesOnce {
+		want, _ := kernelVersionLabels(kernel)
+		eventually(t, 30*time.Second, func() error {
+			node := &corev1.Node{}
+			if err := get(t, node, "", name); err != nil {
+				return err
+			}
+			for k, v := range want {
+				if node.Labels[k] != v {
+					return fmt.Errorf("node %s: label %s=%q, want %q", name, k, node.Labels[k], v)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// actAsKubelet reports the pod the way a kubelet would once its containers
+// run: the prepare container's termination message and readiness.
+func actAsKubelet(t *testing.T, ns, podName, filesystem string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		pod := &corev1.Pod{}
+		if err := get(t, pod, ns, podName); err != nil {
+			return err
+		}
+		if pod.Spec.NodeName == "" {
+			return fmt.Errorf("pod %s is not scheduled yet", podName)
+		}
+		now := metav1.Now()
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.PodIP = "127.0.0.1"
+		pod.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
+		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{
+			Name: containerPrepare, Ready: true, Image: "redis-uring:test", ImageID: "redis-uring@sha256:0",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: "filesystem=" + filesystem + "\n", StartedAt: now, FinishedAt: now}},
+		}}
+		pod.Status.ContainerStatuses = nil
+		for _, c := range pod.Spec.Containers {
+			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{
+				Name: c.Name, Ready: true, Started: ptr.To(true), Image: c.Image, ImageID: c.Image + "@sha256:0",
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+			})
+		}
+		pod.Status.Conditions = []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		}
+		return k8s.Status().Update(context.Background(), pod)
+	})
+}
+
+func renderedConfig(t *testing.T, ns, name string) string {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := get(t, cm, ns, name+"-config"); err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data["redis.conf"]
+}
+
+func TestLifecycle(t *testing.T) {
+	ensureNodesAndVolumes(t)
+	ns := newNamespace(t)
+	rp := createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
+
+	// Every object the server needs, owned by the RedisPersistence.
+	sts := &appsv1.StatefulSet{}
+	eventually(t, 30*time.Second, func() error { return get(t, sts, ns, "cache") })
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Service{}, &corev1.Service{}} {
+		name := map[bool]string{true: "cache-config", false: "cache"}[fmt.Sprintf("%T", obj) == "*v1.ConfigMap"]
+		if err := get(t, obj, ns, name); err != nil {
+			t.Fatalf("%T %s: %v", obj, name, err)
+		}
+		if ref := metav1.GetControllerOf(obj); ref == nil || ref.UID != rp.UID {
+			t.Errorf("%T %s is not controlled by the RedisPersistence: %v", obj, name, ref)
+		}
+	}
+	headless := &corev1.Service{}
+	if err := get(t, headless, ns, "cache-headless"); err != nil || headless.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Fatalf("headless service: %v %+v", err, headless.Spec)
+	}
+	if !strings.Contains(renderedConfig(t, ns, "cache"), "appendfsync everysec\n") {
+		t.Fatalf("redis.conf does not carry the fsync policy")
+	}
+	firstHash := sts.Spec.Template.Annotations[annotationConfigHash]
+
+	// The real scheduler binds the pod; the status follows it to the node.
+	got := waitCondition(t, ns, "cache", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	if nodesOnce[got.Status.Node] == "" || got.Status.KernelVersion != nodesOnce[got.Status.Node] {
+		t.Errorf("status node %q kernel %q", got.Status.Node, got.Status.KernelVersion)
+	}
+	if got.Status.Endpoint != "cache."+ns+".svc:6379" {
+		t.Errorf("endpoint %q", got.Status.Endpoint)
+	}
+
+	// Once the pod runs, the operator asks the real server what it does.
+	serverAddr.Store(testenv.StartServer(t, renderedConfig(t, ns, "cache")))
+	actAsKubelet(t, ns, "cache-0", "ext4")
+	got = waitCondition(t, ns, "cache", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	if got.Status.Engine != "posix" || got.Status.Filesystem != "ext4" {
+		t.Errorf("engine %q filesystem %q, want posix on ext4", got.Status.Engine, got.Status.Filesystem)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionStorageReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("StorageReady %+v", c)
+	}
+	if meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionUringActive) != nil {
+		t.Errorf("mode aof must not carry UringActive")
+	}
+
+	// A reconcile of an unchanged spec writes nothing.
+	assertNoOpReconcile(t, ns, "cache")
+
+	// A spec change reaches the ConfigMap and rolls the pod through a new hash.
+	if err := get(t, rp, ns, "cache"); err != nil {
+		t.Fatal(err)
+	}
+	rp.Spec.AOF.Fsync = v1alpha1.FsyncAlways
+	if err := k8s.Update(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, sts, ns, "cache"); err != nil {
+			return err
+		}
+		if !strings.Contains(renderedConfig(t, ns, "cache"), "appendfsync always\n") {
+			return fmt.Errorf("redis.conf still has the old policy")
+		}
+		if sts.Spec.Template.Annotations[annotationConfigHash] == firstHash {
+			return fmt.Errorf("config hash unchanged")
+		}
+		return nil
+	})
+	waitCondition(t, ns, "cache", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRolloutInProgress)
+
+	// Deleting the RedisPersistence lets the real garbage collector remove what it owned.
+	if err := k8s.Delete(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		obj  client.Object
+		name string
+	}{{&appsv1.StatefulSet{}, "cache"}, {&corev1.ConfigMap{}, "cache-config"}, {&corev1.Service{}, "cache"}, {&corev1.Service{}, "cache-headless"}} {
+		eventually(t, 90*time.Second, func() error {
+			if err := get(t, c.obj, ns, c.name); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T %s still exists (err %v)", c.obj, c.name, err)
+			}
+			return nil
+		})
+	}
+}
+
+func assertNoOpReconcile(t *testing.T, ns, name string) {
+	t.Helper()
+	objects := []client.Object{&v1alpha1.RedisPersistence{}, &appsv1.StatefulSet{}, &corev1.ConfigMap{}, &corev1.Service{}, &corev1.Service{}}
+	names := []string{name, name, name + "-config", name, name + "-headless"}
+	versions := func() []string {
+		var out []string
+		for i, obj := range objects {
+			if err := get(t, obj, ns, names[i]); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, obj.GetResourceVersion())
+		}
+		return out
+	}
+	before := versions()
+	for i := 0; i < 2; i++ {
+		if _, err := reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := versions(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("reconciling an unchanged spec changed objects: resourceVersions %v -> %v", before, after)
+	}
+}
+
+func TestKernelPlacement(t *testing.T) {
+	ensureNodesAndVolumes(t)
+	ns := newNamespace(t)
+
+	// 6.5 is met by kernel-6-8 only: the real scheduler must pick it.
+	createRP(t, ns, "recent", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{MinKernelVersion: "6.5"}})
+	got := waitCondition(t, ns, "recent", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	if got.Status.Node != "kernel-6-8" {
+		t.Errorf("minKernelVersion 6.5 scheduled on %s", got.Status.Node)
+	}
+
+	// The 6.0 default admits 6.1 and 6.8, never 5.15.
+	createRP(t, ns, "default", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
+	got = waitCondition(t, ns, "default", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	if got.Status.Node == "kernel-5-15" {
+		t.Errorf("uring scheduled on a 5.15 kernel")
+	}
+
+	// No node has 7.0: the operator says so, naming the requirement.
+	createRP(t, ns, "future", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{MinKernelVersion: "7.0"}})
+	got = waitCondition(t, ns, "future", v1alpha1.ConditionScheduled, metav1.ConditionFalse, ReasonNoEligibleNodes)
+	msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionScheduled).Message
+	if !strings.Contains(msg, "kernel >= 7.0") || !strings.Contains(msg, OperatorKernelLabels.Major) {
+		t.Errorf("NoEligibleNodes message does not name the requirement: %q", msg)
+	}
+	waitCondition(t, ns, "future", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNotScheduled)
+}
+
+func TestFilesystemNotExt4(t *testing.T) {
+	ensureNodesAndVolumes(t)
+	ns := newNamespace(t)
+	createRP(t, ns, "onxfs", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF})
+	waitCondition(t, ns, "onxfs", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	actAsKubelet(t, ns, "onxfs-0", "xfs")
+	got := waitCondition(t, ns, "onxfs", v1alpha1.ConditionStorageReady, metav1.ConditionFalse, ReasonFilesystemNotExt4)
+	if got.Status.Filesystem != "xfs" {
+		t.Errorf("filesystem %q", got.Status.Filesystem)
+	}
+	waitCondition(t, ns, "onxfs", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonStorageNotReady)
+}

@@ -1,0 +1,74 @@
+package controllers
+
+import (
+	"context"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+var (
+	env        *testenv.Env
+	k8s        client.Client
+	reconciler *RedisPersistenceReconciler
+	// serverAddr is where the reconciler finds "pods": a real server the test starts.
+	serverAddr atomic.Value
+)
+
+// TestMain runs the operator's controllers against a real kube-apiserver with
+// the real garbage collector, StatefulSet controller, volume binder and
+// scheduler beside it. Only the kubelet is missing: tests that need a running
+// pod write the pod status a kubelet would.
+func TestMain(m *testing.M) {
+	env = testenv.Start(m)
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(env.LogFile("operator"))))
+	k8s = env.Client
+	env.RunComponent("kube-controller-manager", "--secure-port=0",
+		"--controllers=garbagecollector,statefulset,persistentvolume-binder",
+		"--concurrent-gc-syncs=5")
+	env.RunComponent("kube-scheduler", "--secure-port=0")
+
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		panic(err)
+	}
+	serverAddr.Store("")
+	reconciler = &RedisPersistenceReconciler{
+		Client:        mgr.GetClient(),
+		Options:       testOptions,
+		Recorder:      mgr.GetEventRecorderFor("uring-redis-operator"),
+		Clock:         clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+		ServerAddress: func(*corev1.Pod) string { return serverAddr.Load().(string) },
+	}
+	if err := reconciler.SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
+	if err := (&NodeLabeler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			panic(err)
+		}
+	}()
+	code := m.Run()
+	cancel()
+	env.Stop(code != 0)
+	os.Exit(code)
+}

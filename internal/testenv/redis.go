@@ -1,0 +1,85 @@
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ServerBin is the project's server build (make -C images/redis-uring build),
+// or $REDIS_SERVER_BIN.
+func ServerBin() string {
+	if bin := os.Getenv("REDIS_SERVER_BIN"); bin != "" {
+		return bin
+	}
+	return filepath.Join(RepoRoot(), "bin", "redis-uring", "install", "bin", "valkey-server")
+}
+
+// StartServer runs the real server with config (redis.conf text) on a free
+// loopback port in a temporary data directory and returns its address. Lines
+// that only make sense in a pod (port, dir, include) are overridden.
+func StartServer(t *testing.T, config string) string {
+	t.Helper()
+	bin := ServerBin()
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("the server binary %s is missing: run `make test`, which builds it", bin)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+
+	dir := t.TempDir()
+	var kept []string
+	for _, line := range strings.Split(config, "\n") {
+		switch strings.SplitN(line, " ", 2)[0] {
+		case "port", "dir", "include", "bind":
+			continue
+		}
+		kept = append(kept, line)
+	}
+	kept = append(kept, "bind 127.0.0.1", fmt.Sprintf("port %d", port), "dir "+dir)
+	confPath := filepath.Join(dir, "redis.conf")
+	if err := os.WriteFile(confPath, []byte(strings.Join(kept, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, confPath)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			out, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			t.Logf("server log:\n%s", out)
+		}
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		if cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+	t.Fatalf("the server did not start on %s:\n%s", addr, out)
+	return ""
+}
