@@ -13,9 +13,11 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,9 +89,7 @@ type Run struct {
 	CPUPer1k    float64            `json:"server_cpu_s_per_1k_ops"`
 	Threads     ThreadCPU          `json:"threads"`
 	RSSBytes    int64              `json:"rss_bytes"`
-	Fsyncs      float64            `json:"fsyncs"`
-	FsyncAvgMs  float64            `json:"fsync_avg_ms"`
-	FsyncSource string             `json:"fsync_source"`
+	Fsync       *FsyncFigures      `json:"fsync,omitempty"`
 	DevFlushes  float64            `json:"device_flushes"`
 	DevFlushMs  float64            `json:"device_flush_avg_ms"`
 	DevWriteMiB float64            `json:"device_write_mib"`
@@ -290,7 +290,7 @@ func measure(o Options, in *instance, test string, run *Run) error {
 	run.CPUPer1k = run.CPUSec / (float64(o.Requests) / 1000)
 	run.RSSBytes = int64(num(info1, "used_memory_rss"))
 	run.InfoDelta = infoDelta(info0, info1)
-	run.Fsyncs, run.FsyncAvgMs, run.FsyncSource = fsyncFigures(run.InfoDelta)
+	run.Fsync = fsyncFigures(run.InfoDelta)
 	if devErr == nil {
 		if dev1, err := ReadDev(in.vol.devPath); err == nil {
 			run.DevFlushes = dev1.Flushes - dev0.Flushes
@@ -320,33 +320,52 @@ func infoDelta(a, b map[string]string) map[string]float64 {
 	return d
 }
 
-// fsyncFigures picks the engine's fsync count and latency sum out of the INFO
-// deltas. Field names are matched loosely: any counter of fsyncs, any
-// latency sum in microseconds.
-func fsyncFigures(d map[string]float64) (count, avgMs float64, source string) {
-	var countKey, sumKey string
-	for k := range d {
-		switch {
-		case strings.Contains(k, "fsync") && (strings.HasSuffix(k, "_count") || strings.HasSuffix(k, "fsyncs") || strings.HasSuffix(k, "_completed")):
-			if countKey == "" || k < countKey {
-				countKey = k
+// FsyncFigures are the uring engine's fsync counters for one run, from the
+// INFO deltas of the aof_uring_fsync_* fields (documented in
+// images/redis-uring/src/aof_uring.c). Percentiles come from the cumulative
+// bucket deltas and are the upper bound of the bucket they fall in.
+type FsyncFigures struct {
+	Count float64 `json:"count"`
+	AvgMs float64 `json:"avg_ms"`
+	P50Ms float64 `json:"p50_ms"`
+	P99Ms float64 `json:"p99_ms"`
+}
+
+const bucketPrefix = "aof_uring_fsync_usec_bucket_le_"
+
+func fsyncFigures(d map[string]float64) *FsyncFigures {
+	count := d["aof_uring_fsync_count"]
+	if count <= 0 {
+		return nil
+	}
+	f := &FsyncFigures{Count: count, AvgMs: d["aof_uring_fsync_usec_sum"] / count / 1000}
+	type bucket struct{ le, cum float64 }
+	var bs []bucket
+	for k, v := range d {
+		if n, ok := strings.CutPrefix(k, bucketPrefix); ok {
+			le := math.Inf(1)
+			if n != "inf" {
+				var err error
+				if le, err = strconv.ParseFloat(n, 64); err != nil {
+					continue
+				}
 			}
-		case strings.Contains(k, "fsync") && (strings.HasSuffix(k, "_sum_us") || strings.HasSuffix(k, "_sum_usec") || strings.HasSuffix(k, "_usec_sum")):
-			if sumKey == "" || k < sumKey {
-				sumKey = k
-			}
+			bs = append(bs, bucket{le, v})
 		}
 	}
-	if countKey == "" {
-		return 0, 0, "n/a"
+	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
+	at := func(p float64) float64 {
+		for _, b := range bs {
+			if b.cum >= p*count {
+				return b.le / 1000
+			}
+		}
+		return math.Inf(1)
 	}
-	count = d[countKey]
-	source = countKey
-	if sumKey != "" && count > 0 {
-		avgMs = d[sumKey] / count / 1000
-		source += "," + sumKey
+	if len(bs) > 0 {
+		f.P50Ms, f.P99Ms = at(0.50), at(0.99)
 	}
-	return count, avgMs, source
+	return f
 }
 
 // reset empties the dataset and, for AOF modes, rewrites the AOF so every
