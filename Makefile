@@ -16,7 +16,7 @@ $(shell mkdir -p $(LOCALBIN) && [ -f $(LOCALBIN)/go.mod ] || printf 'module igno
 ## Tool versions
 CONTROLLER_TOOLS_VERSION ?= v0.16.5
 KUSTOMIZE_VERSION ?= v5.4.3
-GOLANGCI_LINT_VERSION ?= v2.1.6
+GOLANGCI_LINT_VERSION ?= v2.15.0
 KUBERNETES_VERSION := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {print $$3}' hack/k8s/go.mod)
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
@@ -67,7 +67,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint.
 ##@ Test
 
 .PHONY: test
-test: envtest-assets ## Run every test: unit, envtest against a real kube-apiserver and etcd.
+test: envtest-assets server-build ## Run every test: unit, envtest against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) go test ./... -count=1 -coverprofile=bin/cover.out
 
 .PHONY: envtest-assets
@@ -75,6 +75,10 @@ envtest-assets: ## Build kube-apiserver from source and fetch etcd into bin/k8s/
 	hack/k8s-binaries.sh kube-apiserver etcd >/dev/null
 
 ##@ Build
+
+.PHONY: server-build
+server-build: ## Build the server (Valkey 8.1.1 + the io_uring AOF engine) into bin/redis-uring (cached).
+	$(MAKE) -C images/redis-uring deps build
 
 .PHONY: build
 build: ## Build the operator binary.
