@@ -22,6 +22,9 @@ func runDiskfull(e *env, modes []server.Mode) {
 		o, err := diskfull.Run(diskfull.Config{Bin: e.bin, WorkDir: e.work, Mode: m, FSSizeMiB: 16, BallastMiB: 4, ValueSize: 16 << 10})
 		res := suite.Result{Name: name, Status: suite.Pass, Metrics: o}
 		how := fmt.Sprintf("refused with %q, reads served, writes resumed %d ms after freeing space", o.Refusal, o.ResumeMs)
+		if o.HeldWrite {
+			how = fmt.Sprintf("the write that hit the full disk was held (no reply) and answered OK after space was freed; others refused with %q, reads served, writes resumed %d ms after freeing space", o.Refusal, o.ResumeMs)
+		}
 		if o.ServerExited {
 			how = "server stopped (upstream fail-stop for appendfsync always), restarted once space was freed"
 		}

@@ -2,6 +2,8 @@
 // writes are refused with an error (or, for posix `always`, the server stops
 // as upstream documents), reads keep being served, the AOF on disk stays
 // valid, writes resume once space is freed, and no acknowledged write is lost.
+// In durable mode the write that hit the full disk is not answered until it
+// is on disk: it must be answered OK once space is freed.
 package diskfull
 
 import (
@@ -35,6 +37,7 @@ type Outcome struct {
 	AckedBefore  int    `json:"acked_before_full"`
 	Refusal      string `json:"refusal,omitempty"`
 	ServerExited bool   `json:"server_exited"`
+	HeldWrite    bool   `json:"held_write"`
 	ReadsServed  bool   `json:"reads_served_while_full"`
 	ResumeMs     int64  `json:"resume_ms_after_free"`
 	AckedAfter   int    `json:"acked_after_free"`
@@ -46,6 +49,7 @@ type Outcome struct {
 const (
 	postFreeWrites = 100
 	resumeTimeout  = 15 * time.Second
+	heldAfter      = 5 * time.Second
 )
 
 func key(prefix string, i int) string { return prefix + strconv.Itoa(i) }
@@ -82,14 +86,26 @@ func Run(cfg Config) (Outcome, error) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(2 * time.Minute))
 
-	// Fill: one writer, so "acknowledged" is exact.
+	// Fill with one writer, so "acknowledged" is exact. A durable engine
+	// holds the reply of the write that hit ENOSPC until that write is on
+	// disk: a reply that does not come within heldAfter means held, and a
+	// second connection then sees the refusal.
 	limit := (cfg.FSSizeMiB << 20) / cfg.ValueSize * 4
-	for i := 0; ; i++ {
+	var held chan error
+	for i := 0; held == nil; i++ {
 		if i == limit {
 			return o, fmt.Errorf("%d writes of %d bytes were all accepted on a %d MiB filesystem", i, cfg.ValueSize, cfg.FSSizeMiB)
 		}
 		k := key("df:", i)
-		_, err := c.Do("SET", k, value(k, cfg.ValueSize))
+		done := make(chan error, 1)
+		go func() { _, err := c.Do("SET", k, value(k, cfg.ValueSize)); done <- err }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(heldAfter):
+			held, o.HeldWrite = done, true
+			continue
+		}
 		if err == nil {
 			o.AckedBefore++
 			continue
@@ -118,16 +134,40 @@ func Run(cfg Config) (Outcome, error) {
 			return o, err
 		}
 	} else {
-		if err := whileFull(cfg, srv, c, &o); err != nil {
+		probe, err := srv.Dial()
+		if err != nil {
+			return o, err
+		}
+		defer probe.Close()
+		probe.SetDeadline(time.Now().Add(2 * time.Minute))
+		if held != nil {
+			_, err := probe.Do("SET", "df:probe", "x")
+			if !resp.IsServerError(err) {
+				return o, fmt.Errorf("a write was held %v but another client's write got %v, not a refusal", heldAfter, err)
+			}
+			o.Refusal = err.Error()
+		}
+		if err := whileFull(cfg, probe, &o); err != nil {
 			return o, err
 		}
 		if err := os.Remove(ballast); err != nil {
 			return o, err
 		}
-		if err := awaitResume(cfg, c, &o); err != nil {
+		if held != nil {
+			// The held write must complete, successfully, once space is back.
+			select {
+			case err := <-held:
+				if err != nil {
+					return o, fmt.Errorf("the held write failed after space was freed: %w", err)
+				}
+				o.AckedBefore++
+			case <-time.After(resumeTimeout):
+				return o, fmt.Errorf("the held write got no reply %v after space was freed", resumeTimeout)
+			}
+		}
+		if err := awaitResume(cfg, probe, &o); err != nil {
 			return o, err
 		}
-		c.Close()
 	}
 	if cfg.Mode.Durable() {
 		srv.Kill() // nothing acknowledged may depend on a clean shutdown
@@ -153,7 +193,7 @@ func Run(cfg Config) (Outcome, error) {
 }
 
 // whileFull checks that the refusal is sticky and that reads still work.
-func whileFull(cfg Config, srv *server.Server, c *resp.Conn, o *Outcome) error {
+func whileFull(cfg Config, c *resp.Conn, o *Outcome) error {
 	if !strings.HasPrefix(o.Refusal, "MISCONF") && !strings.HasPrefix(o.Refusal, "ERR") {
 		return fmt.Errorf("unexpected refusal %q (want MISCONF or ERR)", o.Refusal)
 	}
