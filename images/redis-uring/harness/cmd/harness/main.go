@@ -132,7 +132,7 @@ func run(args []string) int {
 	var body func(e *env) error
 	switch sub {
 	case "test":
-		trials := fs.Int("trials", 3, "power-cut trials per mode")
+		trials := fs.Int("trials", 4, "power-cut trials per mode")
 		requests := fs.Int("requests", 200000, "requests per correctness sub-test")
 		body = func(e *env) error {
 			pc := defaultPowercut(*trials)

@@ -47,6 +47,9 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 			} else if t.Acked > 0 {
 				line += ", nothing survived"
 			}
+			if t.Rewrites > 0 {
+				line += fmt.Sprintf(", %d BGREWRITEAOF during the load", t.Rewrites)
+			}
 			if t.Observed > 0 {
 				line += fmt.Sprintf(", %d observed by readers in flight (%d of them lost)", t.Observed, t.ObservedLost)
 			}
@@ -60,8 +63,8 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 		}
 		s := powercut.Summarize(m, trials)
 		res := suite.Result{Name: name, Metrics: s, Status: suite.Pass}
-		detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial, loss window up to %.0f ms), %.0f acked/s; %d writes observed by readers in flight, %d of them lost",
-			s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.MaxLossWindowMs, s.MeanAckedPerSec, s.Observed, s.ObservedLost)
+		detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial, loss window up to %.0f ms), %.0f acked/s; %d writes observed by readers in flight, %d of them lost; %d trials cut during BGREWRITEAOF load",
+			s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.MaxLossWindowMs, s.MeanAckedPerSec, s.Observed, s.ObservedLost, s.TrialsRewriting)
 		switch {
 		case s.Errors > 0:
 			res.Status = suite.Fail

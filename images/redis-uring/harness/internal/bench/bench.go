@@ -287,7 +287,11 @@ func measure(o Options, in *instance, test string, run *Run) error {
 	}
 	run.CPUSec = cpu(info1) - cpu(info0)
 	run.ChildCPUSec = child(info1) - child(info0)
-	run.CPUPer1k = run.CPUSec / (float64(o.Requests) / 1000)
+	ops := float64(o.Requests)
+	if run.Get != nil {
+		ops += float64(run.Get.Count) // the GETs cost server CPU too
+	}
+	run.CPUPer1k = run.CPUSec / (ops / 1000)
 	run.RSSBytes = int64(num(info1, "used_memory_rss"))
 	run.InfoDelta = infoDelta(info0, info1)
 	run.Fsync = fsyncFigures(run.InfoDelta)

@@ -283,7 +283,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		tw.Flush()
 	}
 	fmt.Fprintf(w, "\nCPU accounting: %s\n", rep.CPUCheck.Detail)
-	fmt.Fprintln(w, "columns: cpu = INFO used_cpu_sys+user delta per 1k requests; fsync = uring engine INFO aof_uring_fsync_* deltas per 1k requests,")
+	fmt.Fprintln(w, "columns: cpu = INFO used_cpu_sys+user delta per 1k requests (mixed: SETs + GETs); fsync = uring engine INFO aof_uring_fsync_* deltas per 1k requests,")
 	fmt.Fprintln(w, "mean ms and p99 bucket bound (n/a for posix modes: upstream INFO counts no fsyncs; see flush);")
 	fmt.Fprintln(w, "flush = block-device flushes (/sys/dev/block/*/stat, whole device) per 1k requests and their mean time;")
 	fmt.Fprintln(w, "of C/L = ops/s over clients/L, durable modes only (L = mean append+fdatasync latency measured on the volume).")

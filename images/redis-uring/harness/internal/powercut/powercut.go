@@ -13,6 +13,9 @@
 // now (sent, not yet acknowledged). A value they see has been observed: a
 // durable mode must not let anyone observe a write that the cut can erase,
 // so every observed key must survive too.
+//
+// Every other trial also fires BGREWRITEAOF during the load, so cuts land
+// during rewrites, INCR-file rotations and manifest updates as well.
 package powercut
 
 import (
@@ -62,6 +65,8 @@ type Trial struct {
 	// just acknowledged); ObservedLost those of them missing after restart.
 	Observed     int `json:"observed"`
 	ObservedLost int `json:"observed_lost"`
+	// Rewrites is how many BGREWRITEAOF the trial started during the load.
+	Rewrites int `json:"rewrites"`
 	// LossWindowMs: cut minus the acknowledgement time of the oldest lost
 	// write — how far back in time the cut reached. 0 when nothing was lost.
 	LossWindowMs float64 `json:"loss_window_ms"`
@@ -157,6 +162,9 @@ func run(cfg Config, n int, t *Trial) error {
 	}
 
 	observed := observe(cfg, srv, workers, &wg)
+	if n%2 == 0 {
+		rewriteDuringLoad(cfg, srv, &wg, &t.Rewrites)
+	}
 
 	load := cfg.LoadMin + time.Duration(cfg.Rand.Int63n(int64(cfg.LoadMax-cfg.LoadMin)+1))
 	time.Sleep(load)
@@ -266,6 +274,31 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 	return nil
 }
 
+// rewriteDuringLoad fires BGREWRITEAOF every 100..500 ms until the server
+// goes away, counting the rewrites it started.
+func rewriteDuringLoad(cfg Config, srv *server.Server, wg *sync.WaitGroup, started *int) {
+	c, err := srv.Dial()
+	if err != nil {
+		return
+	}
+	rnd := rand.New(rand.NewSource(cfg.Rand.Int63()))
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer c.Close()
+		for {
+			time.Sleep(100*time.Millisecond + time.Duration(rnd.Int63n(int64(400*time.Millisecond))))
+			v, err := c.Do("BGREWRITEAOF")
+			if err != nil && !resp.IsServerError(err) {
+				return // the server is gone
+			}
+			if s, _ := v.(string); strings.Contains(s, "started") || strings.Contains(s, "scheduled") {
+				*started++
+			}
+		}
+	}()
+}
+
 // observe starts cfg.Observers readers that GET the key each writer is
 // sending at that moment; it returns where the (worker, index) pairs they saw
 // will be, complete once wg is done.
@@ -310,6 +343,7 @@ type Summary struct {
 	Lost            int     `json:"lost"`
 	Observed        int     `json:"observed"`
 	ObservedLost    int     `json:"observed_lost"`
+	TrialsRewriting int     `json:"trials_with_rewrites"`
 	TrialsWithLoss  int     `json:"trials_with_loss"`
 	MaxLost         int     `json:"max_lost_in_a_trial"`
 	MaxLossWindowMs float64 `json:"max_loss_window_ms"`
@@ -328,6 +362,9 @@ func Summarize(mode server.Mode, trials []Trial) Summary {
 		s.Lost += t.Lost
 		s.Observed += t.Observed
 		s.ObservedLost += t.ObservedLost
+		if t.Rewrites > 0 {
+			s.TrialsRewriting++
+		}
 		if t.Lost > 0 {
 			s.TrialsWithLoss++
 		}
