@@ -48,7 +48,7 @@ func runBench(e *env, b *benchOpts) error {
 		o.Tests = append(o.Tests, bench.Mixed)
 	}
 	o.Volumes = strings.Split(*b.volumes, ",")
-	o.Bin, o.WorkDir, o.UringSkip = e.bin, e.work, e.caps.UringSkip
+	o.Bin, o.WorkDir, o.LogDir, o.UringSkip = e.bin, e.work, e.logs, e.caps.UringSkip
 	if e.bin.Benchmark == "" {
 		return fmt.Errorf("no valkey-benchmark or redis-benchmark in %s", e.bin.Dir)
 	}

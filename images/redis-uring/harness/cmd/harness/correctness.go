@@ -20,7 +20,7 @@ func runCorrectness(e *env, modes []server.Mode, requests int) {
 				e.rep.Add(suite.Result{Name: name, Status: suite.Skip, Detail: e.caps.UringSkip})
 				continue
 			}
-			o, err := correctness.Run(correctness.Config{Bin: e.bin, WorkDir: e.work, Mode: m, Test: test,
+			o, err := correctness.Run(correctness.Config{Bin: e.bin, WorkDir: e.work, LogDir: e.logs, Mode: m, Test: test,
 				Clients: 50, Requests: requests, Rand: e.rnd})
 			res := suite.Result{Name: name, Status: suite.Pass, Metrics: o,
 				Detail: fmt.Sprintf("%d requests by 50 clients in %.1fs (%.0f/s), %d BGREWRITEAOF started (%d finished), restart by %s, %d values verified",

@@ -19,7 +19,7 @@ func runDiskfull(e *env, modes []server.Mode) {
 			e.rep.Add(suite.Result{Name: name, Status: suite.Skip, Detail: e.caps.UringSkip})
 			continue
 		}
-		o, err := diskfull.Run(diskfull.Config{Bin: e.bin, WorkDir: e.work, Mode: m, FSSizeMiB: 16, BallastMiB: 4, ValueSize: 16 << 10})
+		o, err := diskfull.Run(diskfull.Config{Bin: e.bin, WorkDir: e.work, LogDir: e.logs, Mode: m, FSSizeMiB: 16, BallastMiB: 4, ValueSize: 16 << 10})
 		res := suite.Result{Name: name, Status: suite.Pass, Metrics: o}
 		how := fmt.Sprintf("refused with %q, reads served, writes resumed %d ms after freeing space", o.Refusal, o.ResumeMs)
 		if o.HeldWrite {

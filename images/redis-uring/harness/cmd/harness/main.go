@@ -43,6 +43,7 @@ type env struct {
 	caps    server.Capabilities
 	work    string
 	results string
+	logs    string
 	rnd     *rand.Rand
 	rep     *suite.Report
 }
@@ -83,10 +84,18 @@ func (c common) env(sub string) (*env, error) {
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	e := &env{bin: bin, work: *c.work, results: *c.results, rnd: rand.New(rand.NewSource(seed)), rep: suite.New(os.Stdout)}
-	if e.results == "" {
-		e.results = filepath.Join(e.work, "results", sub+"-"+time.Now().UTC().Format("20060102T150405Z"))
+	// Scratch space is per process, so concurrent runs never share image,
+	// mount or state names; results go next to it.
+	scratch := filepath.Join(*c.work, fmt.Sprintf("run-%d", os.Getpid()))
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		return nil, err
 	}
+	cleanup.Register("scratch "+scratch, func() error { return os.RemoveAll(scratch) })
+	e := &env{bin: bin, work: scratch, results: *c.results, rnd: rand.New(rand.NewSource(seed)), rep: suite.New(os.Stdout)}
+	if e.results == "" {
+		e.results = filepath.Join(*c.work, "results", sub+"-"+time.Now().UTC().Format("20060102T150405Z"))
+	}
+	e.logs = filepath.Join(e.results, "logs")
 	if e.caps, err = server.Probe(bin, e.work); err != nil {
 		return nil, fmt.Errorf("probing %s: %w", bin.Server, err)
 	}

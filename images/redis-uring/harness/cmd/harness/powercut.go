@@ -30,7 +30,7 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 			continue
 		}
 		cfg := powercut.Config{
-			Bin: e.bin, WorkDir: e.work, Mode: m, Clients: p.clients, Observers: 5,
+			Bin: e.bin, WorkDir: e.work, LogDir: e.logs, Mode: m, Clients: p.clients, Observers: 5,
 			LoadMin: p.loadMin, LoadMax: p.loadMax, ValueSize: 64, FSSizeMiB: 256, Rand: e.rnd,
 		}
 		var trials []powercut.Trial

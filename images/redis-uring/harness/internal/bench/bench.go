@@ -37,6 +37,7 @@ const Mixed = "mixed"
 type Options struct {
 	Bin          server.Binaries                  `json:"-"`
 	WorkDir      string                           `json:"-"`
+	LogDir       string                           `json:"-"` // server configs and logs
 	Modes        []server.Mode                    `json:"modes"`
 	UringSkip    string                           `json:"uring_skip,omitempty"`
 	Tests        []string                         `json:"tests"`
@@ -167,7 +168,7 @@ func Execute(o Options, version, command string) (*Report, error) {
 			}
 			name := "bench-" + v.Name + "-" + m.Name
 			srv, err := server.Start(server.Options{Bin: o.Bin, Mode: m, Name: name,
-				DataDir: filepath.Join(v.Dir, m.Name), StateDir: filepath.Join(o.WorkDir, "bench-state")})
+				DataDir: filepath.Join(v.Dir, m.Name), StateDir: o.LogDir})
 			if err == nil {
 				if err = srv.CheckEngine(); err != nil {
 					srv.Kill()

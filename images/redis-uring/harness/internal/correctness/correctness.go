@@ -36,6 +36,7 @@ var Tests = []string{DistinctKeys, IncrOneKey, OverwriteKey}
 type Config struct {
 	Bin      server.Binaries
 	WorkDir  string
+	LogDir   string // server configs and logs, kept after the run
 	Mode     server.Mode
 	Test     string
 	Clients  int
@@ -72,7 +73,7 @@ func Run(cfg Config) (Outcome, error) {
 	dataDir := filepath.Join(cfg.WorkDir, name+".data")
 	os.RemoveAll(dataDir)
 	defer os.RemoveAll(dataDir)
-	opts := server.Options{Bin: cfg.Bin, Mode: cfg.Mode, Name: name, DataDir: dataDir, StateDir: filepath.Join(cfg.WorkDir, name+".state")}
+	opts := server.Options{Bin: cfg.Bin, Mode: cfg.Mode, Name: name, DataDir: dataDir, StateDir: filepath.Join(cfg.LogDir, name)}
 	srv, err := server.Start(opts)
 	if err != nil {
 		return o, err

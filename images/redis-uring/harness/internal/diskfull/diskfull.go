@@ -25,6 +25,7 @@ import (
 type Config struct {
 	Bin        server.Binaries
 	WorkDir    string
+	LogDir     string // server configs and logs, kept after the run
 	Mode       server.Mode
 	FSSizeMiB  int // the whole filesystem
 	BallastMiB int // a file deleted to free space
@@ -70,7 +71,7 @@ func Run(cfg Config) (Outcome, error) {
 		return o, err
 	}
 	opts := server.Options{Bin: cfg.Bin, Mode: cfg.Mode, Name: name,
-		DataDir: filepath.Join(fs.Mount, "data"), StateDir: filepath.Join(cfg.WorkDir, name+".state")}
+		DataDir: filepath.Join(fs.Mount, "data"), StateDir: filepath.Join(cfg.LogDir, name)}
 	srv, err := server.Start(opts)
 	if err != nil {
 		return o, err

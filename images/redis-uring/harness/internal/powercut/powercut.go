@@ -38,6 +38,7 @@ import (
 type Config struct {
 	Bin       server.Binaries
 	WorkDir   string
+	LogDir    string // server configs and logs, kept after the run
 	Mode      server.Mode
 	Clients   int
 	Observers int
@@ -116,7 +117,7 @@ func run(cfg Config, n int, t *Trial) error {
 	opts := server.Options{
 		Bin: cfg.Bin, Mode: cfg.Mode, Name: name,
 		DataDir:  filepath.Join(fs.Mount, "data"),
-		StateDir: filepath.Join(cfg.WorkDir, name+".state"),
+		StateDir: filepath.Join(cfg.LogDir, name),
 	}
 	srv, err := server.Start(opts)
 	if err != nil {
