@@ -1,0 +1,579 @@
+#!/usr/bin/env bash
+# A one-node Kubernetes for the e2e suite, offline, as host processes.
+#
+#   e2e/cluster/cluster.sh up        # build/fetch what is missing, boot, wait for Ready
+#   e2e/cluster/cluster.sh status    # what runs, the kubeconfig path
+#   e2e/cluster/cluster.sh down      # stop it and remove everything it made
+#
+# Control plane and node are built from source (hack/k8s-binaries.sh, CoreDNS from its
+# Go module) and cached by version under bin/; containerd, runc, CNI plugins and
+# iptables come from Debian (host-deps.sh). The whole cluster lives on the cni0
+# bridge: node IP, API server and DNS are 10.244.0.1, so it touches no host interface.
+#
+# Storage is the product's production path: the StorageClass uring-local-ext4
+# (no-provisioner, WaitForFirstConsumer) is served by sig-storage-local-static-provisioner
+# running as a DaemonSet, which turns ext4 filesystems on loop devices, mounted under
+# the discovery directory, into local PVs.
+#
+# The VM has no CAP_SYS_RESOURCE: nothing may lower oom_score_adj, hence the zeros
+# passed to containerd, kubelet and kube-proxy below.
+#
+# Environment: E2E_DISKS (default 10) and E2E_DISK_SIZE (default 2G) size the local
+# volumes; KUBECTL picks the kubectl binary.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+k8s_version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$repo/hack/k8s/go.mod")
+coredns_version=v1.11.3
+pause_image=registry.k8s.io/pause:3.10
+
+bins=$repo/bin/k8s/$k8s_version # kube-* and etcd, shared with envtest
+cache=$repo/bin/e2e             # CoreDNS, pause image, logs, PKI, kubeconfig
+kubeconfig=$cache/kubeconfig
+pki=$cache/pki
+logs=$cache/logs
+state=/var/lib/uring-e2e      # etcd, containerd, CNI config, volume images
+run=/run/uring-e2e            # sockets, pids, pod network namespaces
+kubelet_root=/var/lib/kubelet # the default, so seccomp profiles land where a chart puts them
+disks=/mnt/uring-e2e/local-ext4 # the provisioner's discovery directory
+containerd_sock=$run/containerd/containerd.sock
+
+node=uring-e2e
+node_ip=10.244.0.1
+pod_cidr=10.244.0.0/24
+service_cidr=10.96.0.0/16
+api_server=https://$node_ip:6443
+storage_class=uring-local-ext4
+components=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns)
+
+kubectl_bin=${KUBECTL:-$(command -v "$bins/kubectl" kubectl | head -1)}
+kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
+log() { echo "cluster: $*" >&2; }
+
+# ---- binaries and images ---------------------------------------------------------------
+
+ensure_binaries() {
+  "$here/host-deps.sh" >&2
+  "$repo/hack/k8s-binaries.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy >/dev/null
+  mkdir -p "$cache/bin"
+  if [[ ! -x $cache/bin/coredns-$coredns_version ]]; then
+    log "building CoreDNS $coredns_version (cold: minutes)"
+    local gobin
+    gobin=$(mktemp -d)
+    CGO_ENABLED=0 GOBIN=$gobin go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$coredns_version"
+    mv "$gobin/coredns" "$cache/bin/coredns-$coredns_version"
+    rm -rf "$gobin"
+  fi
+}
+
+# registry.k8s.io/pause:3.10 as an OCI archive: one static binary, written by hand so
+# the node boots without any image builder.
+ensure_pause_image() {
+  local archive=$cache/pause.tar
+  [[ $archive -nt $here/pause.c ]] && return
+  local dir
+  dir=$(mktemp -d)
+  mkdir -p "$dir/rootfs" "$dir/oci/blobs/sha256"
+  gcc -static -O2 -s -o "$dir/rootfs/pause" "$here/pause.c"
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$dir/rootfs" -cf "$dir/layer.tar" pause
+  blob() { # file -> "digest size", stored in the layout
+    local sum size
+    sum=$(sha256sum "$1" | cut -d' ' -f1)
+    size=$(stat -c %s "$1")
+    cp "$1" "$dir/oci/blobs/sha256/$sum"
+    echo "sha256:$sum $size"
+  }
+  local layer layer_size config config_size manifest manifest_size
+  read -r layer layer_size < <(blob "$dir/layer.tar")
+  printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":["/pause"],"User":"65535:65535"},"rootfs":{"type":"layers","diff_ids":["%s"]}}' \
+    "$layer" >"$dir/config.json"
+  read -r config config_size < <(blob "$dir/config.json")
+  printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"%s","size":%s}]}' \
+    "$config" "$config_size" "$layer" "$layer_size" >"$dir/manifest.json"
+  read -r manifest manifest_size < <(blob "$dir/manifest.json")
+  printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"%s","size":%s,"platform":{"architecture":"amd64","os":"linux"},"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"%s"}}]}' \
+    "$manifest" "$manifest_size" "$pause_image" "${pause_image##*:}" >"$dir/oci/index.json"
+  echo '{"imageLayoutVersion":"1.0.0"}' >"$dir/oci/oci-layout"
+  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$dir/oci" -cf "$archive.tmp" .
+  mv "$archive.tmp" "$archive"
+  rm -rf "$dir"
+}
+
+# ---- PKI and kubeconfigs ---------------------------------------------------------------
+
+# cert <name> <subject> [extensions]: an ECDSA key and a certificate signed by the CA.
+cert() {
+  local name=$1 subject=$2 ext=${3:-"extendedKeyUsage=clientAuth"}
+  openssl ecparam -name prime256v1 -genkey -noout -out "$pki/$name.key" 2>/dev/null
+  openssl req -new -key "$pki/$name.key" -subj "$subject" -out "$pki/$name.csr" 2>/dev/null
+  openssl x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial \
+    -days 30 -sha256 -extfile <(printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n%s\n' "$ext") \
+    -out "$pki/$name.crt" 2>/dev/null
+  rm -f "$pki/$name.csr"
+}
+
+# kubeconfig_for <cert name> <file>
+kubeconfig_for() {
+  cat >"$2" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: $node
+  cluster:
+    server: $api_server
+    certificate-authority-data: $(base64 -w0 "$pki/ca.crt")
+users:
+- name: $1
+  user:
+    client-certificate-data: $(base64 -w0 "$pki/$1.crt")
+    client-key-data: $(base64 -w0 "$pki/$1.key")
+contexts:
+- name: $node
+  context: {cluster: $node, user: $1}
+current-context: $node
+EOF
+  chmod 0600 "$2"
+}
+
+make_pki() {
+  rm -rf "$pki"
+  mkdir -p "$pki"
+  chmod 0700 "$pki"
+  openssl ecparam -name prime256v1 -genkey -noout -out "$pki/ca.key" 2>/dev/null
+  openssl req -x509 -new -key "$pki/ca.key" -subj "/CN=uring-e2e-ca" -days 30 -sha256 \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -out "$pki/ca.crt" 2>/dev/null
+  cert apiserver "/CN=kube-apiserver" "extendedKeyUsage=serverAuth
+subjectAltName=IP:${service_cidr%.0/*}.1,IP:$node_ip,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  cert kubelet-serving "/CN=$node" "extendedKeyUsage=serverAuth
+subjectAltName=IP:$node_ip,DNS:$node"
+  cert admin "/O=system:masters/CN=uring-e2e-admin"
+  cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+  cert controller-manager "/CN=system:kube-controller-manager"
+  cert scheduler "/CN=system:kube-scheduler"
+  cert kubelet "/O=system:nodes/CN=system:node:$node"
+  cert kube-proxy "/CN=system:kube-proxy"
+  openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+  for user in admin controller-manager scheduler kubelet kube-proxy; do
+    kubeconfig_for "$user" "$pki/$user.kubeconfig"
+  done
+  cp "$pki/admin.kubeconfig" "$kubeconfig"
+}
+
+# ---- processes -------------------------------------------------------------------------
+
+pid_of() { cat "$run/pids/$1.pid" 2>/dev/null; }
+running() {
+  local pid
+  pid=$(pid_of "$1") && [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null
+}
+
+# start <name> <command...>: own session, logs under bin/e2e/logs, pid recorded.
+start() {
+  local name=$1
+  shift
+  setsid "$@" >"$logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$run/pids/$name.pid"
+}
+
+# wait_for <what> <seconds> <command...>
+wait_for() {
+  local what=$1 deadline=$((SECONDS + $2))
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS > deadline)); then
+      log "timed out waiting for $what; logs in $logs"
+      exit 1
+    fi
+    sleep 0.2
+  done
+}
+
+api_ready() {
+  curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" "$api_server/readyz"
+}
+
+write_configs() {
+  mkdir -p "$state/cni/net.d" "$state/containerd" "$run/containerd" "$run/cni-ipam" "$state/pod-logs" "$kubelet_root"
+  cat >"$state/containerd/config.toml" <<EOF
+version = 2
+root = "$state/containerd"
+state = "$run/containerd"
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "$containerd_sock"
+
+[ttrpc]
+  address = "$containerd_sock.ttrpc"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$state/containerd/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$pause_image"
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$state/cni/net.d"
+EOF
+  cat >"$state/cni/net.d/10-uring-e2e.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "uring-e2e",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cni0",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$pod_cidr", "gateway": "$node_ip"}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": "$run/cni-ipam"
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+EOF
+  cat >"$state/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $node_ip
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $pki/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $pki/kubelet-serving.crt
+tlsPrivateKeyFile: $pki/kubelet-serving.key
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$containerd_sock
+clusterDNS: [$node_ip]
+clusterDomain: cluster.local
+podCIDR: $pod_cidr
+resolvConf: /etc/resolv.conf
+readOnlyPort: 0
+failSwapOn: false
+podLogsDir: $state/pod-logs
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%, imagefs.available: 1%, nodefs.inodesFree: 1%}
+evictionPressureTransitionPeriod: 10s
+nodeStatusReportFrequency: 10s
+syncFrequency: 10s
+fileCheckFrequency: 10s
+EOF
+  cat >"$state/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $pki/kube-proxy.kubeconfig}
+mode: iptables
+clusterCIDR: 10.244.0.0/16
+hostnameOverride: $node
+nodePortAddresses: [$node_ip/32]
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+oomScoreAdj: 0
+conntrack: {maxPerCore: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+  cat >"$state/Corefile" <<EOF
+cluster.local:53 in-addr.arpa:53 ip6.arpa:53 {
+  bind $node_ip
+  errors
+  kubernetes cluster.local in-addr.arpa ip6.arpa {
+    kubeconfig $pki/admin.kubeconfig
+    pods insecure
+  }
+  cache 5
+}
+EOF
+}
+
+# Loop-mounted ext4 filesystems under the discovery directory, one per local PV.
+make_disks() {
+  local count=${E2E_DISKS:-10} size=${E2E_DISK_SIZE:-2G} i img loop
+  mkdir -p "$state/disk-images" "$disks"
+  # The provisioner sees mounts made after it started only through a shared (or
+  # slave) mount, and / is private on this VM: make the volume tree its own shared mount.
+  if ! mountpoint -q "${disks%/*}"; then
+    mount --bind "${disks%/*}" "${disks%/*}"
+    mount --make-rshared "${disks%/*}"
+  fi
+  for ((i = 0; i < count; i++)); do
+    img=$state/disk-images/disk$i.img
+    mountpoint -q "$disks/disk$i" && continue
+    truncate -s "$size" "$img"
+    mkfs.ext4 -q -F -L "uring-e2e-$i" "$img"
+    loop=$(losetup --find --show "$img")
+    mkdir -p "$disks/disk$i"
+    mount -t ext4 "$loop" "$disks/disk$i"
+  done
+}
+
+boot() {
+  log "booting Kubernetes $k8s_version"
+  mkdir -p "$run/pids" "$logs" "$state"
+  rm -f "$logs"/*.log
+  make_pki
+  write_configs
+
+  # Only ever turned on; both are needed for pod <-> service traffic on the bridge.
+  sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+  if ! ip link show cni0 >/dev/null 2>&1; then
+    ip link add cni0 type bridge
+    ip addr add "$node_ip/${pod_cidr#*/}" dev cni0
+  fi
+  ip link set cni0 up
+
+  start etcd "$bins/etcd" --name "$node" --data-dir "$state/etcd" --unsafe-no-fsync \
+    --listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
+    --listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
+    --initial-cluster "$node=http://127.0.0.1:12380" --log-level warn
+  start containerd containerd --config "$state/containerd/config.toml"
+  start kube-apiserver "$bins/kube-apiserver" \
+    --etcd-servers http://127.0.0.1:12379 \
+    --bind-address "$node_ip" --advertise-address "$node_ip" --secure-port 6443 \
+    --service-cluster-ip-range "$service_cidr" \
+    --client-ca-file "$pki/ca.crt" --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority "$pki/ca.crt" --kubelet-preferred-address-types InternalIP \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged=true \
+    --profiling=false
+  wait_for containerd 30 ctr --address "$containerd_sock" version
+  ctr --address "$containerd_sock" -n k8s.io images import --all-platforms "$cache/pause.tar" >/dev/null
+  wait_for kube-apiserver 60 api_ready
+
+  start kube-controller-manager "$bins/kube-controller-manager" \
+    --kubeconfig "$pki/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$pki/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$pki/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false --use-service-account-credentials \
+    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+    --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+    --service-cluster-ip-range "$service_cidr" --allocate-node-cidrs=false \
+    --controllers '*,-service-lb-controller,-node-route-controller,-cloud-node-lifecycle-controller'
+  start kube-scheduler "$bins/kube-scheduler" \
+    --kubeconfig "$pki/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$pki/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$pki/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --leader-elect=false
+  start kubelet "$bins/kubelet" --config "$state/kubelet.yaml" --kubeconfig "$pki/kubelet.kubeconfig" \
+    --hostname-override "$node" --node-ip "$node_ip" --root-dir "$kubelet_root" --oom-score-adj=0
+  start kube-proxy "$bins/kube-proxy" --config "$state/kube-proxy.yaml"
+  start coredns "$cache/bin/coredns-$coredns_version" -conf "$state/Corefile"
+
+  # Pods need these before they can start; creating them beats waiting for controllers.
+  wait_for "namespace default" 30 kubectl get namespace default
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: default, namespace: default}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: kube-root-ca.crt, namespace: default}
+data:
+  ca.crt: |
+$(sed 's/^/    /' "$pki/ca.crt")
+EOF
+
+  wait_for "node $node to be Ready" 60 node_ready
+  kubectl taint node "$node" node.kubernetes.io/not-ready- >/dev/null 2>&1 || true
+}
+
+node_ready() {
+  [[ $(kubectl get node "$node" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}') == True ]]
+}
+
+# The local-static-provisioner DaemonSet and its StorageClass; its image comes from
+# e2e/images (built on first use, then cached as an archive).
+deploy_storage() {
+  make_disks
+  local archive=$repo/bin/e2e/images/local-volume-provisioner.tar
+  [[ -f $archive ]] || "$repo/e2e/images/build.sh" local-volume-provisioner
+  ctr --address "$containerd_sock" -n k8s.io images import --all-platforms "$archive" >/dev/null
+  sed -e "s|@DISCOVERY_DIR@|$disks|g" -e "s|@STORAGE_CLASS@|$storage_class|g" "$here/local-provisioner.yaml" |
+    kubectl apply -f - >/dev/null
+}
+
+# Every image archive built earlier by e2e/images/build.sh, so a re-created cluster has them.
+import_images() {
+  local archive
+  for archive in "$repo"/bin/e2e/images/*.tar; do
+    [[ -e $archive && $archive != */debian-trixie-minbase.tar ]] || continue
+    ctr --address "$containerd_sock" -n k8s.io images import --all-platforms "$archive" >/dev/null
+  done
+}
+
+wait_for_pvs() {
+  local want=${E2E_DISKS:-10}
+  (($(kubectl get pv -o name | wc -l) >= want))
+}
+
+# ---- teardown --------------------------------------------------------------------------
+
+stop() {
+  local name=$1 pid
+  pid=$(pid_of "$name") || return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$run/pids/$name.pid"
+}
+
+# Kill every container and its shim while containerd still answers; the shims'
+# pids are the ones containerd recorded under our state directory.
+stop_containers() {
+  local c=(ctr --address "$containerd_sock" -n k8s.io) id pidfile
+  if running containerd; then
+    for id in $("${c[@]}" tasks ls -q 2>/dev/null); do
+      "${c[@]}" tasks kill -a -s SIGKILL "$id" >/dev/null 2>&1 || true
+    done
+    sleep 0.5
+    for id in $("${c[@]}" tasks ls -q 2>/dev/null); do
+      "${c[@]}" tasks rm -f "$id" >/dev/null 2>&1 || true
+    done
+  fi
+  for pidfile in "$run"/containerd/io.containerd.runtime.v2.task/*/*/shim.pid; do
+    [[ -f $pidfile ]] && kill -9 "$(cat "$pidfile")" 2>/dev/null || true
+  done
+}
+
+# Every mount at or below the given directories, deepest first (kubelet bind-mounts
+# its root dir onto itself).
+unmount_under() {
+  local dir
+  for dir in "$@"; do
+    findmnt -rn -o TARGET | awk -v d="$dir" '$0 == d || index($0, d "/") == 1' | sort -r |
+      xargs -r -n1 umount -l 2>/dev/null || true
+  done
+}
+
+# Delete KUBE-* and CNI-* chains and every rule that jumps to them.
+clean_iptables() {
+  local cmd table rule chain
+  for cmd in iptables ip6tables; do
+    command -v "$cmd" >/dev/null || continue
+    for table in filter nat mangle; do
+      "$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-A" && $2 !~ /^(KUBE|CNI)-/ && / -j (KUBE|CNI)-/' |
+        while read -r rule; do
+          eval "$cmd -t $table -D ${rule#-A }" 2>/dev/null || true
+        done
+      for chain in $("$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^(KUBE|CNI)-/ {print $2}'); do
+        "$cmd" -t "$table" -F "$chain" 2>/dev/null || true
+      done
+      for chain in $("$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^(KUBE|CNI)-/ {print $2}'); do
+        "$cmd" -t "$table" -X "$chain" 2>/dev/null || true
+      done
+    done
+  done
+}
+
+# kubepods cgroups, deepest first (they are empty once the containers are gone).
+clean_cgroups() {
+  local dir
+  for dir in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/kubepods.slice; do
+    [[ -d $dir ]] || continue
+    find "$dir" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+}
+
+teardown() {
+  log "stopping"
+  local name
+  for name in coredns kube-proxy kubelet kube-scheduler kube-controller-manager; do stop "$name"; done
+  stop_containers
+  for name in containerd kube-apiserver etcd; do stop "$name"; done
+  unmount_under "$kubelet_root" "$run" "$state" "${disks%/*}"
+  local mnt img
+  for mnt in "$disks"/*; do
+    if mountpoint -q "$mnt"; then umount "$mnt"; fi
+  done
+  for img in "$state"/disk-images/*.img; do
+    [[ -f $img ]] || continue
+    losetup -j "$img" -O NAME -n | xargs -r -n1 losetup -d
+  done
+  ip link del cni0 2>/dev/null || true
+  clean_iptables
+  clean_cgroups
+  # --one-file-system: a mount that survived the unmounts is skipped, never emptied.
+  rm -rf --one-file-system "$state" "$run" "$kubelet_root" "${disks%/*}" "$pki" "$kubeconfig"
+  # kubelet's symlinks to container logs (a fixed path), gone once empty
+  find /var/log/containers -maxdepth 0 -empty -delete 2>/dev/null || true
+}
+
+status() {
+  local name any=
+  for name in "${components[@]}"; do
+    if running "$name"; then
+      printf '%-24s running (pid %s)\n' "$name" "$(pid_of "$name")"
+      any=1
+    else
+      printf '%-24s stopped\n' "$name"
+    fi
+  done
+  [[ -n $any ]] || return 1
+  echo "kubeconfig: $kubeconfig"
+  echo "logs: $logs"
+  kubectl get nodes -o wide 2>/dev/null || true
+  kubectl get storageclass,pv 2>/dev/null || true
+}
+
+# Up means every component runs and the last `up` got to the end (storage included).
+all_running() {
+  local name
+  [[ -f $run/complete ]] || return 1
+  for name in "${components[@]}"; do running "$name" || return 1; done
+  api_ready >/dev/null 2>&1
+}
+
+up() {
+  local start=$SECONDS
+  if all_running; then
+    log "already up"
+  else
+    ensure_binaries
+    ensure_pause_image
+    teardown 2>/dev/null # whatever a crashed run left
+    boot
+    deploy_storage
+    import_images
+    wait_for "local PVs" 120 wait_for_pvs
+    touch "$run/complete"
+    log "up in $((SECONDS - start))s"
+  fi
+  echo "export KUBECONFIG=$kubeconfig"
+}
+
+case ${1:-} in
+  up) up ;;
+  down) teardown ;;
+  status) status ;;
+  *)
+    echo "usage: $0 up|down|status" >&2
+    exit 2
+    ;;
+esac

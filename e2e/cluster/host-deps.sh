@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install the host packages the offline test bed needs, from the Debian release the
+# host already tracks. Idempotent: a no-op (one dpkg query) when everything is there.
+#
+# Packages only: nothing is enabled or started here. Services that Debian would start
+# on install (containerd, docker) are kept stopped by policy-rc.d when present; the
+# test bed runs private instances with their own sockets and state instead.
+set -euo pipefail
+
+packages=(
+  containerd runc containernetworking-plugins # node runtime
+  iptables conntrack iproute2 kmod            # kube-proxy, CNI bridge, br_netfilter
+  openssl                                     # PKI
+  e2fsprogs util-linux mount                  # ext4 volumes on loop devices
+  gcc libc6-dev                               # static pause and io_uring probe
+  debootstrap docker.io                       # image pipeline
+  netcat-openbsd                              # readiness checks without busybox wget
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f '${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+
+echo "host-deps: installing ${missing[*]}" >&2
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+  printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+  chmod +x /usr/sbin/policy-rc.d
+  trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get -qq update
+apt-get -qq install -y --no-install-recommends "${missing[@]}"

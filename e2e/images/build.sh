@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# Build the project's container images offline and load them into the e2e cluster.
+#
+#   e2e/images/build.sh [name...]     # no names: every image whose Dockerfile exists
+#
+# No registry is reachable, so the bases are made here: a debootstrap'd Debian trixie
+# minbase rootfs imported as debian:trixie-slim, and a Go builder image (that base plus
+# the host's Go toolchain) tagged golang:<go version>-trixie and golang:<major.minor>-trixie.
+# Dockerfiles take them as build args (BASE_IMAGE, GO_IMAGE) whose defaults name the
+# upstream images, so the same files build with plain Docker elsewhere.
+#
+# The builder is Debian's dockerd, started privately for the duration of the script
+# (own socket, data root under bin/e2e/docker, no iptables, no bridge: RUN steps use
+# host networking so apt and the Go module proxy work). Each image is saved to
+# bin/e2e/images/<name>.tar; `cluster.sh up` imports those, and when the cluster is
+# already up the image is imported right away.
+#
+# Environment: E2E_IMAGE_TAG (default e2e) tags the project's own images;
+# E2E_REFRESH_BASE=1 rebuilds the Debian rootfs.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+cache=$repo/bin/e2e/images
+run=/run/uring-e2e/docker
+tag=${E2E_IMAGE_TAG:-e2e}
+go_version=$(go env GOVERSION) # go1.26.8
+go_version=${go_version#go}
+go_image=golang:${go_version%.*}-trixie
+base_image=debian:trixie-slim
+docker=(/usr/bin/docker -H "unix://$run/docker.sock")
+containerd_sock=/run/uring-e2e/containerd/containerd.sock
+
+# name -> "tag|Dockerfile|context" (paths relative to the repo)
+declare -A images=(
+  [uring-redis-operator]="uring-redis-operator:$tag|Dockerfile|."
+  [redis-uring]="redis-uring:$tag|images/redis-uring/Dockerfile|images/redis-uring"
+  [uring-redis-bench]="uring-redis-bench:$tag|images/uring-redis-bench/Dockerfile|."
+  [redis-exporter]="oliver006/redis_exporter:$(awk '$1 == "require" {print $3}' "$here/redis-exporter/go.mod")|e2e/images/redis-exporter/Dockerfile|e2e/images/redis-exporter"
+  [local-volume-provisioner]="registry.k8s.io/sig-storage/local-volume-provisioner:v2.7.0|e2e/images/local-volume-provisioner/Dockerfile|e2e/images/local-volume-provisioner"
+  [uring-probe]="uring-probe:$tag|e2e/images/uring-probe/Dockerfile|e2e/images/uring-probe"
+)
+order=(local-volume-provisioner redis-exporter uring-probe redis-uring uring-redis-operator uring-redis-bench)
+
+log() { echo "images: $*" >&2; }
+
+start_docker() {
+  mkdir -p "$run" "$cache"
+  if [[ -S $run/docker.sock ]] && "${docker[@]}" version >/dev/null 2>&1; then return; fi
+  log "starting a private dockerd"
+  # The VM cannot lower oom_score_adj (no CAP_SYS_RESOURCE) and caps nofile at 20000.
+  setsid /usr/sbin/dockerd \
+    --host "unix://$run/docker.sock" --pidfile "$run/dockerd.pid" \
+    --data-root "$repo/bin/e2e/docker" --exec-root "$run/exec" \
+    --iptables=false --ip-masq=false --bridge=none --oom-score-adjust=0 --cgroup-parent=/uring-e2e-docker \
+    --default-ulimit nofile=20000:20000 --log-level=warn \
+    >"$cache/dockerd.log" 2>&1 </dev/null &
+  for _ in $(seq 100); do
+    "${docker[@]}" version >/dev/null 2>&1 && return
+    sleep 0.2
+  done
+  log "dockerd did not start; see $cache/dockerd.log"
+  exit 1
+}
+
+stop_docker() {
+  local pid
+  pid=$(cat "$run/dockerd.pid" 2>/dev/null) || return 0
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  findmnt -rn -o TARGET | grep "^$run/" | sort -r | xargs -r umount -l
+  rm -rf "$run"
+  rmdir /sys/fs/cgroup/*/uring-e2e-docker 2>/dev/null || true
+}
+
+has_image() { "${docker[@]}" image inspect "$1" >/dev/null 2>&1; }
+
+debian_mirror() {
+  local uris
+  uris=$(grep -hs -e '^URIs:' -e '^deb ' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list |
+    grep -o 'https\?://[^ ]*' || true)
+  echo "${DEBIAN_MIRROR:-$(grep -m1 '/debian/\?$' <<<"$uris" || true)} ${DEBIAN_SECURITY_MIRROR:-$(grep -m1 '/debian-security/\?$' <<<"$uris" || true)}"
+}
+
+# debian:trixie-slim from a cached debootstrap rootfs tarball.
+build_base() {
+  local tarball=$cache/debian-trixie-minbase.tar
+  if [[ ! -f $tarball || -n ${E2E_REFRESH_BASE:-} ]]; then
+    local mirror security rootfs
+    read -r mirror security < <(debian_mirror)
+    [[ -n $mirror ]] || { log "no Debian mirror in /etc/apt; set DEBIAN_MIRROR"; exit 1; }
+    rootfs=$(mktemp -d "$cache/rootfs.XXXXXX")
+    log "debootstrap --variant=minbase trixie (cold: about a minute)"
+    debootstrap --variant=minbase --keyring=/usr/share/keyrings/debian-archive-keyring.gpg \
+      trixie "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1 ||
+      { log "debootstrap failed; see $cache/debootstrap.log"; exit 1; }
+    # What the official slim image does: deb822 sources with updates and security,
+    # no docs or man pages from later installs, no package cache kept in layers.
+    rm -f "$rootfs/etc/apt/sources.list"
+    # Trust what the host trusts (a TLS-intercepting proxy CA, if any): any later
+    # install of ca-certificates folds this into the image's bundle.
+    install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$rootfs/usr/local/share/ca-certificates/host-bundle.crt"
+    {
+      printf 'Types: deb\nURIs: %s\nSuites: trixie trixie-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' "$mirror"
+      [[ -z $security ]] ||
+        printf '\nTypes: deb\nURIs: %s\nSuites: trixie-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' "$security"
+    } >"$rootfs/etc/apt/sources.list.d/debian.sources"
+    printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+      'path-exclude /usr/share/man/*' 'path-exclude /usr/share/info/*' \
+      'path-exclude /usr/share/locale/*' 'path-include /usr/share/locale/locale.alias' \
+      >"$rootfs/etc/dpkg/dpkg.cfg.d/docker"
+    printf '%s\n' 'APT::Keep-Downloaded-Packages "false";' 'APT::Install-Recommends "false";' \
+      >"$rootfs/etc/apt/apt.conf.d/docker-clean"
+    rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
+      "$rootfs"/usr/share/doc "$rootfs"/usr/share/man "$rootfs"/usr/share/info "$rootfs"/var/log/*
+    tar --numeric-owner -C "$rootfs" -cf "$tarball.tmp" .
+    rm -rf "$rootfs"
+    mv "$tarball.tmp" "$tarball"
+    "${docker[@]}" rmi "$base_image" "golang:$go_version-trixie" "$go_image" >/dev/null 2>&1 || true
+  fi
+  has_image "$base_image" && return
+  log "importing $base_image"
+  "${docker[@]}" import --change 'CMD ["bash"]' "$tarball" "$base_image" >/dev/null
+}
+
+# golang:<version>-trixie: the base plus the host's Go toolchain.
+build_go() {
+  has_image "golang:$go_version-trixie" && return
+  local ctx
+  ctx=$(mktemp -d "$cache/goroot.XXXXXX")
+  cp -al "$(go env GOROOT)/." "$ctx" 2>/dev/null || cp -a "$(go env GOROOT)/." "$ctx"
+  log "building golang:$go_version-trixie from the host's Go toolchain"
+  "${docker[@]}" build -q --network host --build-arg "BASE_IMAGE=$base_image" \
+    -t "golang:$go_version-trixie" -t "$go_image" -f "$here/golang/Dockerfile" "$ctx" >/dev/null
+  rm -rf "$ctx"
+}
+
+# Import an image into the running cluster's containerd.
+load() {
+  local archive=$1
+  [[ -S $containerd_sock ]] || return 0
+  ctr --address "$containerd_sock" -n k8s.io images import --all-platforms "$archive" >/dev/null
+}
+
+build() {
+  local name=$1 image dockerfile context
+  IFS='|' read -r image dockerfile context <<<"${images[$name]}"
+  log "building $image"
+  local start=$SECONDS
+  "${docker[@]}" build --network host \
+    --build-arg "BASE_IMAGE=$base_image" --build-arg "GO_IMAGE=$go_image" \
+    --build-arg "GOPROXY=$(go env GOPROXY)" \
+    -t "$image" -f "$repo/$dockerfile" "$repo/$context" >"$cache/$name.build.log" 2>&1 ||
+    { tail -30 "$cache/$name.build.log" >&2; log "build of $image failed; see $cache/$name.build.log"; exit 1; }
+  "${docker[@]}" save -o "$cache/$name.tar.tmp" "$image"
+  mv "$cache/$name.tar.tmp" "$cache/$name.tar"
+  load "$cache/$name.tar"
+  log "$image ready in $((SECONDS - start))s"
+}
+
+names=("$@")
+if ((${#names[@]} == 0)); then
+  for name in "${order[@]}"; do
+    IFS='|' read -r _ dockerfile _ <<<"${images[$name]}"
+    [[ -f $repo/$dockerfile ]] && names+=("$name")
+  done
+fi
+for name in "${names[@]}"; do
+  [[ -n ${images[$name]:-} ]] || { log "unknown image $name (known: ${order[*]})"; exit 2; }
+done
+
+"$repo/e2e/cluster/host-deps.sh"
+start_docker
+[[ -n ${E2E_KEEP_BUILDER:-} ]] || trap stop_docker EXIT
+build_base
+build_go
+for name in "${names[@]}"; do build "$name"; done
