@@ -14,7 +14,7 @@ packages=(
   e2fsprogs util-linux mount                  # ext4 volumes on loop devices
   gcc libc6-dev                               # static pause and io_uring probe
   debootstrap docker.io                       # image pipeline
-  netcat-openbsd                              # readiness checks without busybox wget
+  netcat-openbsd jq                           # readiness checks without busybox wget; JSON
 )
 
 missing=()

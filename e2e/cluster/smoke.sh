@@ -10,7 +10,9 @@
 # 3. io_uring (a linked write + fdatasync) works in that pod under a Localhost seccomp
 #    profile = containerd's RuntimeDefault + io_uring_setup/enter/register;
 # 4. under a Localhost profile that makes io_uring_setup fail with EPERM, the same
-#    probe fails with EPERM (what the server's fallback path will meet).
+#    probe fails with EPERM (what the server's fallback path will meet);
+# 5. redis_exporter, built by e2e/images, serves metrics through a Service: a client
+#    pod reaches it by its cluster DNS name (CoreDNS, kube-proxy, the image pipeline).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +26,10 @@ kubectl_bin=${KUBECTL:-$(command -v "$repo/bin/k8s/$(awk '$1 == "require" && $2 
 kubectl() { "$kubectl_bin" "$@"; }
 log() { echo "smoke: $*" >&2; }
 
-[[ -f $repo/bin/e2e/images/uring-probe.tar ]] || "$repo/e2e/images/build.sh" uring-probe
+for image in uring-probe redis-exporter; do
+  [[ -f $repo/bin/e2e/images/$image.tar ]] || "$repo/e2e/images/build.sh" "$image"
+done
+exporter_image=oliver006/redis_exporter:$(awk '$1 == "require" {print $3}' "$repo/e2e/images/redis-exporter/go.mod")
 
 install -d "$profiles"
 install -m 0644 "$here/seccomp/io-uring.json" "$profiles/io-uring.json"
@@ -90,6 +95,41 @@ spec:
 EOF
 probe_pod uring-allowed io-uring.json data
 probe_pod uring-denied deny-io-uring.json
+kubectl -n "$ns" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: exporter
+  labels: {app: exporter}
+spec:
+  containers:
+  - name: exporter
+    image: $exporter_image
+    args: [--redis.addr=redis://localhost:6379]
+    ports: [{name: metrics, containerPort: 9121}]
+    readinessProbe:
+      httpGet: {path: /health, port: metrics}
+      periodSeconds: 1
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: exporter
+spec:
+  selector: {app: exporter}
+  ports: [{name: metrics, port: 9121, targetPort: metrics}]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: metrics-client
+spec:
+  restartPolicy: OnFailure
+  containers:
+  - name: client
+    image: uring-probe:$tag
+    command: [bash, -c, 'exec 3<>/dev/tcp/exporter/9121 && printf "GET /metrics HTTP/1.0\\r\\nHost: exporter\\r\\n\\r\\n" >&3 && grep -m1 "^redis_exporter_build_info" <&3']
+EOF
 
 failed=
 if finish uring-allowed && kubectl -n "$ns" logs uring-allowed | grep -q '^filesystem: ext4 ' &&
@@ -103,6 +143,12 @@ if ! finish uring-denied && kubectl -n "$ns" logs uring-denied | grep -q '^io_ur
   log "PASS io_uring_setup is EPERM under the denying profile"
 else
   log "FAIL io_uring_setup was not refused with EPERM under the denying profile"
+  failed=1
+fi
+if finish metrics-client && kubectl -n "$ns" logs metrics-client | grep -q 'redis_exporter_build_info'; then
+  log "PASS $exporter_image serves metrics at exporter.$ns.svc (DNS + Service)"
+else
+  log "FAIL no metrics from $exporter_image through its Service"
   failed=1
 fi
 log "checks took $((SECONDS - start))s"
