@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -357,4 +358,47 @@ func TestFilesystemNotExt4(t *testing.T) {
 		t.Errorf("filesystem %q", got.Status.Filesystem)
 	}
 	waitCondition(t, ns, "onxfs", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonStorageNotReady)
+}
+
+func TestPodMonitorOnlyWhenServed(t *testing.T) {
+	ensureNodesAndVolumes(t)
+	ns := newNamespace(t)
+	spec := v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF}
+	spec.Monitoring.PodMonitor.Labels = map[string]string{"release": "kube-prometheus-stack"}
+	createRP(t, ns, "monitored", spec)
+	waitCondition(t, ns, "monitored", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+
+	podMonitor := &unstructured.Unstructured{}
+	podMonitor.SetGroupVersionKind(testenv.PodMonitorGVK)
+	if err := get(t, podMonitor, ns, "monitored"); !meta.IsNoMatchError(err) {
+		t.Fatalf("before the CRD is installed the kind must not be served, got %v", err)
+	}
+
+	if err := env.InstallCRDs(testenv.PrometheusOperatorCRD(t, "podmonitors")); err != nil {
+		t.Fatal(err)
+	}
+	// Installing a CRD is no event for the controller; its next resync would do.
+	if _, err := reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "monitored"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error { return get(t, podMonitor, ns, "monitored") })
+	if podMonitor.GetLabels()["release"] != "kube-prometheus-stack" {
+		t.Errorf("PodMonitor labels %v lack the release label", podMonitor.GetLabels())
+	}
+	port, _, _ := unstructured.NestedString(podMonitor.Object, "spec", "podMetricsEndpoints", "0", "port")
+	endpoints, _, _ := unstructured.NestedSlice(podMonitor.Object, "spec", "podMetricsEndpoints")
+	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" {
+		t.Errorf("PodMonitor endpoints %v (port %q)", endpoints, port)
+	}
+	if ref := metav1.GetControllerOf(podMonitor); ref == nil || ref.Name != "monitored" {
+		t.Errorf("PodMonitor owner %v", ref)
+	}
+
+	// Turning it off in the spec removes nothing it did not create, and creates nothing.
+	noExporter := v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Exporter: v1alpha1.ExporterSpec{Enabled: ptr.To(false)}}
+	createRP(t, ns, "unmonitored", noExporter)
+	waitCondition(t, ns, "unmonitored", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	if err := get(t, podMonitor, ns, "unmonitored"); !apierrors.IsNotFound(err) {
+		t.Errorf("a server without exporter got a PodMonitor (err %v)", err)
+	}
 }

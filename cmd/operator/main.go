@@ -28,7 +28,7 @@ func main() {
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles.")
 	flag.BoolVar(&labelNodes, "label-nodes", true, "Label nodes with their kernel version (uringredis.io/kernel-version.*) for clusters without Node Feature Discovery.")
 	flag.StringVar(&opts.RedisImage, "redis-image", "redis-uring:8.1.1", "Server image (Valkey with the io_uring AOF engine).")
-	flag.StringVar(&opts.ExporterImage, "exporter-image", "oliver006/redis_exporter:v1.67.0", "redis_exporter sidecar image.")
+	flag.StringVar(&opts.ExporterImage, "exporter-image", "oliver006/redis_exporter:v1.74.0", "redis_exporter sidecar image.")
 	flag.StringVar(&opts.UringSeccompProfile, "uring-seccomp-profile", "uring-redis/io_uring.json", "Localhost seccomp profile of uring pods, relative to the kubelet's seccomp directory.")
 	flag.StringVar(&opts.LocalNVMeStorageClass, "local-nvme-storage-class", "uring-local-nvme", "StorageClass of the local-nvme storage profile.")
 	flag.StringVar(&opts.GP3StorageClass, "gp3-storage-class", "uring-gp3", "StorageClass of the gp3 storage profile.")

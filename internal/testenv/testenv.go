@@ -101,6 +101,24 @@ func (e *Env) RunComponent(name string, args ...string) {
 	e.processes = append(e.processes, cmd)
 }
 
+// InstallCRDs installs CRD files into the running API server and waits until they are served.
+func (e *Env) InstallCRDs(paths ...string) error {
+	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})
+	return err
+}
+
+// PrometheusOperatorCRD is the path of one Prometheus Operator CRD file
+// (podmonitors, servicemonitors, prometheusrules) fetched by
+// hack/prometheus-operator-crds.sh, which `make test` runs.
+func PrometheusOperatorCRD(t *testing.T, plural string) string {
+	t.Helper()
+	dir := os.Getenv("PROMETHEUS_OPERATOR_CRDS")
+	if dir == "" {
+		t.Fatal("PROMETHEUS_OPERATOR_CRDS is not set: run the tests with `make test`, which fetches the Prometheus Operator CRDs")
+	}
+	return filepath.Join(dir, "monitoring.coreos.com_"+plural+".yaml")
+}
+
 // LogFile creates a log file in LogDir.
 func (e *Env) LogFile(name string) *os.File {
 	f, err := os.Create(filepath.Join(e.dir, name+".log"))
