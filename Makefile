@@ -99,3 +99,7 @@ $(KUSTOMIZE):
 
 $(GOLANGCI_LINT):
 	hack/go-install-tool.sh $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VERSION)
+
+# Each area's targets live beside the Makefile in hack/make/<area>.mk
+# (chart, e2e, observability, server); `make help` lists them too.
+include $(sort $(wildcard hack/make/*.mk))
