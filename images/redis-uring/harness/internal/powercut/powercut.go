@@ -169,6 +169,13 @@ func run(cfg Config, n int, t *Trial) error {
 
 	load := cfg.LoadMin + time.Duration(cfg.Rand.Int63n(int64(cfg.LoadMax-cfg.LoadMin)+1))
 	time.Sleep(load)
+	select {
+	case <-srv.Exited():
+		srv.Kill()
+		wg.Wait()
+		return fmt.Errorf("server died during the load, before the cut: %v\n%s", srv.ExitErr(), srv.LogTail(10))
+	default:
+	}
 	cut := time.Since(start)
 	cutErr := fs.PowerCut()
 	cutDone := time.Since(start)
