@@ -1,0 +1,43 @@
+/* io_uring AOF engine: see the DESIGN comment at the top of aof_uring.c. */
+#ifndef AOF_URING_H
+#define AOF_URING_H
+
+/* appendfsync-engine */
+#define AOF_ENGINE_POSIX 0
+#define AOF_ENGINE_URING 1
+
+/* aof-uring-ack */
+#define AOF_URING_ACK_DURABLE 0
+#define AOF_URING_ACK_FAST 1
+
+struct client;
+
+/* True when the ring is up and carries the AOF writes. */
+int aofUringActive(void);
+/* Replaces the body of flushAppendOnlyFile() while active; force = write and
+ * wait until aof_buf is durable (rotation, stopAppendOnly, shutdown). */
+void aofUringFlush(int force);
+/* Try to bring the ring up if the engine is selected; no-op when it is up or
+ * a previous attempt failed. Returns aofUringActive(). */
+int aofUringEnsure(void);
+/* Drain and tear down the ring (stopAppendOnly, shutdown, engine switch). */
+void aofUringStop(void);
+/* beforeSleep(), before flushAppendOnlyFile(): publish the durable offset and
+ * resume clients that were held for it. */
+void aofUringBeforeSleep(void);
+/* True if c must not get reply bytes nor have more input parsed yet; the
+ * client is remembered and resumed by aofUringBeforeSleep(). */
+int aofUringHoldClient(struct client *c);
+/* call(): track keys written / read by the command to gate readers of keys
+ * dirtied by a batch that is not durable yet. */
+void aofUringAfterCommand(struct client *c, long long dirty);
+/* freeClient(): forget a held client. */
+void aofUringClientFreed(struct client *c);
+/* Config apply callbacks. */
+int aofUringUpdateEngine(const char **err);
+int aofUringUpdateMaxWorkers(const char **err);
+int aofUringIsValidQueueDepth(long long val, const char **err);
+/* INFO persistence fields (aof_engine, aof_uring_*). */
+sds aofUringInfo(sds info);
+
+#endif
