@@ -360,6 +360,7 @@ boot() {
   wait_for containerd 30 ctr --address "$containerd_sock" version
   ctr --address "$containerd_sock" -n k8s.io images import --all-platforms "$cache/pause.tar" >/dev/null
   wait_for kube-apiserver 60 api_ready
+  log "API server ready after ${SECONDS}s"
 
   start kube-controller-manager "$bins/kube-controller-manager" \
     --kubeconfig "$pki/controller-manager.kubeconfig" \
@@ -397,6 +398,7 @@ EOF
 
   wait_for "node $node to be Ready" 60 node_ready
   kubectl taint node "$node" node.kubernetes.io/not-ready- >/dev/null 2>&1 || true
+  log "node Ready after ${SECONDS}s"
 }
 
 node_ready() {
@@ -414,12 +416,14 @@ deploy_storage() {
     kubectl apply -f - >/dev/null
 }
 
-# Every image archive built earlier by e2e/images/build.sh, so a re-created cluster has them.
+# Every image archive built earlier by e2e/images/build.sh, so a re-created cluster has
+# them. Not unpacked: containerd unpacks an image when a container first uses it, which
+# keeps seconds of untarring off the boot for images a run may never start.
 import_images() {
   local archive
   for archive in "$repo"/bin/e2e/images/*.tar; do
-    [[ -e $archive && $archive != */debian-trixie-minbase.tar ]] || continue
-    ctr --address "$containerd_sock" -n k8s.io images import --all-platforms "$archive" >/dev/null
+    [[ -e $archive && $archive != */debian-trixie-minbase.tar && $archive != */local-volume-provisioner.tar ]] || continue
+    ctr --address "$containerd_sock" -n k8s.io images import --all-platforms --no-unpack "$archive" >/dev/null
   done
 }
 
@@ -521,8 +525,11 @@ teardown() {
   clean_cgroups
   # --one-file-system: a mount that survived the unmounts is skipped, never emptied.
   rm -rf --one-file-system "$state" "$run" "$kubelet_root" "${disks%/*}" "$pki" "$kubeconfig"
-  # kubelet's symlinks to container logs (a fixed path), gone once empty
-  find /var/log/containers -maxdepth 0 -empty -delete 2>/dev/null || true
+  # Fixed paths that kubelet and containerd's CNI library write to: our entries only,
+  # then the directories if that left them empty.
+  find /var/log/containers -maxdepth 1 -type l -lname "$state/*" -delete 2>/dev/null || true
+  rm -f /var/lib/cni/results/uring-e2e-* /var/lib/cni/results/cni-loopback-*
+  rmdir /var/log/containers /var/lib/cni/results /var/lib/cni 2>/dev/null || true
 }
 
 status() {
@@ -558,9 +565,11 @@ up() {
     ensure_binaries
     ensure_pause_image
     teardown 2>/dev/null # whatever a crashed run left
+    log "binaries ready and old state cleared after ${SECONDS}s"
     boot
     deploy_storage
     import_images
+    log "images imported after ${SECONDS}s"
     wait_for "local PVs" 120 wait_for_pvs
     touch "$run/complete"
     log "up in $((SECONDS - start))s"

@@ -79,6 +79,7 @@ finish() {
     sleep 0.2
   done
   kubectl -n "$ns" logs "$pod" | sed "s/^/  $pod| /" >&2
+  echo "  $pod| phase $phase $(kubectl -n "$ns" get pod "$pod" -o 'jsonpath={.status.containerStatuses[0].state}')" >&2
   [[ $phase == Succeeded ]]
 }
 
@@ -118,17 +119,6 @@ metadata:
 spec:
   selector: {app: exporter}
   ports: [{name: metrics, port: 9121, targetPort: metrics}]
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: metrics-client
-spec:
-  restartPolicy: OnFailure
-  containers:
-  - name: client
-    image: uring-probe:$tag
-    command: [bash, -c, 'exec 3<>/dev/tcp/exporter/9121 && printf "GET /metrics HTTP/1.0\\r\\nHost: exporter\\r\\n\\r\\n" >&3 && grep -m1 "^redis_exporter_build_info" <&3']
 EOF
 
 failed=
@@ -145,6 +135,20 @@ else
   log "FAIL io_uring_setup was not refused with EPERM under the denying profile"
   failed=1
 fi
+kubectl -n "$ns" wait --for=condition=Ready pod/exporter --timeout=60s >/dev/null
+kubectl -n "$ns" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: metrics-client
+spec:
+  restartPolicy: Never
+  containers:
+  - name: client
+    image: uring-probe:$tag
+    # kube-proxy may need a moment after the endpoint turns ready: retry briefly.
+    command: [bash, -c, 'for i in {1..30}; do exec 3<>/dev/tcp/exporter/9121 && break; sleep 0.5; done; printf "GET /metrics HTTP/1.0\\r\\nHost: exporter\\r\\n\\r\\n" >&3 && grep -m1 "^redis_exporter_build_info" <&3']
+EOF
 if finish metrics-client && kubectl -n "$ns" logs metrics-client | grep -q 'redis_exporter_build_info'; then
   log "PASS $exporter_image serves metrics at exporter.$ns.svc (DNS + Service)"
 else

@@ -172,7 +172,11 @@ for name in "${names[@]}"; do
   [[ -n ${images[$name]:-} ]] || { log "unknown image $name (known: ${order[*]})"; exit 2; }
 done
 
-"$repo/e2e/cluster/host-deps.sh"
+"$repo/e2e/cluster/host-deps.sh" >&2
+mkdir -p "$cache"
+# One build at a time: the private dockerd belongs to the script that started it.
+exec 9>"$cache/build.lock"
+flock 9
 start_docker
 [[ -n ${E2E_KEEP_BUILDER:-} ]] || trap stop_docker EXIT
 build_base
