@@ -103,7 +103,7 @@ func (fs *FS) Unmount() error {
 	for i := 0; i < 100; i++ {
 		if err = unix.Unmount(fs.Mount, 0); err == nil {
 			fs.mounted = false
-			return nil
+			return fs.awaitSuperblockGone()
 		}
 		if !errors.Is(err, unix.EBUSY) {
 			break
@@ -111,6 +111,20 @@ func (fs *FS) Unmount() error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("umount %s: %w", fs.Mount, err)
+}
+
+// awaitSuperblockGone waits until the kernel has released the filesystem
+// (its /sys/fs/ext4/<dev> entry disappears). Should anything still hold it,
+// mounting the device again would hand back the old, shut-down superblock
+// instead of replaying the journal, and every read would fail with EIO.
+func (fs *FS) awaitSuperblockGone() error {
+	sysfs := filepath.Join("/sys/fs/ext4", filepath.Base(fs.Device))
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(sysfs); os.IsNotExist(err) {
+			return nil
+		}
+	}
+	return fmt.Errorf("ext4 on %s still alive 10s after umount (%s exists): something outside this mount holds it", fs.Device, sysfs)
 }
 
 // PowerCut shuts the filesystem down without flushing the journal: every

@@ -76,5 +76,11 @@ func (s *Server) CheckEngine() error {
 		return fmt.Errorf("uring engine not active (aof_engine=%s, fallback reason %q)",
 			info["aof_engine"], info["aof_uring_fallback_reason"])
 	}
+	if sq, ok := info["aof_uring_sqpoll"]; ok && (sq == "1") != s.Opts.Mode.SQPoll {
+		return fmt.Errorf("aof_uring_sqpoll is %s, mode %s wants SQPOLL %v", sq, s.Opts.Mode.Name, s.Opts.Mode.SQPoll)
+	}
+	if ack, ok := info["aof_uring_ack"]; ok && ack != s.Opts.Mode.Ack {
+		return fmt.Errorf("aof_uring_ack is %s, mode %s wants %s", ack, s.Opts.Mode.Name, s.Opts.Mode.Ack)
+	}
 	return nil
 }

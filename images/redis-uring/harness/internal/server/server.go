@@ -176,6 +176,54 @@ func (s *Server) Kill() {
 	s.undo.Forget()
 }
 
+// Freeze stops every thread of the server's process group with SIGSTOP and
+// waits until each has stopped. A thread inside a system call stops when the
+// call returns, so once Freeze returns the server can send nothing more: a
+// reply a client reads later was written to the socket before the freeze.
+// io_uring's kernel-side threads (iou-wrk-*, iou-sqp-*) ignore SIGSTOP and
+// are not waited for; without the main thread nothing reaps their work.
+func (s *Server) Freeze(timeout time.Duration) error {
+	syscall.Kill(-s.Cmd.Process.Pid, syscall.SIGSTOP)
+	deadline := time.Now().Add(timeout)
+	for {
+		running, err := s.runningThreads()
+		if err != nil || running == "" {
+			return nil // gone or all stopped
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("server threads still running %v after SIGSTOP: %s", timeout, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runningThreads lists threads (other than io_uring's) not yet stopped.
+func (s *Server) runningThreads() (string, error) {
+	dir := fmt.Sprintf("/proc/%d/task", s.Cmd.Process.Pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	var running []string
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name(), "stat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		st := string(data)
+		open, close := strings.IndexByte(st, '('), strings.LastIndexByte(st, ')')
+		if open < 0 || close+2 >= len(st) {
+			continue
+		}
+		comm, state := st[open+1:close], st[close+2]
+		if strings.HasPrefix(comm, "iou-") || strings.ContainsRune("TtZX", rune(state)) {
+			continue
+		}
+		running = append(running, fmt.Sprintf("%s/%s:%c", e.Name(), comm, state))
+	}
+	return strings.Join(running, " "), nil
+}
+
 // Stop asks for a clean shutdown (SIGTERM: final AOF flush+fsync) and waits;
 // it falls back to Kill after timeout.
 func (s *Server) Stop(timeout time.Duration) error {
