@@ -165,9 +165,15 @@ subjectAltName=IP:$node_ip,DNS:$node"
 # ---- processes -------------------------------------------------------------------------
 
 pid_of() { cat "$run/pids/$1.pid" 2>/dev/null; }
+# A process that exited but is not reaped yet (our daemons are orphans, reaped by
+# pid 1 whenever it gets to it) counts as gone.
+alive() {
+  local state
+  state=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $state != Z* ]]
+}
 running() {
   local pid
-  pid=$(pid_of "$1") && [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null
+  pid=$(pid_of "$1") && [[ -n $pid ]] && alive "$pid"
 }
 
 # start <name> <command...>: own session, logs under bin/e2e/logs, pid recorded.
@@ -333,7 +339,8 @@ boot() {
   make_pki
   write_configs
 
-  # Only ever turned on; both are needed for pod <-> service traffic on the bridge.
+  # Needed for pod <-> service traffic on the bridge; down puts the old values back.
+  [[ -f $state/sysctl.saved ]] || sysctl net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables | tr -d ' ' >"$state/sysctl.saved"
   sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
   if ! ip link show cni0 >/dev/null 2>&1; then
     ip link add cni0 type bridge
@@ -359,6 +366,8 @@ boot() {
     --profiling=false
   wait_for containerd 30 ctr --address "$containerd_sock" version
   ctr --address "$containerd_sock" -n k8s.io images import --all-platforms "$cache/pause.tar" >/dev/null
+  import_images &
+  images_pid=$!
   wait_for kube-apiserver 60 api_ready
   log "API server ready after ${SECONDS}s"
 
@@ -406,23 +415,22 @@ node_ready() {
 }
 
 # The local-static-provisioner DaemonSet and its StorageClass; its image comes from
-# e2e/images (built on first use, then cached as an archive).
+# e2e/images (built on first use, then cached as an archive that import_images loads).
 deploy_storage() {
   make_disks
-  local archive=$repo/bin/e2e/images/local-volume-provisioner.tar
-  [[ -f $archive ]] || "$repo/e2e/images/build.sh" local-volume-provisioner
-  ctr --address "$containerd_sock" -n k8s.io images import --all-platforms "$archive" >/dev/null
+  [[ -f $repo/bin/e2e/images/local-volume-provisioner.tar ]] || "$repo/e2e/images/build.sh" local-volume-provisioner
   sed -e "s|@DISCOVERY_DIR@|$disks|g" -e "s|@STORAGE_CLASS@|$storage_class|g" "$here/local-provisioner.yaml" |
     kubectl apply -f - >/dev/null
 }
 
 # Every image archive built earlier by e2e/images/build.sh, so a re-created cluster has
-# them. Not unpacked: containerd unpacks an image when a container first uses it, which
-# keeps seconds of untarring off the boot for images a run may never start.
+# them (runs while the control plane boots). Not unpacked: containerd unpacks an image
+# when a container first uses it, which keeps untarring off the boot for images a run
+# may never start.
 import_images() {
   local archive
   for archive in "$repo"/bin/e2e/images/*.tar; do
-    [[ -e $archive && $archive != */debian-trixie-minbase.tar && $archive != */local-volume-provisioner.tar ]] || continue
+    [[ -e $archive && $archive != */debian-trixie-minbase.tar ]] || continue
     ctr --address "$containerd_sock" -n k8s.io images import --all-platforms --no-unpack "$archive" >/dev/null
   done
 }
@@ -437,13 +445,13 @@ wait_for_pvs() {
 stop() {
   local name=$1 pid
   pid=$(pid_of "$name") || return 0
-  if kill -0 "$pid" 2>/dev/null; then
+  if alive "$pid"; then
     kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.2
+    for _ in $(seq 100); do
+      alive "$pid" || break
+      sleep 0.1
     done
-    kill -9 "$pid" 2>/dev/null || true
+    if alive "$pid"; then kill -9 "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$run/pids/$name.pid"
 }
@@ -476,22 +484,25 @@ unmount_under() {
   done
 }
 
-# Delete KUBE-* and CNI-* chains and every rule that jumps to them.
+# Delete KUBE-* and CNI-* chains and every rule that jumps to them: one
+# iptables-restore --noflush per table, so nothing else in the table is touched.
 clean_iptables() {
-  local cmd table rule chain
-  for cmd in iptables ip6tables; do
-    command -v "$cmd" >/dev/null || continue
+  local family table rules
+  for family in iptables ip6tables; do
+    command -v "$family-restore" >/dev/null || continue
     for table in filter nat mangle; do
-      "$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-A" && $2 !~ /^(KUBE|CNI)-/ && / -j (KUBE|CNI)-/' |
-        while read -r rule; do
-          eval "$cmd -t $table -D ${rule#-A }" 2>/dev/null || true
-        done
-      for chain in $("$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^(KUBE|CNI)-/ {print $2}'); do
-        "$cmd" -t "$table" -F "$chain" 2>/dev/null || true
-      done
-      for chain in $("$cmd" -t "$table" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^(KUBE|CNI)-/ {print $2}'); do
-        "$cmd" -t "$table" -X "$chain" 2>/dev/null || true
-      done
+      rules=$("$family" -t "$table" -S 2>/dev/null) || continue
+      awk -v table="$table" '
+        $1 == "-N" && $2 ~ /^(KUBE|CNI)-/ { chains[++n] = $2 }
+        $1 == "-A" && $2 !~ /^(KUBE|CNI)-/ && / -j (KUBE|CNI)-/ { sub(/^-A/, "-D"); jumps[++m] = $0 }
+        END {
+          if (n + m == 0) exit
+          print "*" table
+          for (i = 1; i <= n; i++) print ":" chains[i] " - [0:0]"
+          for (i = 1; i <= m; i++) print jumps[i]
+          for (i = 1; i <= n; i++) print "-X " chains[i]
+          print "COMMIT"
+        }' <<<"$rules" | "$family-restore" --noflush 2>/dev/null || true
     done
   done
 }
@@ -521,6 +532,7 @@ teardown() {
     losetup -j "$img" -O NAME -n | xargs -r -n1 losetup -d
   done
   ip link del cni0 2>/dev/null || true
+  if [[ -f $state/sysctl.saved ]]; then sysctl -qw $(cat "$state/sysctl.saved"); fi
   clean_iptables
   clean_cgroups
   # --one-file-system: a mount that survived the unmounts is skipped, never emptied.
@@ -530,6 +542,24 @@ teardown() {
   find /var/log/containers -maxdepth 1 -type l -lname "$state/*" -delete 2>/dev/null || true
   rm -f /var/lib/cni/results/uring-e2e-* /var/lib/cni/results/cni-loopback-*
   rmdir /var/log/containers /var/lib/cni/results /var/lib/cni 2>/dev/null || true
+}
+
+# What a stopped test bed must not leave behind; prints one line per thing found.
+leftovers() {
+  local dir
+  for dir in "$state" "$run" "$kubelet_root" "${disks%/*}"; do
+    [[ ! -e $dir ]] || echo "directory $dir"
+  done
+  findmnt -rn -o TARGET | awk -v a="$kubelet_root" -v b="$run" -v c="$state" -v d="${disks%/*}" \
+    '$0 == a || $0 == b || $0 == c || $0 == d || index($0, a "/") == 1 || index($0, b "/") == 1 || index($0, c "/") == 1 || index($0, d "/") == 1 { print "mount " $0 }'
+  losetup -n -O NAME,BACK-FILE 2>/dev/null | awk -v s="$state/" 'index($2, s) == 1 { print "loop device " $1 }'
+  ! ip link show cni0 >/dev/null 2>&1 || echo "link cni0"
+  local family
+  for family in iptables ip6tables; do
+    "$family-save" 2>/dev/null | awk -v f="$family" '/^:(KUBE|CNI)-/ { print f " chain " substr($1, 2) }'
+  done
+  find /sys/fs/cgroup -maxdepth 2 -name 'kubepods*' -printf 'cgroup %p\n' 2>/dev/null
+  pgrep -a -f "containerd-shim-runc-v2 .*-address $containerd_sock" | sed 's/^/process /' || true
 }
 
 status() {
@@ -542,7 +572,12 @@ status() {
       printf '%-24s stopped\n' "$name"
     fi
   done
-  [[ -n $any ]] || return 1
+  if [[ -z $any ]]; then
+    local left
+    left=$(leftovers)
+    [[ -z $left ]] || printf 'left behind by an earlier run (cluster.sh down removes it):\n%s\n' "$left"
+    return 1
+  fi
   echo "kubeconfig: $kubeconfig"
   echo "logs: $logs"
   kubectl get nodes -o wide 2>/dev/null || true
@@ -567,9 +602,9 @@ up() {
     teardown 2>/dev/null # whatever a crashed run left
     log "binaries ready and old state cleared after ${SECONDS}s"
     boot
-    deploy_storage
-    import_images
+    wait "$images_pid"
     log "images imported after ${SECONDS}s"
+    deploy_storage
     wait_for "local PVs" 120 wait_for_pvs
     touch "$run/complete"
     log "up in $((SECONDS - start))s"

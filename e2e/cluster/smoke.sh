@@ -17,7 +17,6 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-tag=${E2E_IMAGE_TAG:-e2e}
 ns=uring-smoke
 profiles=/var/lib/kubelet/seccomp/uring-e2e
 
@@ -60,7 +59,7 @@ spec:
       localhostProfile: uring-e2e/$profile
   containers:
   - name: probe
-    image: uring-probe:$tag
+    image: uring-probe:e2e
     command: [sh, -c, 'echo "filesystem: \$(findmnt -n -o FSTYPE /data) (statfs: \$(stat -f -c %T /data))"; echo written > /data/hello && cat /data/hello && exec uring-probe /data']
     volumeMounts:
     - {name: data, mountPath: /data}
@@ -145,7 +144,7 @@ spec:
   restartPolicy: Never
   containers:
   - name: client
-    image: uring-probe:$tag
+    image: uring-probe:e2e
     # kube-proxy may need a moment after the endpoint turns ready: retry briefly.
     command: [bash, -c, 'for i in {1..30}; do exec 3<>/dev/tcp/exporter/9121 && break; sleep 0.5; done; printf "GET /metrics HTTP/1.0\\r\\nHost: exporter\\r\\n\\r\\n" >&3 && grep -m1 "^redis_exporter_build_info" <&3']
 EOF

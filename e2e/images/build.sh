@@ -15,7 +15,9 @@
 # bin/e2e/images/<name>.tar; `cluster.sh up` imports those, and when the cluster is
 # already up the image is imported right away.
 #
-# Environment: E2E_IMAGE_TAG (default e2e) tags the project's own images;
+# Tags are what the operator and Makefile expect: IMG (default uring-redis-operator:dev),
+# REDIS_IMG (default redis-uring:8.1.1, the operator's --redis-image), BENCH_IMG (default
+# uring-redis-bench:dev); redis_exporter and the provisioner carry their upstream names.
 # E2E_REFRESH_BASE=1 rebuilds the Debian rootfs.
 set -euo pipefail
 
@@ -23,7 +25,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 cache=$repo/bin/e2e/images
 run=/run/uring-e2e/docker
-tag=${E2E_IMAGE_TAG:-e2e}
 go_version=$(go env GOVERSION) # go1.26.8
 go_version=${go_version#go}
 go_image=golang:${go_version%.*}-trixie
@@ -31,14 +32,14 @@ base_image=debian:trixie-slim
 docker=(/usr/bin/docker -H "unix://$run/docker.sock")
 containerd_sock=/run/uring-e2e/containerd/containerd.sock
 
-# name -> "tag|Dockerfile|context" (paths relative to the repo)
+# name -> "image|Dockerfile|context" (paths relative to the repo)
 declare -A images=(
-  [uring-redis-operator]="uring-redis-operator:$tag|Dockerfile|."
-  [redis-uring]="redis-uring:$tag|images/redis-uring/Dockerfile|images/redis-uring"
-  [uring-redis-bench]="uring-redis-bench:$tag|images/uring-redis-bench/Dockerfile|."
+  [uring-redis-operator]="${IMG:-uring-redis-operator:dev}|Dockerfile|."
+  [redis-uring]="${REDIS_IMG:-redis-uring:8.1.1}|images/redis-uring/Dockerfile|images/redis-uring"
+  [uring-redis-bench]="${BENCH_IMG:-uring-redis-bench:dev}|images/uring-redis-bench/Dockerfile|."
   [redis-exporter]="oliver006/redis_exporter:$(awk '$1 == "require" {print $3}' "$here/redis-exporter/go.mod")|e2e/images/redis-exporter/Dockerfile|e2e/images/redis-exporter"
   [local-volume-provisioner]="registry.k8s.io/sig-storage/local-volume-provisioner:v2.7.0|e2e/images/local-volume-provisioner/Dockerfile|e2e/images/local-volume-provisioner"
-  [uring-probe]="uring-probe:$tag|e2e/images/uring-probe/Dockerfile|e2e/images/uring-probe"
+  [uring-probe]="uring-probe:e2e|e2e/images/uring-probe/Dockerfile|e2e/images/uring-probe"
 )
 order=(local-volume-provisioner redis-exporter uring-probe redis-uring uring-redis-operator uring-redis-bench)
 
