@@ -32,10 +32,12 @@ base_image=debian:trixie-slim
 docker=(/usr/bin/docker -H "unix://$run/docker.sock")
 containerd_sock=/run/uring-e2e/containerd/containerd.sock
 
-# name -> "image|Dockerfile|context" (paths relative to the repo)
+# name -> "image|Dockerfile|context" (paths relative to the repo). The project's own
+# Dockerfiles build with the repository root as context (the root .dockerignore keeps
+# bin/ and .git out), like `docker build -f images/redis-uring/Dockerfile .`.
 declare -A images=(
   [uring-redis-operator]="${IMG:-uring-redis-operator:dev}|Dockerfile|."
-  [redis-uring]="${REDIS_IMG:-redis-uring:8.1.1}|images/redis-uring/Dockerfile|images/redis-uring"
+  [redis-uring]="${REDIS_IMG:-redis-uring:8.1.1}|images/redis-uring/Dockerfile|."
   [uring-redis-bench]="${BENCH_IMG:-uring-redis-bench:dev}|images/uring-redis-bench/Dockerfile|."
   [redis-exporter]="oliver006/redis_exporter:$(awk '$1 == "require" {print $3}' "$here/redis-exporter/go.mod")|e2e/images/redis-exporter/Dockerfile|e2e/images/redis-exporter"
   [local-volume-provisioner]="registry.k8s.io/sig-storage/local-volume-provisioner:v2.7.0|e2e/images/local-volume-provisioner/Dockerfile|e2e/images/local-volume-provisioner"
