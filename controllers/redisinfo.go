@@ -12,7 +12,7 @@ import (
 // serverInfo is what the operator reads back from a running server.
 type serverInfo struct {
 	aofEnabled     bool
-	engine         string // aof_engine: posix or uring
+	engine         string // the engine that writes the AOF: posix or uring
 	uringActive    bool   // aof_uring_active
 	fallbackReason string // aof_uring_fallback_reason
 }
@@ -22,15 +22,15 @@ func readServerInfo(ctx context.Context, addr, password string) (*serverInfo, er
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	client := redis.NewClient(&redis.Options{
-		Addr:             addr,
-		Password:         password,
-		DialTimeout:      2 * time.Second,
-		ReadTimeout:      2 * time.Second,
-		MaxRetries:       -1,
-		PoolSize:         1,
-		DisableIndentity: true,
+		Addr:            addr,
+		Password:        password,
+		DialTimeout:     2 * time.Second,
+		ReadTimeout:     2 * time.Second,
+		MaxRetries:      -1,
+		PoolSize:        1,
+		DisableIdentity: true,
 	})
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	text, err := client.Info(ctx, "persistence").Result()
 	if err != nil {
 		return nil, err
@@ -52,8 +52,9 @@ func parseServerInfo(text string) *serverInfo {
 		uringActive:    fields["aof_uring_active"] == "1",
 		fallbackReason: fields["aof_uring_fallback_reason"],
 	}
-	// A server without the uring engine writes its AOF the upstream way.
-	if info.aofEnabled && info.engine == "" {
+	// aof_engine is the configured engine; what writes the AOF is posix when
+	// the ring could not start, or when the server has no uring engine at all.
+	if info.engine == "" || info.engine == "uring" && !info.uringActive {
 		info.engine = "posix"
 	}
 	if !info.aofEnabled {

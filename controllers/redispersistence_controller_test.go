@@ -13,8 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,11 +55,32 @@ func createRP(t *testing.T, ns, name string, spec v1alpha1.RedisPersistenceSpec)
 	if spec.Storage.StorageClassName == "" {
 		spec.Storage.StorageClassName = storageClass
 	}
+	createVolumeFor(t, ns, "data-"+name+"-0")
 	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
 	if err := k8s.Create(context.Background(), rp); err != nil {
 		t.Fatal(err)
 	}
 	return rp
+}
+
+// createVolumeFor makes a PersistentVolume reserved for one claim, as a
+// cluster's provisioner would; the real volume binder then binds them.
+func createVolumeFor(t *testing.T, ns, claim string) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + ns + "-" + claim},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName:              storageClass,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: claim},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + claim}},
+		},
+	}
+	if err := k8s.Create(context.Background(), pv); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func get(t *testing.T, obj client.Object, ns, name string) error {
@@ -84,14 +106,14 @@ func waitCondition(t *testing.T, ns, name, condType string, status metav1.Condit
 	return rp
 }
 
-// Nodes and volumes are cluster-wide: every test shares these.
+// Nodes are cluster-wide: every test shares these.
 var nodesOnce = map[string]string{
 	"kernel-5-15": "5.15.0-119-generic",
 	"kernel-6-1":  "6.1.0-28-cloud-amd64",
 	"kernel-6-8":  "6.8.0-1015-aws",
 }
 
-func ensureNodesAndVolumes(t *testing.T) {
+func ensureNodes(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	for name, kernel := range nodesOnce {
@@ -112,8 +134,7 @@ func ensureNodesAndVolumes(t *testing.T) {
 		}
 		// The API server taints new nodes not-ready; the node lifecycle
 		// controller would lift it once the (absent) kubelet reports Ready.
-		node.Spec.Taints = nil
-		if err := k8s.Update(ctx, node); err != nil {
+		if err := k8s.Patch(ctx, node, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"taints":null}}`))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -124,21 +145,6 @@ func ensureNodesAndVolumes(t *testing.T) {
 	}
 	if err := k8s.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
-	}
-	for i := 0; i < 12; i++ {
-		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pv-%d", i)},
-			Spec: corev1.PersistentVolumeSpec{
-				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Gi")},
-				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				StorageClassName:              storageClass,
-				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-				PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: fmt.Sprintf("/tmp/pv-%d", i)}},
-			},
-		}
-		if err := k8s.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
 	}
 	for name, kernel := range nodesOnce {
 		want, _ := kernelVersionLabels(kernel)
@@ -204,7 +210,7 @@ func renderedConfig(t *testing.T, ns, name string) string {
 }
 
 func TestLifecycle(t *testing.T) {
-	ensureNodesAndVolumes(t)
+	ensureNodes(t)
 	ns := newNamespace(t)
 	rp := createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
 
@@ -239,7 +245,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	// Once the pod runs, the operator asks the real server what it does.
-	serverAddr.Store(testenv.StartServer(t, renderedConfig(t, ns, "cache")))
+	serverAddrs.Store(ns+"/cache-0", testenv.StartServer(t, renderedConfig(t, ns, "cache")))
 	actAsKubelet(t, ns, "cache-0", "ext4")
 	got = waitCondition(t, ns, "cache", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
 	if got.Status.Engine != "posix" || got.Status.Filesystem != "ext4" {
@@ -287,7 +293,7 @@ func TestLifecycle(t *testing.T) {
 	}{{&appsv1.StatefulSet{}, "cache"}, {&corev1.ConfigMap{}, "cache-config"}, {&corev1.Service{}, "cache"}, {&corev1.Service{}, "cache-headless"}} {
 		eventually(t, 90*time.Second, func() error {
 			if err := get(t, c.obj, ns, c.name); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%T %s still exists (err %v)", c.obj, c.name, err)
+				return fmt.Errorf("%T %s still exists (err %w)", c.obj, c.name, err)
 			}
 			return nil
 		})
@@ -320,7 +326,7 @@ func assertNoOpReconcile(t *testing.T, ns, name string) {
 }
 
 func TestKernelPlacement(t *testing.T) {
-	ensureNodesAndVolumes(t)
+	ensureNodes(t)
 	ns := newNamespace(t)
 
 	// 6.5 is met by kernel-6-8 only: the real scheduler must pick it.
@@ -348,7 +354,7 @@ func TestKernelPlacement(t *testing.T) {
 }
 
 func TestFilesystemNotExt4(t *testing.T) {
-	ensureNodesAndVolumes(t)
+	ensureNodes(t)
 	ns := newNamespace(t)
 	createRP(t, ns, "onxfs", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF})
 	waitCondition(t, ns, "onxfs", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
@@ -361,7 +367,7 @@ func TestFilesystemNotExt4(t *testing.T) {
 }
 
 func TestPodMonitorOnlyWhenServed(t *testing.T) {
-	ensureNodesAndVolumes(t)
+	ensureNodes(t)
 	ns := newNamespace(t)
 	spec := v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF}
 	spec.Monitoring.PodMonitor.Labels = map[string]string{"release": "kube-prometheus-stack"}

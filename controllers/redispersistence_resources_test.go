@@ -29,7 +29,7 @@ var testOptions = Options{
 
 // newRedisPersistence is a RedisPersistence as the API server returns it
 // after defaulting, so builders see what they see in a cluster.
-func newRedisPersistence(name string, spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
+func newRedisPersistence(spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
 	if spec.Storage.Profile == "" {
 		spec.Storage.Profile = v1alpha1.StorageCustom
 	}
@@ -37,7 +37,7 @@ func newRedisPersistence(name string, spec v1alpha1.RedisPersistenceSpec) *v1alp
 		spec.Storage.Size = ptr.To(resource.MustParse("8Gi"))
 	}
 	return &v1alpha1.RedisPersistence{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "apps", UID: "0a1b2c3d-0000-4000-8000-000000000001", Generation: 1},
+		ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "apps", UID: "0a1b2c3d-0000-4000-8000-000000000001", Generation: 1},
 		Spec:       spec,
 	}
 }
@@ -66,7 +66,7 @@ var goldenCases = map[string]v1alpha1.RedisPersistenceSpec{
 
 func renderGolden(t *testing.T, spec v1alpha1.RedisPersistenceSpec) (config, statefulSet []byte) {
 	t.Helper()
-	rp := newRedisPersistence("cache", spec)
+	rp := newRedisPersistence(spec)
 	conf := renderConfig(rp)
 	out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, OperatorKernelLabels, conf))
 	if err != nil {
@@ -123,8 +123,8 @@ func TestRenderConfigUsesServerOptionNames(t *testing.T) {
 }
 
 func TestConfigHashFollowsConfig(t *testing.T) {
-	a := newRedisPersistence("cache", goldenCases["aof-always"])
-	b := newRedisPersistence("cache", goldenCases["aof-everysec"])
+	a := newRedisPersistence(goldenCases["aof-always"])
+	b := newRedisPersistence(goldenCases["aof-everysec"])
 	hash := func(rp *v1alpha1.RedisPersistence) string {
 		return buildStatefulSet(rp, testOptions, OperatorKernelLabels, renderConfig(rp)).Spec.Template.Annotations[annotationConfigHash]
 	}
@@ -138,7 +138,7 @@ func TestConfigHashFollowsConfig(t *testing.T) {
 
 func TestSeccompProfilePerMode(t *testing.T) {
 	for name, spec := range goldenCases {
-		rp := newRedisPersistence("cache", spec)
+		rp := newRedisPersistence(spec)
 		sc := buildStatefulSet(rp, testOptions, OperatorKernelLabels, "").Spec.Template.Spec.SecurityContext.SeccompProfile
 		wantLocalhost := spec.Mode == v1alpha1.ModeUring
 		if (sc.Type == corev1.SeccompProfileTypeLocalhost) != wantLocalhost {

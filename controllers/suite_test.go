@@ -3,7 +3,7 @@ package controllers
 import (
 	"context"
 	"os"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,8 +22,9 @@ var (
 	env        *testenv.Env
 	k8s        client.Client
 	reconciler *RedisPersistenceReconciler
-	// serverAddr is where the reconciler finds "pods": a real server the test starts.
-	serverAddr atomic.Value
+	// serverAddrs maps "namespace/pod" to where the reconciler finds that pod's
+	// server: a real server the test started.
+	serverAddrs sync.Map
 )
 
 // TestMain runs the operator's controllers against a real kube-apiserver with
@@ -47,13 +48,17 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	serverAddr.Store("")
 	reconciler = &RedisPersistenceReconciler{
-		Client:        mgr.GetClient(),
-		Options:       testOptions,
-		Recorder:      mgr.GetEventRecorderFor("uring-redis-operator"),
-		Clock:         clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
-		ServerAddress: func(*corev1.Pod) string { return serverAddr.Load().(string) },
+		Client:   mgr.GetClient(),
+		Options:  testOptions,
+		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
+		Clock:    clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+		ServerAddress: func(pod *corev1.Pod) string {
+			if addr, ok := serverAddrs.Load(pod.Namespace + "/" + pod.Name); ok {
+				return addr.(string)
+			}
+			return "127.0.0.1:1" // nothing listens: the operator must report it
+		},
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {
 		panic(err)

@@ -19,7 +19,7 @@ import (
 
 func main() {
 	var (
-		metricsAddr, probeAddr string
+		metricsAddr, probeAddr  string
 		leaderElect, labelNodes bool
 		opts                    controllers.Options
 	)

@@ -25,6 +25,18 @@ func ServerBin() string {
 // that only make sense in a pod (port, dir, include) are overridden.
 func StartServer(t *testing.T, config string) string {
 	t.Helper()
+	return startServer(t, config, false)
+}
+
+// StartServerWithoutIOUring is StartServer under a seccomp filter that
+// denies io_uring_setup, as a container runtime's default profile does.
+func StartServerWithoutIOUring(t *testing.T, config string) string {
+	t.Helper()
+	return startServer(t, config, true)
+}
+
+func startServer(t *testing.T, config string, denyIOUring bool) string {
+	t.Helper()
 	bin := ServerBin()
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("the server binary %s is missing: run `make test`, which builds it", bin)
@@ -34,7 +46,7 @@ func StartServer(t *testing.T, config string) string {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_ = l.Close()
 
 	dir := t.TempDir()
 	var kept []string
@@ -55,13 +67,25 @@ func StartServer(t *testing.T, config string) string {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, confPath)
+	if denyIOUring {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd = exec.Command(self, bin, confPath)
+		cmd.Env = append(os.Environ(), denyIOUringEnv+"=1")
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if err := <-exited; t.Failed() {
+			t.Logf("server exited: %v", err)
+		}
 		if t.Failed() {
 			out, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 			t.Logf("server log:\n%s", out)
@@ -71,13 +95,16 @@ func StartServer(t *testing.T, config string) string {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
+			_ = c.Close()
 			return addr
 		}
-		if cmd.ProcessState != nil {
-			break
+		select {
+		case err := <-exited:
+			exited <- err
+			out, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			t.Fatalf("the server exited (%v):\n%s", err, out)
+		case <-time.After(50 * time.Millisecond):
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 	out, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 	t.Fatalf("the server did not start on %s:\n%s", addr, out)
