@@ -299,7 +299,8 @@ fs=$(awk -v dir=` + dataDir + ` '$5 == dir { for (i = 7; $i != "-"; i++) {}; fs 
 printf 'filesystem=%s\n' "${fs:-unknown}" >/dev/termination-log
 if [ -n "${REDIS_PASSWORD:-}" ]; then
   umask 077
-  printf 'requirepass "%s"\nprimaryauth "%s"\n' "$REDIS_PASSWORD" "$REDIS_PASSWORD" >` + runDir + `/auth.conf
+  pw=$(printf '%s' "$REDIS_PASSWORD" | sed 's/[\\"]/\\&/g')
+  printf 'requirepass "%s"\nprimaryauth "%s"\n' "$pw" "$pw" >` + runDir + `/auth.conf
 fi
 `
 
