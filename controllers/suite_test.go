@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(env.LogFile("operator"))))
 	k8s = env.Client
 	env.RunComponent("kube-controller-manager", "--secure-port=0",
-		"--controllers=garbagecollector,statefulset,persistentvolume-binder",
+		"--controllers=garbagecollector,statefulset,persistentvolume-binder,job",
 		"--concurrent-gc-syncs=5")
 	env.RunComponent("kube-scheduler", "--secure-port=0")
 
@@ -64,6 +64,14 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	if err := (&NodeLabeler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
+	if err := (&RedisBenchmarkReconciler{
+		Client:   mgr.GetClient(),
+		Options:  BenchmarkOptions{Image: "uring-redis-bench:test"},
+		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
+		Clock:    clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+	}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -22,6 +22,7 @@ func main() {
 		metricsAddr, probeAddr  string
 		leaderElect, labelNodes bool
 		opts                    controllers.Options
+		benchOpts               controllers.BenchmarkOptions
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
@@ -32,6 +33,7 @@ func main() {
 	flag.StringVar(&opts.UringSeccompProfile, "uring-seccomp-profile", "uring-redis/io_uring.json", "Localhost seccomp profile of uring pods, relative to the kubelet's seccomp directory.")
 	flag.StringVar(&opts.LocalNVMeStorageClass, "local-nvme-storage-class", "uring-local-nvme", "StorageClass of the local-nvme storage profile.")
 	flag.StringVar(&opts.GP3StorageClass, "gp3-storage-class", "uring-gp3", "StorageClass of the gp3 storage profile.")
+	flag.StringVar(&benchOpts.Image, "bench-image", "uring-redis-bench:dev", "RedisBenchmark runner image (cmd/bench with valkey-benchmark).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -59,6 +61,14 @@ func main() {
 		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "setting up the RedisPersistence controller")
+		os.Exit(1)
+	}
+	if err := (&controllers.RedisBenchmarkReconciler{
+		Client:   mgr.GetClient(),
+		Options:  benchOpts,
+		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "setting up the RedisBenchmark controller")
 		os.Exit(1)
 	}
 	if labelNodes {

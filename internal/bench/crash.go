@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Killer crashes the server the way kill -9 would: no shutdown path runs, so
+// nothing still in the server's buffers or io_uring ring reaches the file.
+type Killer func(ctx context.Context) error
+
+// CrashCheck writes distinct keys from clients connections for write, kills
+// the server while they write, waits until it serves again (restartWait at
+// most) and counts the acknowledged keys it lost.
+func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait time.Duration, kill Killer) (CrashResult, error) {
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	key := func(c, seq int) string { return fmt.Sprintf("crash:%s:%d:%d", run, c, seq) }
+	acked := make([]int, clients) // client c's keys 0..acked[c]-1 were acknowledged
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// No retries: a retried write could be acknowledged by the restarted
+			// server and would blur what the crashed one acknowledged.
+			conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, PoolSize: 1, MaxRetries: -1, DialTimeout: time.Second})
+			defer conn.Close()
+			for seq := 0; ; seq++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err := conn.Set(ctx, key(c, seq), seq, 0).Err(); err != nil {
+					return
+				}
+				acked[c] = seq + 1
+			}
+		}()
+	}
+	select {
+	case <-time.After(write):
+	case <-ctx.Done():
+	}
+	killErr := kill(ctx)
+	close(stop)
+	wg.Wait()
+	if killErr != nil {
+		return CrashResult{}, fmt.Errorf("killing the server: %w", killErr)
+	}
+	if err := r.waitServing(ctx, restartWait); err != nil {
+		return CrashResult{}, err
+	}
+
+	conn := r.client()
+	defer conn.Close()
+	var res CrashResult
+	for c, n := range acked {
+		res.Acknowledged += int64(n)
+		for start := 0; start < n; start += 1000 {
+			pipe := conn.Pipeline()
+			var cmds []*redis.IntCmd
+			for seq := start; seq < n && seq < start+1000; seq++ {
+				cmds = append(cmds, pipe.Exists(ctx, key(c, seq)))
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return res, fmt.Errorf("reading the acknowledged keys back: %w", err)
+			}
+			for _, cmd := range cmds {
+				if cmd.Val() == 0 {
+					res.Lost++
+				}
+			}
+		}
+	}
+	if res.Acknowledged == 0 {
+		return res, fmt.Errorf("no write was acknowledged in %s before the kill", write)
+	}
+	return res, nil
+}
+
+// waitServing polls until the server answers and has loaded its data.
+func (r Runner) waitServing(ctx context.Context, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	var last error
+	for time.Now().Before(deadline) {
+		conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, MaxRetries: -1, DialTimeout: time.Second})
+		info, err := conn.Info(ctx, "persistence").Result()
+		conn.Close()
+		if err == nil && ParseInfo(info)["loading"] == "0" {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("still loading")
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("the server did not serve again within %s after the kill: %w", limit, last)
+}

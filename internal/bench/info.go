@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Sample is what the runner reads from the server's INFO before and after
+// each valkey-benchmark test.
+type Sample struct {
+	// CPUSeconds is used_cpu_user + used_cpu_sys: getrusage of the whole
+	// process, so io_uring's io-wq workers (threads of the server) count.
+	CPUSeconds float64
+	RSSBytes   int64
+	Engine     string // aof_engine: posix or uring; "" without an append-only file
+	// FsyncBuckets are the uring engine's cumulative fsync latency buckets
+	// (aof_uring_fsync_usec_bucket_le_<usec>), ordered by bound; the last is +Inf.
+	FsyncBuckets []Bucket
+}
+
+// Bucket is a cumulative histogram bucket: Count fsyncs took at most LeMicros.
+type Bucket struct {
+	LeMicros int64 // -1 is +Inf
+	Count    int64
+}
+
+// ParseInfo reads the reply of INFO into a field map.
+func ParseInfo(text string) map[string]string {
+	fields := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = v
+		}
+	}
+	return fields
+}
+
+const bucketPrefix = "aof_uring_fsync_usec_bucket_le_"
+
+// SampleFromInfo extracts a Sample from INFO's fields (sections cpu, memory, persistence).
+func SampleFromInfo(fields map[string]string) (Sample, error) {
+	var s Sample
+	user, err1 := strconv.ParseFloat(fields["used_cpu_user"], 64)
+	sys, err2 := strconv.ParseFloat(fields["used_cpu_sys"], 64)
+	if err1 != nil || err2 != nil {
+		return s, fmt.Errorf("INFO has no used_cpu_user/used_cpu_sys")
+	}
+	s.CPUSeconds = user + sys
+	s.RSSBytes, _ = strconv.ParseInt(fields["used_memory_rss"], 10, 64)
+	s.Engine = fields["aof_engine"]
+	if fields["aof_enabled"] == "0" {
+		s.Engine = ""
+	}
+	for k, v := range fields {
+		bound, ok := strings.CutPrefix(k, bucketPrefix)
+		if !ok {
+			continue
+		}
+		count, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return s, fmt.Errorf("INFO field %s: %q is not a count", k, v)
+		}
+		le := int64(-1)
+		if bound != "inf" {
+			if le, err = strconv.ParseInt(bound, 10, 64); err != nil {
+				return s, fmt.Errorf("INFO field %s: bad bound", k)
+			}
+		}
+		s.FsyncBuckets = append(s.FsyncBuckets, Bucket{LeMicros: le, Count: count})
+	}
+	sort.Slice(s.FsyncBuckets, func(i, j int) bool {
+		a, b := s.FsyncBuckets[i].LeMicros, s.FsyncBuckets[j].LeMicros
+		return b == -1 && a != -1 || a != -1 && a < b
+	})
+	return s, nil
+}
+
+// FsyncDelta is the fsyncs between two samples: their count and the p50 and
+// p99 as bucket upper bounds (a quantile in the +Inf bucket reports the
+// largest finite bound).
+func FsyncDelta(before, after Sample) (count, p50, p99 int64) {
+	if len(after.FsyncBuckets) == 0 || len(before.FsyncBuckets) != len(after.FsyncBuckets) {
+		return 0, 0, 0
+	}
+	deltas := make([]int64, len(after.FsyncBuckets))
+	for i := range after.FsyncBuckets {
+		deltas[i] = after.FsyncBuckets[i].Count - before.FsyncBuckets[i].Count
+	}
+	count = deltas[len(deltas)-1]
+	if count <= 0 {
+		return 0, 0, 0
+	}
+	quantile := func(q float64) int64 {
+		rank := int64(q*float64(count) + 0.999999)
+		for i, d := range deltas {
+			if d >= rank {
+				if le := after.FsyncBuckets[i].LeMicros; le >= 0 {
+					return le
+				}
+				if i > 0 {
+					return after.FsyncBuckets[i-1].LeMicros
+				}
+			}
+		}
+		return 0
+	}
+	return count, quantile(0.5), quantile(0.99)
+}

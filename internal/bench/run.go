@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// GetDuringSet is the command name of the mixed-reads measurement.
+const GetDuringSet = "get-during-set"
+
+// Workload is one target's run, as the operator's Job arguments describe it.
+type Workload struct {
+	Target, Mode                     string
+	Commands                         []string
+	Requests, Clients, Pipeline      int
+	ValueSize, Keyspace, Repetitions int
+	MixedReads                       bool
+}
+
+// Runner drives valkey-benchmark against one server.
+type Runner struct {
+	// Tool is the valkey-benchmark binary.
+	Tool     string
+	Addr     string // host:port
+	Password string
+}
+
+func (r Runner) client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
+}
+
+// Sample reads the server's INFO cpu, memory and persistence.
+func (r Runner) Sample(ctx context.Context) (Sample, error) {
+	c := r.client()
+	defer c.Close()
+	text, err := c.Info(ctx, "cpu", "memory", "persistence").Result()
+	if err != nil {
+		return Sample{}, fmt.Errorf("INFO: %w", err)
+	}
+	return SampleFromInfo(ParseInfo(text))
+}
+
+// Run measures every command of w, w.Repetitions times each, and keeps each
+// command's median run by throughput.
+func (r Runner) Run(ctx context.Context, w Workload) (Result, error) {
+	res := Result{Target: w.Target, Mode: w.Mode}
+	commands := append([]string(nil), w.Commands...)
+	if w.MixedReads {
+		commands = append(commands, GetDuringSet)
+	}
+	for _, cmd := range commands {
+		runs := make([]CommandResult, 0, w.Repetitions)
+		for i := 0; i < w.Repetitions; i++ {
+			cr, engine, err := r.measure(ctx, w, cmd)
+			if err != nil {
+				return res, fmt.Errorf("%s, run %d: %w", cmd, i+1, err)
+			}
+			res.Engine = engine
+			runs = append(runs, cr)
+		}
+		sort.Slice(runs, func(i, j int) bool { return runs[i].OpsPerSecond < runs[j].OpsPerSecond })
+		res.Commands = append(res.Commands, runs[len(runs)/2])
+	}
+	return res, nil
+}
+
+// measure runs one test between two INFO samples.
+func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandResult, string, error) {
+	host, portText, err := net.SplitHostPort(r.Addr)
+	if err != nil {
+		return CommandResult{}, "", err
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil {
+		return CommandResult{}, "", err
+	}
+	args := ToolArgs{Host: host, Port: port, Clients: w.Clients, Requests: w.Requests, Keyspace: w.Keyspace,
+		ValueSize: w.ValueSize, Pipeline: w.Pipeline, Password: r.Password, Test: cmd}
+	before, err := r.Sample(ctx)
+	if err != nil {
+		return CommandResult{}, "", err
+	}
+	var tool ToolResult
+	ops := float64(w.Requests)
+	if cmd == GetDuringSet {
+		// GETs of keys no write touches, while SET loads the server: a durable
+		// engine must not hold these replies back until the disk catches up.
+		reads := args
+		reads.Test, reads.Command = "", []string{"GET", "untouched:__rand_int__"}
+		var setErr error
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); _, setErr = r.tool(ctx, args.withTest("set")) }()
+		tool, err = r.tool(ctx, reads)
+		wg.Wait()
+		if err == nil {
+			err = setErr
+		}
+		ops *= 2
+	} else {
+		tool, err = r.tool(ctx, args)
+	}
+	if err != nil {
+		return CommandResult{}, "", err
+	}
+	after, err := r.Sample(ctx)
+	if err != nil {
+		return CommandResult{}, "", err
+	}
+	count, p50, p99 := FsyncDelta(before, after)
+	return CommandResult{
+		Command:         cmd,
+		OpsPerSecond:    tool.OpsPerSecond,
+		P50Micros:       tool.P50Micros,
+		P99Micros:       tool.P99Micros,
+		P999Micros:      tool.P999Micros,
+		CPUMicrosPerKop: int64((after.CPUSeconds - before.CPUSeconds) * 1e6 * 1000 / ops),
+		FsyncCount:      count,
+		FsyncP50Micros:  p50,
+		FsyncP99Micros:  p99,
+		RSSBytes:        after.RSSBytes,
+	}, after.Engine, nil
+}
+
+func (a ToolArgs) withTest(test string) ToolArgs { a.Test, a.Command = test, nil; return a }
+
+func (r Runner) tool(ctx context.Context, a ToolArgs) (ToolResult, error) {
+	var out, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, r.Tool, a.Argv()...)
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return ToolResult{}, fmt.Errorf("valkey-benchmark: %w: %s", err, lastLine(stderr.String()+out.String()))
+	}
+	res, err := ParseTool(out.String())
+	if err != nil {
+		return res, fmt.Errorf("%w: %s", err, lastLine(stderr.String()+out.String()))
+	}
+	return res, nil
+}
+
+func lastLine(s string) string {
+	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
+	if len(lines) == 0 {
+		return "(no output)"
+	}
+	return strings.TrimSpace(lines[len(lines)-1])
+}
