@@ -1,0 +1,25 @@
+# The operator image: the manager (/operator) and the chart's seccomp profile
+# installer (/seccomp-installer), static binaries on a minimal base, non-root.
+#
+# Both bases are build arguments so the image also builds offline from local
+# images (e2e/images/build.sh passes its Go builder and debian:trixie-slim).
+ARG GO_IMAGE=golang:1.25-bookworm
+ARG BUILDER_IMAGE=${GO_IMAGE}
+ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
+
+FROM ${BUILDER_IMAGE} AS build
+ARG GOPROXY
+ARG TARGETARCH
+WORKDIR /src
+COPY go.mod go.sum ./
+COPY api/ api/
+COPY cmd/ cmd/
+COPY controllers/ controllers/
+COPY internal/ internal/
+RUN CGO_ENABLED=0 GOOS=linux GOARCH=${TARGETARCH} \
+      go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/operator ./cmd/seccomp-installer
+
+FROM ${BASE_IMAGE}
+COPY --from=build /out/operator /out/seccomp-installer /
+USER 65532:65532
+ENTRYPOINT ["/operator"]

@@ -1,0 +1,90 @@
+{{/* The release's full name, at most 63 characters. */}}
+{{- define "uring-redis-operator.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "uring-redis-operator.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/part-of: uring-redis-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Selector labels of one component (operator, seccomp-installer, local-static-provisioner). */}}
+{{- define "uring-redis-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ .component }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{- define "uring-redis-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "uring-redis-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "uring-redis-operator.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Name of the Security Profiles Operator SeccompProfile. */}}
+{{- define "uring-redis-operator.spoProfileName" -}}
+{{- printf "%s-io-uring" (include "uring-redis-operator.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The Localhost seccomp profile of uring pods, relative to the kubelet's seccomp directory. */}}
+{{- define "uring-redis-operator.uringSeccompProfile" -}}
+{{- if eq .Values.seccomp.provider "spo" -}}
+{{- default (printf "operator/%s.json" (include "uring-redis-operator.spoProfileName" .)) .Values.seccomp.spo.localhostProfile -}}
+{{- else -}}
+{{- .Values.seccomp.localhostProfile -}}
+{{- end -}}
+{{- end -}}
+
+{{/* True when the cluster serves the Prometheus Operator's monitoring.coreos.com/v1 kind given as .kind. */}}
+{{- define "uring-redis-operator.hasMonitoringKind" -}}
+{{- if .root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+Checks what the schema cannot: fails once, listing every problem.
+*/}}
+{{- define "uring-redis-operator.validateValues" -}}
+{{- $errors := list -}}
+{{- $profile := .Values.seccomp.localhostProfile -}}
+{{- if or (hasPrefix "/" $profile) (contains ".." $profile) (not (contains "/" $profile)) -}}
+{{- $errors = append $errors (printf "seccomp.localhostProfile %q must be a relative path of the form <directory>/<file> inside the kubelet's seccomp directory" $profile) -}}
+{{- end -}}
+{{- if not (hasPrefix "/" .Values.seccomp.installer.kubeletDir) -}}
+{{- $errors = append $errors (printf "seccomp.installer.kubeletDir %q must be an absolute path" .Values.seccomp.installer.kubeletDir) -}}
+{{- end -}}
+{{- if and (eq .Values.seccomp.provider "spo") (not (.Capabilities.APIVersions.Has "security-profiles-operator.x-k8s.io/v1beta1/SeccompProfile")) -}}
+{{- $errors = append $errors "seccomp.provider=spo needs the Security Profiles Operator (security-profiles-operator.x-k8s.io/v1beta1 SeccompProfile is not served); install it first or use seccomp.provider=installer" -}}
+{{- end -}}
+{{- if and .Values.storageClasses.gp3.create (or (lt (int .Values.storageClasses.gp3.iops) 3000) (gt (int .Values.storageClasses.gp3.iops) 16000)) -}}
+{{- $errors = append $errors (printf "storageClasses.gp3.iops %v must be between 3000 and 16000" .Values.storageClasses.gp3.iops) -}}
+{{- end -}}
+{{- if and .Values.storageClasses.gp3.create (or (lt (int .Values.storageClasses.gp3.throughput) 125) (gt (int .Values.storageClasses.gp3.throughput) 1000)) -}}
+{{- $errors = append $errors (printf "storageClasses.gp3.throughput %v must be between 125 and 1000 MiB/s" .Values.storageClasses.gp3.throughput) -}}
+{{- end -}}
+{{- if and .Values.storageClasses.localNvme.create .Values.storageClasses.localNvme.provisioner.enabled (not (hasPrefix "/" .Values.storageClasses.localNvme.provisioner.discoveryDir)) -}}
+{{- $errors = append $errors (printf "storageClasses.localNvme.provisioner.discoveryDir %q must be an absolute path" .Values.storageClasses.localNvme.provisioner.discoveryDir) -}}
+{{- end -}}
+{{- if and (or .Values.prometheus.serviceMonitor.enabled .Values.prometheus.prometheusRule.enabled) (not .Values.prometheus.enabled) -}}
+{{- $errors = append $errors "prometheus.serviceMonitor and prometheus.prometheusRule need prometheus.enabled" -}}
+{{- end -}}
+{{- if $errors -}}
+{{- fail (printf "\n\ninvalid values:\n  - %s\n" (join "\n  - " $errors)) -}}
+{{- end -}}
+{{- end -}}

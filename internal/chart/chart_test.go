@@ -1,0 +1,498 @@
+package chart
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+var env *testenv.Env
+
+// servedAPIVersions is what the envtest API server serves, as Helm's
+// .Capabilities.APIVersions lists it: group/version and group/version/Kind.
+var servedAPIVersions []string
+
+const spoAPIVersion = "security-profiles-operator.x-k8s.io/v1beta1/SeccompProfile"
+
+func TestMain(m *testing.M) {
+	crds := os.Getenv("PROMETHEUS_OPERATOR_CRDS")
+	if crds == "" {
+		println("PROMETHEUS_OPERATOR_CRDS is not set: run the tests with `make test`, which fetches the Prometheus Operator CRDs")
+		os.Exit(1)
+	}
+	env = testenv.Start(m, crds)
+	code := func() int {
+		if err := setup(); err != nil {
+			println(err.Error())
+			return 1
+		}
+		return m.Run()
+	}()
+	env.Stop(code != 0)
+	os.Exit(code)
+}
+
+func setup() error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		return err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	_, lists, err := dc.ServerGroupsAndResources()
+	if err != nil {
+		return err
+	}
+	for _, list := range lists {
+		servedAPIVersions = append(servedAPIVersions, list.GroupVersion)
+		for _, r := range list.APIResources {
+			servedAPIVersions = append(servedAPIVersions, list.GroupVersion+"/"+r.Kind)
+		}
+	}
+	return nil
+}
+
+func loadChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	ch, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+func render(t *testing.T, vals map[string]any, apiVersions ...string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := Render(loadChart(t), vals, apiVersions...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func values(t *testing.T, doc string) map[string]any {
+	t.Helper()
+	vals, err := chartutil.ReadValues([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vals
+}
+
+func ciValues(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(Dir(), "ci", "*-values.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no ci/*-values.yaml: %v", err)
+	}
+	out := map[string]map[string]any{}
+	for _, f := range files {
+		vals, err := chartutil.ReadValuesFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(f)] = vals
+	}
+	return out
+}
+
+func find(objs []*unstructured.Unstructured, kind, nameSuffix string) []*unstructured.Unstructured {
+	var found []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind && strings.HasSuffix(o.GetName(), nameSuffix) {
+			found = append(found, o)
+		}
+	}
+	return found
+}
+
+func one(t *testing.T, objs []*unstructured.Unstructured, kind, nameSuffix string) *unstructured.Unstructured {
+	t.Helper()
+	found := find(objs, kind, nameSuffix)
+	if len(found) != 1 {
+		t.Fatalf("want one %s named *%s, found %d", kind, nameSuffix, len(found))
+	}
+	return found[0]
+}
+
+func convert[T any](t *testing.T, u *unstructured.Unstructured) *T {
+	t.Helper()
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dryRunApply server-side applies every object with DryRunAll: the real API
+// server validates it (schemas, CEL, defaulting) and persists nothing.
+// Kinds the server does not serve are reported, not skipped silently.
+func dryRunApply(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range objs {
+		err := env.Client.Patch(ctx, o.DeepCopy(), client.Apply, client.DryRunAll,
+			client.FieldOwner("chart-test"), client.ForceOwnership)
+		if meta.IsNoMatchError(err) && o.GetAPIVersion()+"/"+o.GetKind() == spoAPIVersion {
+			t.Logf("%s %s not dry-run: the Security Profiles Operator CRD is not installed in envtest", o.GetKind(), o.GetName())
+			continue
+		}
+		if err != nil {
+			t.Errorf("server-side dry run of %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		}
+	}
+}
+
+func TestCIValuesPassServerSideDryRun(t *testing.T) {
+	for name, vals := range ciValues(t) {
+		t.Run(name, func(t *testing.T) {
+			objs := render(t, vals, append(slices.Clone(servedAPIVersions), spoAPIVersion)...)
+			if len(objs) == 0 {
+				t.Fatal("nothing rendered")
+			}
+			dryRunApply(t, objs)
+		})
+	}
+}
+
+func TestHelmLint(t *testing.T) {
+	for name, vals := range ciValues(t) {
+		t.Run(name, func(t *testing.T) {
+			lint := action.NewLint()
+			lint.Strict = true
+			lint.KubeVersion = &chartutil.KubeVersion{Version: "v1.31.4", Major: "1", Minor: "31"}
+			if name == "spo-values.yaml" {
+				// helm lint offers no --api-versions; the SPO capability check fails by design.
+				t.Skip("seccomp.provider=spo needs the SeccompProfile capability, which helm lint cannot declare")
+			}
+			result := lint.Run([]string{Dir()}, vals)
+			for _, msg := range result.Messages {
+				t.Log(msg)
+			}
+			for _, err := range result.Errors {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestInstallYAMLPassesServerSideDryRun(t *testing.T) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	res, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(testenv.RepoRoot(), "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := res.AsYaml()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := Decode(string(manifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(find(objs, "Deployment", "")) != 1 || len(find(objs, "CustomResourceDefinition", "")) == 0 {
+		t.Fatalf("config/default lacks the operator Deployment or the CRDs")
+	}
+	dryRunApply(t, objs)
+}
+
+func TestCRDsAreConfigsCRDsKeptOnUninstall(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "config", "crd", "bases", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in config/crd/bases: %v", err)
+	}
+	for _, keep := range []bool{true, false} {
+		objs := render(t, values(t, fmt.Sprintf("crds: {keep: %v}", keep)))
+		crds := find(objs, "CustomResourceDefinition", "")
+		if len(crds) != len(files) {
+			t.Fatalf("keep=%v: %d CRDs rendered, %d in config/crd/bases (run `make generate`)", keep, len(crds), len(files))
+		}
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want unstructured.Unstructured
+			if err := sigsyaml.Unmarshal(raw, &want.Object); err != nil {
+				t.Fatal(err)
+			}
+			got := one(t, objs, "CustomResourceDefinition", want.GetName())
+			if !reflect.DeepEqual(got.Object["spec"], want.Object["spec"]) {
+				t.Errorf("the chart's %s differs from %s (run `make generate`)", want.GetName(), f)
+			}
+			policy, set := got.GetAnnotations()["helm.sh/resource-policy"]
+			if keep != set || (set && policy != "keep") {
+				t.Errorf("keep=%v: %s has resource-policy %q (set=%v)", keep, got.GetName(), policy, set)
+			}
+			if got.GetLabels()["app.kubernetes.io/part-of"] != "uring-redis-operator" {
+				t.Errorf("%s lacks the part-of label that the README's cleanup selects on", got.GetName())
+			}
+		}
+	}
+	if crds := find(render(t, values(t, "crds: {enabled: false}")), "CustomResourceDefinition", ""); len(crds) != 0 {
+		t.Errorf("crds.enabled=false rendered %d CRDs", len(crds))
+	}
+}
+
+func TestClusterRoleHasConfigRules(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want struct {
+		Rules []map[string]any `json:"rules"`
+	}
+	if err := sigsyaml.Unmarshal(raw, &want); err != nil {
+		t.Fatal(err)
+	}
+	role := one(t, render(t, nil), "ClusterRole", "uring-redis-operator")
+	got, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	gotJSON, _ := json.Marshal(got)
+	wantJSON, _ := json.Marshal(want.Rules)
+	if string(gotJSON) != string(wantJSON) {
+		t.Errorf("the chart's ClusterRole differs from config/rbac/role.yaml (run `make generate`):\n got %s\nwant %s", gotJSON, wantJSON)
+	}
+}
+
+func operatorArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	d := convert[struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}](t, one(t, objs, "Deployment", "uring-redis-operator"))
+	return d.Spec.Template.Spec.Containers[0].Args
+}
+
+func TestOperatorDeploymentIsLockedDown(t *testing.T) {
+	d := convert[struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}](t, one(t, render(t, nil), "Deployment", "uring-redis-operator"))
+	pod := d.Spec.Template.Spec
+	if psc := pod.SecurityContext; psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot ||
+		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod security context %+v: want runAsNonRoot and seccomp RuntimeDefault", psc)
+	}
+	c := pod.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container security context %+v: want a read-only root, no privilege escalation, drop ALL", sc)
+	}
+	for _, arg := range []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
+		"--uring-seccomp-profile=uring-redis/io_uring.json", "--local-nvme-storage-class=uring-local-nvme",
+		"--gp3-storage-class=uring-gp3", "--redis-image=redis-uring:8.1.1"} {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("operator args %q lack %s", c.Args, arg)
+		}
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" ||
+		c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Errorf("probes: liveness %+v readiness %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if c.Image != "uring-redis-operator:0.1.0" {
+		t.Errorf("image %s: want the appVersion tag", c.Image)
+	}
+}
+
+func TestSeccompInstallerMountsOnlyTheProfileDirectory(t *testing.T) {
+	objs := render(t, nil)
+	ds := convert[struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}](t, one(t, objs, "DaemonSet", "seccomp-installer"))
+	pod := ds.Spec.Template.Spec
+	var hostPaths []string
+	for _, v := range pod.Volumes {
+		if v.HostPath != nil {
+			hostPaths = append(hostPaths, v.HostPath.Path)
+		}
+	}
+	if !reflect.DeepEqual(hostPaths, []string{"/var/lib/kubelet/seccomp/uring-redis"}) {
+		t.Errorf("host paths %q: want only the profile's directory in the kubelet's seccomp directory", hostPaths)
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("the installer needs no API access, yet mounts a service account token")
+	}
+	c := pod.Containers[0]
+	if sc := c.SecurityContext; sc == nil || !*sc.ReadOnlyRootFilesystem || *sc.AllowPrivilegeEscalation ||
+		!reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || sc.Privileged != nil {
+		t.Errorf("installer security context %+v", sc)
+	}
+	if !slices.Contains(c.Command, "--target=/host/seccomp/io_uring.json") {
+		t.Errorf("installer command %q", c.Command)
+	}
+
+	cm := convert[corev1.ConfigMap](t, one(t, objs, "ConfigMap", "seccomp-profile"))
+	want, err := os.ReadFile(filepath.Join(Dir(), "files", "io_uring.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cm.Data["io_uring.json"]; strings.TrimSpace(got) != strings.TrimSpace(string(want)) {
+		t.Error("the ConfigMap's profile differs from files/io_uring.json")
+	}
+	var profile struct {
+		DefaultAction string `json:"defaultAction"`
+		Syscalls      []struct {
+			Names  []string `json:"names"`
+			Action string   `json:"action"`
+		} `json:"syscalls"`
+	}
+	if err := json.Unmarshal(want, &profile); err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{}
+	for _, s := range profile.Syscalls {
+		for _, n := range s.Names {
+			allowed[n] = s.Action == "SCMP_ACT_ALLOW"
+		}
+	}
+	for _, n := range []string{"io_uring_setup", "io_uring_enter", "io_uring_register", "fdatasync", "epoll_wait"} {
+		if !allowed[n] {
+			t.Errorf("the profile does not allow %s", n)
+		}
+	}
+	if profile.DefaultAction != "SCMP_ACT_ERRNO" || allowed["kexec_load"] {
+		t.Errorf("the profile is not RuntimeDefault-strict: default %s, kexec_load allowed %v", profile.DefaultAction, allowed["kexec_load"])
+	}
+}
+
+func TestSecurityProfilesOperatorProvider(t *testing.T) {
+	vals := values(t, "seccomp: {provider: spo}")
+	objs := render(t, vals, spoAPIVersion)
+	if ds := find(objs, "DaemonSet", ""); len(ds) != 0 {
+		t.Errorf("provider spo still renders %d DaemonSets", len(ds))
+	}
+	sp := one(t, objs, "SeccompProfile", "uring-redis-operator-io-uring")
+	if action, _, _ := unstructured.NestedString(sp.Object, "spec", "defaultAction"); action != "SCMP_ACT_ERRNO" {
+		t.Errorf("SeccompProfile defaultAction %q", action)
+	}
+	if args := operatorArgs(t, objs); !slices.Contains(args, "--uring-seccomp-profile=operator/"+sp.GetName()+".json") {
+		t.Errorf("operator args %q do not point at the SPO profile", args)
+	}
+
+	_, err := Render(loadChart(t), vals)
+	if err == nil || !strings.Contains(err.Error(), "needs the Security Profiles Operator") {
+		t.Errorf("provider spo without the SeccompProfile kind: err = %v, want a message naming the Security Profiles Operator", err)
+	}
+}
+
+func TestStorageClassPresets(t *testing.T) {
+	if scs := find(render(t, nil), "StorageClass", ""); len(scs) != 0 {
+		t.Errorf("presets are opt-in, yet %d StorageClasses rendered by default", len(scs))
+	}
+	objs := render(t, ciValues(t)["presets-values.yaml"])
+	gp3 := one(t, objs, "StorageClass", "uring-gp3")
+	wantParams := map[string]any{"type": "gp3", "iops": "6000", "throughput": "250", "encrypted": "true", "csi.storage.k8s.io/fstype": "ext4"}
+	if gp3.Object["provisioner"] != "ebs.csi.aws.com" || !reflect.DeepEqual(gp3.Object["parameters"], wantParams) ||
+		gp3.Object["volumeBindingMode"] != "WaitForFirstConsumer" || gp3.Object["allowVolumeExpansion"] != true {
+		t.Errorf("gp3 class: %v", gp3.Object)
+	}
+	local := one(t, objs, "StorageClass", "uring-local-nvme")
+	if local.Object["provisioner"] != "kubernetes.io/no-provisioner" || local.Object["volumeBindingMode"] != "WaitForFirstConsumer" {
+		t.Errorf("local-nvme class: %v", local.Object)
+	}
+	cm := convert[corev1.ConfigMap](t, one(t, objs, "ConfigMap", "local-static-provisioner"))
+	var classMap map[string]map[string]string
+	if err := sigsyaml.Unmarshal([]byte(cm.Data["storageClassMap"]), &classMap); err != nil {
+		t.Fatal(err)
+	}
+	if c := classMap["uring-local-nvme"]; c["fsType"] != "ext4" || c["hostDir"] != "/mnt/disks/nvme" || c["volumeMode"] != "Filesystem" {
+		t.Errorf("provisioner class map %v", classMap)
+	}
+	one(t, objs, "DaemonSet", "local-static-provisioner")
+}
+
+func TestMonitoringOnlyWhereTheCRDsAreServed(t *testing.T) {
+	vals := ciValues(t)["monitoring-values.yaml"]
+	without := render(t, vals)
+	if n := len(find(without, "ServiceMonitor", "")) + len(find(without, "PrometheusRule", "")); n != 0 {
+		t.Errorf("%d monitoring objects rendered for a cluster without the Prometheus Operator", n)
+	}
+	with := render(t, vals, servedAPIVersions...)
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		o := one(t, with, kind, "uring-redis-operator")
+		if o.GetLabels()["release"] != "monitoring" {
+			t.Errorf("%s labels %v lack release=monitoring", kind, o.GetLabels())
+		}
+	}
+	// The ServiceMonitor selects the metrics Service, which selects the operator pods.
+	sm := one(t, with, "ServiceMonitor", "uring-redis-operator")
+	selector, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	svc := one(t, with, "Service", "metrics")
+	for k, v := range selector {
+		if svc.GetLabels()[k] != v {
+			t.Errorf("the ServiceMonitor selects %s=%s; the Service has %v", k, v, svc.GetLabels())
+		}
+	}
+}
+
+func TestDashboardConfigMaps(t *testing.T) {
+	ch := loadChart(t)
+	ch.Files = append(ch.Files, &chart.File{Name: "dashboards/modes.json", Data: []byte(`{"title": "modes"}`)})
+	objs, err := Render(ch, values(t, "grafana: {dashboards: {enabled: true}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := convert[corev1.ConfigMap](t, one(t, objs, "ConfigMap", "dashboard-modes"))
+	if cm.Labels["grafana_dashboard"] != "1" || strings.TrimSpace(cm.Data["modes.json"]) != `{"title": "modes"}` {
+		t.Errorf("dashboard ConfigMap %+v", cm)
+	}
+}
+
+func TestSchemaRejectsUnknownKeys(t *testing.T) {
+	for doc, want := range map[string]string{
+		"replicas: 2":                                "Additional property replicas is not allowed",
+		"image: {tagg: v1}":                          "Additional property tagg is not allowed",
+		"seccomp: {provider: apparmor}":              "seccomp.provider must be one of",
+		"storageClasses: {gp3: {iops: fast}}":        "Invalid type",
+		"prometheus: {serviceMonitor: {lables: {}}}": "Additional property lables is not allowed",
+	} {
+		_, err := Render(loadChart(t), values(t, doc))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want %q", doc, err, want)
+		}
+	}
+}
+
+func TestValidateValuesReportsEveryProblemAtOnce(t *testing.T) {
+	_, err := Render(loadChart(t), values(t, `
+seccomp: {localhostProfile: /etc/io_uring.json}
+storageClasses: {gp3: {create: true, iops: 100, throughput: 5000}}`))
+	if err == nil {
+		t.Fatal("invalid values rendered")
+	}
+	for _, want := range []string{"seccomp.localhostProfile", "storageClasses.gp3.iops", "storageClasses.gp3.throughput"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}

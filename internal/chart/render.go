@@ -1,0 +1,79 @@
+// Package chart renders the Helm chart in charts/uring-redis-operator with
+// the Helm SDK, as `helm template` and `helm install` do, for its tests.
+package chart
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	kubefake "helm.sh/helm/v3/pkg/kube/fake"
+	"helm.sh/helm/v3/pkg/storage"
+	"helm.sh/helm/v3/pkg/storage/driver"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+)
+
+const (
+	// ReleaseName and Namespace are the release the tests render.
+	ReleaseName = "uring-redis"
+	Namespace   = "uring-redis-system"
+)
+
+// Dir is the chart's directory.
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "charts", "uring-redis-operator")
+}
+
+// Load reads the chart from Dir.
+func Load() (*chart.Chart, error) { return loader.Load(Dir()) }
+
+// Render renders ch with vals the way `helm template --api-versions` does
+// for a Kubernetes v1.31 cluster serving apiVersions (group/version/Kind)
+// besides the built-in kinds, and returns the objects in order.
+func Render(ch *chart.Chart, vals map[string]any, apiVersions ...string) ([]*unstructured.Unstructured, error) {
+	cfg := &action.Configuration{
+		Releases:   storage.Init(driver.NewMemory()),
+		KubeClient: &kubefake.PrintingKubeClient{Out: io.Discard},
+		Log:        func(string, ...any) {},
+	}
+	install := action.NewInstall(cfg)
+	install.DryRun = true
+	install.ClientOnly = true
+	install.Replace = true
+	install.ReleaseName = ReleaseName
+	install.Namespace = Namespace
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.31.4", Major: "1", Minor: "31"}
+	install.APIVersions = apiVersions
+	rel, err := install.Run(ch, vals)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(rel.Manifest)
+}
+
+// Decode splits a multi-document YAML manifest into objects.
+func Decode(manifest string) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	decoder := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		var obj map[string]any
+		if err := decoder.Decode(&obj); errors.Is(err, io.EOF) {
+			return objs, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("decoding the rendered manifest: %w", err)
+		}
+		if obj == nil {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: obj})
+	}
+}
