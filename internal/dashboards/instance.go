@@ -1,0 +1,132 @@
+package dashboards
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/stat"
+	"github.com/grafana/grafana-foundation-sdk/go/timeseries"
+)
+
+// podSelector picks the servers the variables select. The PodMonitor's
+// targets carry namespace and pod labels.
+const podSelector = `namespace=~"$namespace", pod=~"$pod"`
+
+// script selects one field the exporter's Lua script (files/uring-info.lua) exports.
+func script(key string) string {
+	return `redis_script_values{` + podSelector + `, key="` + key + `"}`
+}
+
+// fsyncWindowP99 is the p99 of the fsyncs in the rate window, from the
+// engine's cumulative buckets turned into a Prometheus histogram.
+const fsyncWindowP99 = `histogram_quantile(0.99, sum by (namespace, pod, le) (label_replace(label_replace(` +
+	`rate(redis_script_values{` + podSelector + `, key=~"aof_uring_fsync_usec_bucket_le_.*"}[$__rate_interval]), ` +
+	`"le", "$1", "key", "aof_uring_fsync_usec_bucket_le_(.*)"), "le", "+Inf", "le", "inf"))) / 1e6`
+
+// UringInstance is "uring AOF instance": one server's live view through its
+// redis_exporter sidecar.
+func UringInstance() (dashboard.Dashboard, error) {
+	return dashboard.NewDashboardBuilder("uring AOF instance").
+		Uid("uringredis-uring-instance").
+		Description("Live view of RedisPersistence servers: throughput, the io_uring AOF engine's fsyncs, in-flight writes and back-pressure, AOF size, CPU, and which engine runs.").
+		Tags([]string{"uring-redis", "redis"}).
+		Time("now-1h", "now").
+		Refresh("30s").
+		Timezone(common.TimeZoneBrowser).
+		WithVariable(datasourceVariable()).
+		WithVariable(labelVariable("namespace", "namespace", "redis_up")).
+		WithVariable(labelVariable("pod", "pod", `redis_up{namespace=~"$namespace"}`)).
+		WithPanel(enginePanel()).
+		WithPanel(opsPanel()).
+		WithPanel(fsyncLatencyPanel()).
+		WithPanel(fsyncRatePanel()).
+		WithPanel(inflightPanel()).
+		WithPanel(backpressurePanel()).
+		WithPanel(aofSizePanel()).
+		WithPanel(cpuPanel()).
+		WithPanel(writeErrorsPanel()).
+		Build()
+}
+
+// livePanel is the shared default of the time series panels.
+func livePanel(id uint32, title, description, unit string) *timeseries.PanelBuilder {
+	return timeseries.NewPanelBuilder().
+		Id(id).
+		Title(title).
+		Description(description).
+		Unit(unit).
+		Min(0).
+		Height(8).
+		Span(12).
+		Datasource(datasource).
+		Legend(common.NewVizLegendOptionsBuilder().DisplayMode(common.LegendDisplayModeList).Placement(common.LegendPlacementBottom).ShowLegend(true))
+}
+
+func enginePanel() *stat.PanelBuilder {
+	mapping := func(options map[string]dashboard.ValueMappingResult) dashboard.ValueMapping {
+		return dashboard.ValueMapOrRangeMapOrRegexMapOrSpecialValueMap{ValueMap: &dashboard.ValueMap{Type: dashboard.MappingTypeValueToText, Options: options}}
+	}
+	return stat.NewPanelBuilder().
+		Id(1).
+		Title("Engine").
+		Description("Which engine writes the append-only file (io_uring or posix) and whether a server asked for io_uring fell back to posix (seccomp profile, kernel.io_uring_disabled, memlock).").
+		Unit("none").
+		Height(4).
+		Span(24).
+		Datasource(datasource).
+		WithTarget(query("A", script("aof_engine_uring"), "{{pod}} engine").Instant()).
+		WithTarget(query("B", script("aof_uring_fallback")+` * 2`, "{{pod}} fallback").Instant()).
+		Mappings([]dashboard.ValueMapping{mapping(map[string]dashboard.ValueMappingResult{
+			"1": {Text: cog.ToPtr("io_uring"), Color: cog.ToPtr("green")},
+			"0": {Text: cog.ToPtr("posix"), Color: cog.ToPtr("blue")},
+			"2": {Text: cog.ToPtr("fell back to posix"), Color: cog.ToPtr("red")},
+		})})
+}
+
+func opsPanel() *timeseries.PanelBuilder {
+	return livePanel(2, "Commands per second", "Commands the server processed per second (INFO stats total_commands_processed).", "ops").
+		WithTarget(query("A", `rate(redis_commands_processed_total{`+podSelector+`}[$__rate_interval])`, "{{pod}}"))
+}
+
+func fsyncLatencyPanel() *timeseries.PanelBuilder {
+	return livePanel(3, "fsync latency", "io_uring AOF fsync latency: p99 of the fsyncs in each interval (from the engine's buckets), and the p50, p99 and max the engine reports.", "s").
+		WithTarget(query("A", fsyncWindowP99, "{{pod}} p99 (interval)")).
+		WithTarget(query("B", `redis_script_values{`+podSelector+`, key=~"aof_uring_fsync_usec_(p50|p99|max)"} / 1e6`, "{{pod}} {{key}}"))
+}
+
+func fsyncRatePanel() *timeseries.PanelBuilder {
+	return livePanel(4, "fsyncs and batches per second", "fsyncs completed and write batches submitted per second by the io_uring engine; one fsync covers a whole batch (group commit).", "ops").
+		WithTarget(query("A", `rate(`+script("aof_uring_fsync_count")+`[$__rate_interval])`, "{{pod}} fsyncs")).
+		WithTarget(query("B", `rate(`+script("aof_uring_submitted_batches")+`[$__rate_interval])`, "{{pod}} batches"))
+}
+
+func inflightPanel() *timeseries.PanelBuilder {
+	return livePanel(5, "In flight", "Bytes submitted to the ring and not yet durable, and how far the durable offset lags what was written. With ack: fast this is what a crash can lose.", "bytes").
+		WithTarget(query("A", script("aof_uring_inflight_bytes"), "{{pod}} in flight")).
+		WithTarget(query("B", script("aof_uring_durable_lag_bytes"), "{{pod}} durable lag"))
+}
+
+func backpressurePanel() *timeseries.PanelBuilder {
+	return livePanel(6, "Back-pressure and held replies", "Back-pressure events per second (in-flight limit reached) and clients whose replies wait for their write to be durable (ack: durable).", "short").
+		WithTarget(query("A", `rate(`+script("aof_uring_backpressure_events")+`[$__rate_interval])`, "{{pod}} back-pressure/s")).
+		WithTarget(query("B", script("aof_uring_held_clients"), "{{pod}} held clients"))
+}
+
+func aofSizePanel() *timeseries.PanelBuilder {
+	return livePanel(7, "AOF size", "Size of the append-only file, and of its base at the last rewrite.", "bytes").
+		WithTarget(query("A", `redis_aof_current_size_bytes{`+podSelector+`}`, "{{pod}} current")).
+		WithTarget(query("B", `redis_aof_base_size_bytes{`+podSelector+`}`, "{{pod}} base"))
+}
+
+func cpuPanel() *timeseries.PanelBuilder {
+	return livePanel(8, "Server CPU", "CPU seconds per second (user+sys, io_uring workers included, from INFO cpu) and CPU seconds per 1000 commands.", "s").
+		WithTarget(query("A", `rate(redis_cpu_user_seconds_total{`+podSelector+`}[$__rate_interval]) + rate(redis_cpu_sys_seconds_total{`+podSelector+`}[$__rate_interval])`, "{{pod}} CPU s/s")).
+		WithTarget(query("B", `(rate(redis_cpu_user_seconds_total{`+podSelector+`}[$__rate_interval]) + rate(redis_cpu_sys_seconds_total{`+podSelector+`}[$__rate_interval])) * 1000 / rate(redis_commands_processed_total{`+podSelector+`}[$__rate_interval])`, "{{pod}} CPU s per 1k commands"))
+}
+
+func writeErrorsPanel() *timeseries.PanelBuilder {
+	return livePanel(9, "AOF write health", "1 while the last AOF write failed (aof_last_write_status err: writes are refused), and io_uring write errors and short writes per second.", "short").
+		WithTarget(query("A", `1 - redis_aof_last_write_status{`+podSelector+`}`, "{{pod}} write failing")).
+		WithTarget(query("B", `rate(`+script("aof_uring_write_errors")+`[$__rate_interval])`, "{{pod}} write errors/s")).
+		WithTarget(query("C", `rate(`+script("aof_uring_short_writes")+`[$__rate_interval])`, "{{pod}} short writes/s"))
+}

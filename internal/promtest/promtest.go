@@ -1,0 +1,188 @@
+// Package promtest runs the real Prometheus and redis_exporter for tests:
+// Prometheus and promtool from Debian's packages and redis_exporter at the
+// sidecar's pinned version, fetched and built into bin/ by
+// `make observability-tools` (hack/prometheus-tools.sh, hack/redis-exporter.sh).
+package promtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+// Bin finds a tool under bin/: prometheus and promtool in
+// bin/prometheus/<version>/, redis_exporter in bin/redis-exporter/<version>/.
+func Bin(t testing.TB, name string) string {
+	t.Helper()
+	dir := "prometheus"
+	if name == "redis_exporter" {
+		dir = "redis-exporter"
+	}
+	matches, _ := filepath.Glob(filepath.Join(testenv.RepoRoot(), "bin", dir, "*", name))
+	if len(matches) == 0 {
+		t.Fatalf("%s is missing under bin/%s: run `make observability-tools` (part of `make test`)", name, dir)
+	}
+	return matches[len(matches)-1]
+}
+
+// FreeAddr is a loopback address nothing listens on right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// run starts a process whose output goes to a log file kept in the test's
+// temporary directory and shown when the test fails.
+func run(t testing.TB, name string, args ...string) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), filepath.Base(name)+".log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		log.Close()
+		if t.Failed() {
+			out, _ := os.ReadFile(logPath)
+			t.Logf("%s log:\n%s", filepath.Base(name), lastBytes(out, 4000))
+		}
+	})
+}
+
+func lastBytes(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// Exporter runs redis_exporter for the server at redisAddr with a Lua
+// script, as the sidecar does, and returns its listen address.
+func Exporter(t testing.TB, redisAddr, script string) string {
+	t.Helper()
+	addr := FreeAddr(t)
+	run(t, Bin(t, "redis_exporter"), "--redis.addr=redis://"+redisAddr, "--web.listen-address="+addr, "--script="+script)
+	waitHTTP(t, "http://"+addr+"/metrics")
+	return addr
+}
+
+// Prometheus runs Prometheus with config (prometheus.yml text) and returns
+// its base URL once it is ready.
+func Prometheus(t testing.TB, config string) string {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := FreeAddr(t)
+	run(t, Bin(t, "prometheus"), "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+addr, "--log.level=warn")
+	base := "http://" + addr
+	waitHTTP(t, base+"/-/ready")
+	return base
+}
+
+func waitHTTP(t testing.TB, u string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(u)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer: %v", u, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Sample is one element of an instant vector.
+type Sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// Query runs an instant query.
+func Query(ctx context.Context, base, query string) ([]Sample, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query?query="+url.QueryEscape(query), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, err
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("query %q: %s", query, body.Error)
+	}
+	if body.Data.ResultType != "vector" {
+		return nil, fmt.Errorf("query %q: result type %s, want vector", query, body.Data.ResultType)
+	}
+	out := make([]Sample, 0, len(body.Data.Result))
+	for _, r := range body.Data.Result {
+		text, _ := r.Value[1].(string)
+		v, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			return nil, fmt.Errorf("query %q: value %q", query, text)
+		}
+		out = append(out, Sample{Labels: r.Metric, Value: v})
+	}
+	return out, nil
+}
+
+// HasNumbers is true when some sample is a number (not NaN): a
+// histogram_quantile over buckets that did not move returns NaN, which a
+// panel shows as "No data".
+func HasNumbers(samples []Sample) bool {
+	for _, s := range samples {
+		if !math.IsNaN(s.Value) {
+			return true
+		}
+	}
+	return false
+}
