@@ -25,7 +25,7 @@ func benchFlags(fs *flag.FlagSet) *benchOpts {
 	b.volumes = fs.String("volumes", "root,loop", "volumes: root (a directory on the root disk) and/or loop (ext4 on a loop device)")
 	b.mixed = fs.Bool("mixed", true, "also run SET load with concurrent GETs of untouched keys")
 	fs.IntVar(&o.Clients, "clients", 50, "valkey-benchmark clients (C)")
-	fs.IntVar(&o.Requests, "requests", 100000, "requests per run (the thesis used 4000000)")
+	fs.IntVar(&o.Requests, "requests", 50000, "requests per run (the thesis used 4000000)")
 	fs.IntVar(&o.Keyspace, "keyspace", 1000000, "valkey-benchmark -r")
 	fs.IntVar(&o.DataSize, "data-size", 3, "valkey-benchmark -d")
 	fs.IntVar(&o.Pipeline, "pipeline", 1, "valkey-benchmark -P")

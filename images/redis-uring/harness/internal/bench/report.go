@@ -251,7 +251,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "volume\ttest\tmode\tops/s\tp50 ms\tp99 ms\tp99.9 ms\tcpu ms/1k\trss MiB\tfsync/1k\tfsync ms\tfsync p99\tflush/1k\tflush ms\tx everysec\tx always\tcpu x evsec\tof C/L\terr\t")
+	fmt.Fprintln(tw, "volume\ttest\tmode\tops/s\tp50 ms\tp99 ms\tp99.9 ms\tcpu ms/1k\trss MiB\tfsync/1k\tfsync ms\tfsync p99 ms\tflush/1k\tflush ms\tx everysec\tx always\tcpu x evsec\tof C/L\terr\t")
 	for _, r := range rep.Rows {
 		if r.Test == Mixed {
 			continue

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestParseInfo(t *testing.T) {
@@ -56,5 +59,25 @@ func TestModeByName(t *testing.T) {
 	}
 	if _, err := ModeByName("sometimes"); err == nil {
 		t.Error("unknown mode accepted")
+	}
+}
+
+func TestFreezeStopsEveryThread(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Skip("cannot start sleep:", err)
+	}
+	s := &Server{Cmd: cmd, exited: make(chan struct{})}
+	go func() { s.waitErr = cmd.Wait(); close(s.exited) }()
+	defer s.Kill()
+	if running, err := s.runningThreads(); err != nil || running == "" {
+		t.Fatalf("before SIGSTOP: running %q, err %v", running, err)
+	}
+	if err := s.Freeze(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if running, _ := s.runningThreads(); running != "" {
+		t.Errorf("after Freeze still running: %s", running)
 	}
 }
