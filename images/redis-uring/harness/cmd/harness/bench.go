@@ -93,3 +93,16 @@ func runBench(e *env, b *benchOpts) error {
 	e.rep.Add(cpu)
 	return nil
 }
+
+func benchReport(args []string) int {
+	fs := flag.NewFlagSet("bench-report", flag.ExitOnError)
+	from := fs.String("from", "", "bench.json to render")
+	fs.Parse(args)
+	rep, err := bench.Load(*from)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "harness:", err)
+		return 1
+	}
+	rep.WriteTable(os.Stdout)
+	return 0
+}

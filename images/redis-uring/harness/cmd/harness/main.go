@@ -7,6 +7,7 @@
 //	harness diskfull     disk-full checks
 //	harness correctness  the thesis' correctness checks
 //	harness bench        the mode benchmark table
+//	harness bench-report re-render a bench.json (no root, no server)
 //
 // It must run as root (loop devices, mounts). Everything it creates is
 // removed on exit, including on SIGINT/SIGTERM.
@@ -34,7 +35,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: harness test|durability|powercut|diskfull|correctness|bench [flags]  (harness CMD -h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: harness test|durability|powercut|diskfull|correctness|bench|bench-report [flags]  (harness CMD -h for flags)")
 }
 
 // env is what every subcommand shares.
@@ -136,6 +137,9 @@ func run(args []string) int {
 		return 2
 	}
 	sub, args := args[0], args[1:]
+	if sub == "bench-report" {
+		return benchReport(args)
+	}
 	fs := flag.NewFlagSet(sub, flag.ExitOnError)
 	c := commonFlags(fs)
 	var body func(e *env) error

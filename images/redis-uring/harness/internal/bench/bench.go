@@ -111,6 +111,7 @@ type Report struct {
 	Runs     []Run     `json:"runs"`
 	Rows     []Row     `json:"rows"`
 	CPUCheck CPUCheck  `json:"cpu_accounting_check"`
+	Targets  []Target  `json:"targets"`
 	Skipped  []string  `json:"skipped,omitempty"`
 }
 
@@ -232,6 +233,7 @@ func Execute(o Options, version, command string) (*Report, error) {
 	}
 	rep.Rows = summarize(rep)
 	rep.CPUCheck = checkCPU(rep.Runs)
+	rep.Targets = targets(rep.Rows)
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	return rep, nil
 }

@@ -74,3 +74,39 @@ func TestSummarizeRatiosAndBound(t *testing.T) {
 		}
 	}
 }
+
+func TestTargets(t *testing.T) {
+	rows := []Row{
+		{Volume: "loop", Mode: "everysec", Test: "set", Runs: 1, RPS: 100, CPUPer1k: 0.010, RSSMiB: 10},
+		{Volume: "loop", Mode: "always", Test: "set", Runs: 1, RPS: 20},
+		{Volume: "loop", Mode: "uring-fast", Test: "set", Runs: 1, RPS: 105, CPUPer1k: 0.012, RSSMiB: 13},
+		{Volume: "loop", Mode: "uring-durable", Test: "set", Runs: 1, RPS: 40, OfBound: 0.9, RSSMiB: 11},
+		{Volume: "loop", Mode: "none", Test: Mixed, Runs: 1, GetP99Ms: 2},
+		{Volume: "loop", Mode: "uring-durable", Test: Mixed, Runs: 1, GetP99Ms: 4},
+		{Volume: "root", Mode: "uring-fast", Test: "set", Runs: 2, Errors: 2, RPS: 1},
+	}
+	got := map[string]bool{}
+	for _, tg := range targets(rows) {
+		if tg.Volume != "loop" {
+			t.Errorf("target from a volume without comparable rows: %+v", tg)
+		}
+		got[tg.Test+" "+tg.Goal] = tg.Met
+	}
+	want := map[string]bool{
+		"set ops/s uring-fast / everysec >= 1.0":    true,
+		"set CPU/op uring-fast / everysec <= 1.1":   false, // 1.2
+		"set ops/s uring-durable / always >= 1.5":   true,  // 2.0
+		"set ops/s uring-durable / (C/L) >= 0.8":    true,
+		"set RSS MiB uring-durable - everysec <= 2": true,
+		"set RSS MiB uring-fast - everysec <= 2":    false, // 3 MiB
+		"mixed GET p99 uring-durable / none <= 1.5": false, // 2.0
+	}
+	if len(got) != len(want) {
+		t.Errorf("got %d targets, want %d: %v", len(got), len(want), got)
+	}
+	for g, met := range want {
+		if m, ok := got[g]; !ok || m != met {
+			t.Errorf("%s: met=%v present=%v, want met=%v", g, m, ok, met)
+		}
+	}
+}

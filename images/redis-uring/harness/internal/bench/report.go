@@ -177,6 +177,23 @@ func checkCPU(runs []Run) CPUCheck {
 	return c
 }
 
+// Load reads a bench.json written by WriteFiles and recomputes the derived
+// rows, targets and CPU check, so older results render with today's report.
+func Load(path string) (*Report, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	rep.Rows = summarize(&rep)
+	rep.CPUCheck = checkCPU(rep.Runs)
+	rep.Targets = targets(rep.Rows)
+	return &rep, nil
+}
+
 // WriteFiles stores bench.json, bench.csv and bench.txt in dir.
 func (rep *Report) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -282,6 +299,7 @@ func (rep *Report) WriteTable(w io.Writer) {
 		}
 		tw.Flush()
 	}
+	writeTargets(w, rep.Targets)
 	fmt.Fprintf(w, "\nCPU accounting: %s\n", rep.CPUCheck.Detail)
 	fmt.Fprintln(w, "columns: cpu = INFO used_cpu_sys+user delta per 1k requests (mixed: SETs + GETs); fsync = uring engine INFO aof_uring_fsync_* deltas per 1k requests,")
 	fmt.Fprintln(w, "mean ms and p99 bucket bound (n/a for posix modes: upstream INFO counts no fsyncs; see flush);")
