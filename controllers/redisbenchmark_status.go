@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"math"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -67,23 +66,7 @@ func terminationMessage(pods []corev1.Pod) string {
 
 // recordResult appends one target's result to the status.
 func recordResult(st *v1alpha1.RedisBenchmarkStatus, r bench.Result) {
-	for _, c := range r.Commands {
-		st.Results = append(st.Results, v1alpha1.BenchmarkResult{
-			Target:          r.Target,
-			Mode:            r.Mode,
-			Engine:          r.Engine,
-			Command:         c.Command,
-			OpsPerSecond:    int64(math.Round(c.OpsPerSecond)),
-			P50Micros:       c.P50Micros,
-			P99Micros:       c.P99Micros,
-			P999Micros:      c.P999Micros,
-			CPUMicrosPerKop: c.CPUMicrosPerKop,
-			FsyncCount:      c.FsyncCount,
-			FsyncP50Micros:  c.FsyncP50Micros,
-			FsyncP99Micros:  c.FsyncP99Micros,
-			RSSBytes:        c.RSSBytes,
-		})
-	}
+	st.Results = append(st.Results, bench.StatusResults(r)...)
 	if r.Crash != nil {
 		st.CrashChecks = append(st.CrashChecks, v1alpha1.CrashCheckResult{
 			Target:           r.Target,

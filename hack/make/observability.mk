@@ -21,3 +21,7 @@ test: observability-tools
 .PHONY: check-rules
 check-rules: observability-tools ## Check the PrometheusRule groups with promtool.
 	$$(hack/prometheus-tools.sh)/promtool check rules $(RULES_FILE)
+
+.PHONY: bench-report
+bench-report: ## Render benchmark results as PNG: BENCHMARK=name [NAMESPACE=ns], RESULTS=file, or neither for local servers in four modes.
+	hack/bench-report.sh

@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
 
 // MaxResultBytes is what a container termination message holds (4 KiB); the
@@ -82,4 +85,27 @@ func Decode(msg, target string) (Result, error) {
 		}
 	}
 	return r, nil
+}
+
+// StatusResults is r as RedisBenchmark status.results entries, one per command.
+func StatusResults(r Result) []v1alpha1.BenchmarkResult {
+	out := make([]v1alpha1.BenchmarkResult, 0, len(r.Commands))
+	for _, c := range r.Commands {
+		out = append(out, v1alpha1.BenchmarkResult{
+			Target:          r.Target,
+			Mode:            r.Mode,
+			Engine:          r.Engine,
+			Command:         c.Command,
+			OpsPerSecond:    int64(math.Round(c.OpsPerSecond)),
+			P50Micros:       c.P50Micros,
+			P99Micros:       c.P99Micros,
+			P999Micros:      c.P999Micros,
+			CPUMicrosPerKop: c.CPUMicrosPerKop,
+			FsyncCount:      c.FsyncCount,
+			FsyncP50Micros:  c.FsyncP50Micros,
+			FsyncP99Micros:  c.FsyncP99Micros,
+			RSSBytes:        c.RSSBytes,
+		})
+	}
+	return out
 }

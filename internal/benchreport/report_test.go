@@ -1,0 +1,61 @@
+package benchreport
+
+import (
+	"bytes"
+	"image/png"
+	"testing"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+func TestRender(t *testing.T) {
+	var results []v1alpha1.BenchmarkResult
+	for i, mode := range []string{"aof-always", "aof-everysec", "uring-durable", "uring-fast"} {
+		for j, cmd := range []string{"set", "incr"} {
+			results = append(results, v1alpha1.BenchmarkResult{
+				Target: mode, Mode: mode, Command: cmd, OpsPerSecond: int64(10000 * (i + 1)), CPUMicrosPerKop: int64(1000 * (j + 1)),
+				P50Micros: 100, P99Micros: 900, P999Micros: 2000, FsyncP99Micros: int64(500 * i),
+			})
+		}
+	}
+	var out bytes.Buffer
+	if err := Render(&out, "test", results); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&out)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	b := img.Bounds()
+	if b.Dx() < 1000 || b.Dy() < 600 {
+		t.Errorf("image is %dx%d", b.Dx(), b.Dy())
+	}
+	// Every mode's colour appears: its bars were drawn.
+	for i := range 4 {
+		want := palette[i]
+		found := false
+		for y := b.Min.Y; y < b.Max.Y && !found; y += 2 {
+			for x := b.Min.X; x < b.Max.X && !found; x += 2 {
+				r1, g1, b1, _ := img.At(x, y).RGBA()
+				r2, g2, b2, _ := want.RGBA()
+				found = r1 == r2 && g1 == g2 && b1 == b2
+			}
+		}
+		if !found {
+			t.Errorf("no bar in the colour of target %d", i)
+		}
+	}
+}
+
+func TestRenderRefuses(t *testing.T) {
+	if err := Render(&bytes.Buffer{}, "empty", nil); err == nil {
+		t.Error("rendered no results")
+	}
+	var many []v1alpha1.BenchmarkResult
+	for i := range len(palette) + 1 {
+		many = append(many, v1alpha1.BenchmarkResult{Target: string(rune('a' + i)), Mode: "none", Command: "set", OpsPerSecond: 1})
+	}
+	if err := Render(&bytes.Buffer{}, "many", many); err == nil {
+		t.Error("rendered more targets than colours")
+	}
+}
