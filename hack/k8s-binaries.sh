@@ -2,7 +2,7 @@
 # Build Kubernetes binaries from source and fetch etcd, offline-friendly and cached.
 #
 #   hack/k8s-binaries.sh kube-apiserver etcd          # what envtest needs
-#   hack/k8s-binaries.sh kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy etcd
+#   hack/k8s-binaries.sh kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl etcd
 #
 # Binaries land in bin/k8s/<version>/ (KUBEBUILDER_ASSETS for envtest). Kubernetes
 # components are built from the k8s.io/kubernetes module pinned in hack/k8s/go.mod
@@ -46,7 +46,7 @@ for name in "$@"; do
   [[ -x $out/$name ]] && continue
   case $name in
     etcd) fetch_etcd ;;
-    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy) build_k8s "$name" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy | kubectl) build_k8s "$name" ;;
     *) echo "k8s-binaries: unknown binary $name" >&2; exit 2 ;;
   esac
 done
