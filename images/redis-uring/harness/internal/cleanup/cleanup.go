@@ -15,10 +15,12 @@ import (
 type Handle struct{ id uint64 }
 
 var (
-	mu    sync.Mutex
-	next  uint64
-	steps = map[uint64]step{}
-	order []uint64
+	mu      sync.Mutex
+	next    uint64
+	steps   = map[uint64]step{}
+	order   []uint64
+	exiting bool           // All has begun: the process is about to exit
+	running sync.WaitGroup // steps being run by Handle.Run
 )
 
 type step struct {
@@ -26,9 +28,15 @@ type step struct {
 	fn   func() error
 }
 
-// Register adds an undo step; steps run last-registered first.
+// Register adds an undo step; steps run last-registered first. Register it
+// before creating the resource. Once All has begun (a signal arrived), Register
+// never returns: the caller must not create anything more.
 func Register(what string, fn func() error) Handle {
 	mu.Lock()
+	if exiting {
+		mu.Unlock()
+		select {}
+	}
 	defer mu.Unlock()
 	next++
 	steps[next] = step{what, fn}
@@ -41,6 +49,10 @@ func (h Handle) Run() error {
 	mu.Lock()
 	s, ok := steps[h.id]
 	delete(steps, h.id)
+	if ok {
+		running.Add(1)
+		defer running.Done()
+	}
 	mu.Unlock()
 	if !ok {
 		return nil
@@ -55,11 +67,14 @@ func (h Handle) Forget() {
 	mu.Unlock()
 }
 
-// All runs every registered step, newest first, reporting failures on stderr.
+// All runs every registered step, newest first, reporting failures on
+// stderr, and waits for steps other goroutines are running.
 func All() {
 	mu.Lock()
+	exiting = true
 	ids := append([]uint64(nil), order...)
 	mu.Unlock()
+	defer running.Wait()
 	for i := len(ids) - 1; i >= 0; i-- {
 		h := Handle{ids[i]}
 		mu.Lock()

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,6 +31,7 @@ const (
 
 // FS is one image file attached to a loop device and mounted.
 type FS struct {
+	mu      sync.Mutex // setup and teardown never interleave
 	Image   string
 	Device  string
 	Mount   string
@@ -47,8 +49,11 @@ func Create(workDir, name string, sizeMiB int) (*FS, error) {
 		Image: filepath.Join(workDir, name+".img"),
 		Mount: filepath.Join(workDir, name+".mnt"),
 	}
+	fs.mu.Lock()
 	fs.undo = cleanup.Register("loop fs "+fs.Image, fs.teardown)
-	if err := fs.setup(sizeMiB); err != nil {
+	err := fs.setup(sizeMiB)
+	fs.mu.Unlock()
+	if err != nil {
 		fs.Close()
 		return nil, err
 	}
@@ -145,6 +150,8 @@ func (fs *FS) PowerCut() error {
 func (fs *FS) Close() error { return fs.undo.Run() }
 
 func (fs *FS) teardown() error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
 	var errs []error
 	if err := fs.Unmount(); err != nil {
 		// Lazy detach so the loop device can still be released.

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -115,11 +116,23 @@ func Start(o Options) (*Server, error) {
 	s.Cmd = exec.Command(o.Bin.Server, conf)
 	s.Cmd.Stdout, s.Cmd.Stderr = stderr, stderr
 	s.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := s.Cmd.Start(); err != nil {
+	var startMu sync.Mutex // Start and the undo step never interleave
+	startMu.Lock()
+	s.undo = cleanup.Register("server "+o.Name, func() error {
+		startMu.Lock()
+		defer startMu.Unlock()
+		if s.Cmd.Process != nil {
+			s.Kill()
+		}
+		return nil
+	})
+	err = s.Cmd.Start()
+	startMu.Unlock()
+	if err != nil {
+		s.undo.Forget()
 		stderr.Close()
 		return nil, err
 	}
-	s.undo = cleanup.Register(fmt.Sprintf("server %s pid %d", o.Name, s.Cmd.Process.Pid), func() error { s.Kill(); return nil })
 	go func() {
 		s.waitErr = s.Cmd.Wait()
 		stderr.Close()
