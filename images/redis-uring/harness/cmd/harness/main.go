@@ -149,7 +149,7 @@ func run(args []string) int {
 		requests := fs.Int("requests", 200000, "requests per correctness sub-test")
 		body = func(e *env) error {
 			pc := defaultPowercut(*trials)
-			pc.run(e, []server.Mode{server.Always, server.UringDurable, server.Everysec, server.No, server.UringFast})
+			pc.run(e, powercutModes)
 			runDiskfull(e, diskfullModes)
 			runCorrectness(e, correctnessModes, *requests)
 			return nil
@@ -157,12 +157,12 @@ func run(args []string) int {
 	case "durability":
 		trials := fs.Int("trials", 50, "power-cut trials per durable mode")
 		body = func(e *env) error {
-			defaultPowercut(*trials).run(e, []server.Mode{server.Always, server.UringDurable})
+			defaultPowercut(*trials).run(e, durableModes)
 			return nil
 		}
 	case "powercut":
 		pc := defaultPowercut(3)
-		modes := fs.String("modes", "always,uring-durable,everysec,no,uring-fast", "modes to cut")
+		modes := fs.String("modes", modeNames(powercutModes), "modes to cut")
 		fs.IntVar(&pc.trials, "trials", pc.trials, "trials per mode")
 		fs.IntVar(&pc.clients, "clients", pc.clients, "concurrent writers")
 		fs.DurationVar(&pc.loadMin, "load-min", pc.loadMin, "shortest load before the cut")

@@ -9,6 +9,12 @@ import (
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/suite"
 )
 
+// Durable modes first: their zero-loss assertion is what matters most.
+var (
+	powercutModes = []server.Mode{server.Always, server.UringDurable, server.Everysec, server.No, server.UringFast}
+	durableModes  = []server.Mode{server.Always, server.UringDurable}
+)
+
 type powercutRun struct {
 	trials, clients  int
 	loadMin, loadMax time.Duration
