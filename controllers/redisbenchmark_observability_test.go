@@ -40,7 +40,9 @@ var labelValues = regexp.MustCompile(`^label_values\((.*), (\w+)\)$`)
 // against a real Prometheus that scraped real redis_exporters (with the
 // chart's Lua script) attached to real servers in uring and posix mode, and
 // the operator's metrics after this envtest's RedisBenchmark collected the
-// real runner's results from both servers.
+// real runner's results from both servers. A third server asks for io_uring
+// under a seccomp filter that denies it: the chart's fallback alert must go
+// pending for it, and only for it.
 func TestDashboardQueriesReturnData(t *testing.T) {
 	ctx := context.Background()
 	script := filepath.Join(testenv.RepoRoot(), "charts", "uring-redis-operator", "files", "uring-info.lua")
@@ -48,10 +50,12 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		"uring-0": testenv.StartServer(t, "save \"\"\nappendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\n"),
 		"posix-0": testenv.StartServer(t, "save \"\"\nappendonly yes\nappendfsync always\n"),
 	}
+	fallback := testenv.StartServerWithoutIOUring(t, "save \"\"\nappendonly yes\nappendfsync always\nappendfsync-engine uring\n")
 	var targets []string
 	for pod, addr := range servers {
 		targets = append(targets, fmt.Sprintf("{targets: [%q], labels: {namespace: obs, pod: %q}}", promtest.Exporter(t, addr, script), pod))
 	}
+	targets = append(targets, fmt.Sprintf("{targets: [%q], labels: {namespace: obs, pod: fallback-0}}", promtest.Exporter(t, fallback, script)))
 	sort.Strings(targets)
 
 	// The operator's metrics endpoint: controller-runtime's registry.
@@ -170,18 +174,42 @@ scrape_configs:
 		t.Errorf("%s returned no data: %s", desc, q)
 	}
 
-	// Both engines are told apart: the uring server reports the engine and fsyncs, the posix one does not.
-	engine, err := promtest.Query(ctx, prom, `redis_script_values{key="aof_engine_uring"}`)
+	// The engines are told apart: configured (aof_engine_uring) and running (aof_uring_active).
+	for key, want := range map[string]map[string]float64{
+		"aof_engine_uring": {"uring-0": 1, "posix-0": 0, "fallback-0": 1},
+		"aof_uring_active": {"uring-0": 1, "posix-0": 0, "fallback-0": 0},
+	} {
+		samples, err := promtest.Query(ctx, prom, `redis_script_values{key="`+key+`"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]float64{}
+		for _, s := range samples {
+			got[s.Labels["pod"]] = s.Value
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s per server = %v, want %v", key, got, want)
+		}
+	}
+	// The rules loaded into the real Prometheus: the fallback alert is pending (for: 5m) for the denied server only.
+	eventually(t, 30*time.Second, func() error {
+		alerts, err := promtest.Query(ctx, prom, `ALERTS{alertname="RedisUringFallback"}`)
+		if err != nil {
+			return err
+		}
+		if len(alerts) != 1 || alerts[0].Labels["pod"] != "fallback-0" || alerts[0].Labels["alertstate"] != "pending" {
+			return fmt.Errorf("RedisUringFallback alerts: %v", alerts)
+		}
+		return nil
+	})
+	reason, err := promtest.Query(ctx, prom, `redis_script_values{pod="fallback-0", key=~"aof_uring_fallback_reason_.*"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range engine {
-		if want := map[string]float64{"uring-0": 1, "posix-0": 0}[s.Labels["pod"]]; s.Value != want {
-			t.Errorf("aof_engine_uring of %s = %v, want %v", s.Labels["pod"], s.Value, want)
-		}
-	}
-	if len(engine) != 2 {
-		t.Errorf("aof_engine_uring has %d series, want one per server", len(engine))
+	if len(reason) != 1 || reason[0].Labels["key"] == "aof_uring_fallback_reason_none" {
+		t.Errorf("the fallback server's reason: %v", reason)
+	} else {
+		t.Logf("fallback reported as %s", reason[0].Labels["key"])
 	}
 	fsyncs, err := promtest.Query(ctx, prom, `uringredis_benchmark_fsync_seconds{namespace="`+ns+`", quantile="0.99"}`)
 	if err != nil {

@@ -74,7 +74,7 @@ func enginePanel() *stat.PanelBuilder {
 		Height(4).
 		Span(24).
 		Datasource(datasource).
-		WithTarget(query("A", script("aof_engine_uring"), "{{pod}} engine").Instant()).
+		WithTarget(query("A", script("aof_uring_active"), "{{pod}} engine").Instant()).
 		WithTarget(query("B", script("aof_uring_fallback")+` * 2`, "{{pod}} fallback").Instant()).
 		Mappings([]dashboard.ValueMapping{mapping(map[string]dashboard.ValueMappingResult{
 			"1": {Text: cog.ToPtr("io_uring"), Color: cog.ToPtr("green")},

@@ -5,8 +5,9 @@
 -- Numeric aof_uring_* fields keep their INFO names (counters stay counters:
 -- use rate()); the fsync histogram arrives as aof_uring_fsync_usec_bucket_le_<usec>
 -- (and _le_inf), cumulative. String fields become 0/1 values:
---   aof_engine_uring            1 when the server writes its AOF through io_uring
---   aof_uring_fallback          1 when uring was asked for but could not start
+--   aof_engine_uring            1 when the configured engine is io_uring (whether
+--                               or not it started: aof_uring_active says that)
+--   aof_uring_fallback          1 when io_uring was configured but could not start
 --   aof_uring_fallback_reason_<reason>   1 for the reported reason (none included)
 --   aof_uring_ack_<mode>        1 for the ack mode (durable or fast)
 local info = redis.call('INFO', 'persistence')
