@@ -51,7 +51,8 @@
  *    erase, while clients touching clean keys are served immediately.
  *    Held clients are kept in a list and resumed in beforeSleep once
  *    fsynced_reploff >= woff. Not covered: keys deleted by active expiry or
- *    eviction (no command names them) and keyspace notifications.
+ *    eviction (no command names them), and messages pushed to other clients
+ *    (pub/sub, keyspace notifications, tracking invalidations, MONITOR).
  *  - fast: replies go out at submission (the AOFUring thesis' choice). The loss
  *    window is what is in flight plus aof_buf; when that exceeds
  *    aof-uring-max-inflight-bytes, flush waits for the in-flight batch
@@ -96,10 +97,12 @@
  * aof_uring_fallback_reason, and the upstream posix code path runs. A new
  * attempt is made only when appendfsync-engine is set to uring again.
  *
- * Configuration. appendfsync-engine (posix|uring), aof-uring-ack,
- * aof-uring-max-workers and aof-uring-max-inflight-bytes can be changed at
- * runtime; switching the engine drains the ring first. aof-uring-queue-depth
- * and the aof-uring-sqpoll* options shape the ring and are startup-only.
+ * Configuration. Every option can be changed at runtime. Switching
+ * appendfsync-engine drains the ring first (uring -> posix) or sets it up
+ * (posix -> uring, after draining bio fsync jobs). aof-uring-queue-depth and
+ * the aof-uring-sqpoll* options shape the ring: changing them drains it and
+ * sets up a new one. aof-uring-ack, aof-uring-max-workers and
+ * aof-uring-max-inflight-bytes take effect at once.
  * While the engine is active every batch is fdatasync'ed whatever appendfsync
  * says, and no-appendfsync-on-rewrite is ignored (durable clients would
  * otherwise wait for the whole rewrite).
@@ -383,7 +386,8 @@ static void recycleBuffer(sds buf) {
 static void recordFsync(monotime start) {
     long long us = (long long)(getMonotonicUs() - start);
     size_t i;
-    if (stats.fsync_hist == NULL) hdr_init(1, 100LL * 1000 * 1000, 2, &stats.fsync_hist);
+    if (stats.fsync_hist == NULL && hdr_init(1, 100LL * 1000 * 1000, 2, &stats.fsync_hist) != 0)
+        serverPanic("io_uring AOF engine: can't allocate the fsync latency histogram");
     hdr_record_value(stats.fsync_hist, us);
     stats.fsync_usec_sum += us;
     for (i = 0; i < AOF_URING_BUCKETS && us > fsync_buckets[i]; i++);
@@ -469,10 +473,12 @@ static void handleCqe(struct io_uring_cqe *cqe) {
     if (--U.pending_cqes == 0) roundDone();
 }
 
-static void reapCompletions(void) {
+/* Handle the CQEs already posted. With enter (eventfd handler) and
+ * DEFER_TASKRUN, first let the kernel post them: completions are only run
+ * when the issuer enters the kernel. Elsewhere a peek costs no syscall. */
+static void reapCompletions(int enter) {
     struct io_uring_cqe *cqe;
-    if (U.defer_taskrun) {
-        /* Completions are only posted when the issuer enters the kernel. */
+    if (enter && U.defer_taskrun) {
         int ret = io_uring_get_events(&U.ring);
         if (ret < 0 && ret != -EINTR && ret != -EAGAIN) failStop("io_uring_get_events", -ret);
     }
@@ -491,7 +497,7 @@ static void waitInflight(void) {
         if (ret < 0) failStop("io_uring_wait_cqe", -ret);
         handleCqe(cqe);
         io_uring_cqe_seen(&U.ring, cqe);
-        reapCompletions();
+        reapCompletions(0);
     }
 }
 
@@ -503,7 +509,7 @@ static void eventfdReadable(aeEventLoop *el, int fd, void *privdata, int mask) {
     /* Clear the counter; EAGAIN means another reap already consumed it. */
     if (read(fd, &v, sizeof(v)) == -1 && errno != EAGAIN)
         serverLog(LL_WARNING, "io_uring AOF engine: eventfd read: %s", strerror(errno));
-    if (U.active) reapCompletions();
+    if (U.active) reapCompletions(1);
 }
 
 /* Make slot 0 of the registered file table point to fd (-1 clears it). */
@@ -551,7 +557,6 @@ int aofUringEnsure(void) {
 }
 
 void aofUringFlush(int force) {
-    if (U.inflight) reapCompletions();
     if (force) {
         mstime_t latency;
         latencyStartMonitor(latency);
@@ -660,6 +665,15 @@ int aofUringUpdateEngine(const char **err) {
     return 1;
 }
 
+int aofUringUpdateRing(const char **err) {
+    UNUSED(err);
+    if (aofUringActive()) {
+        aofUringStop();
+        aofUringEnsure();
+    }
+    return 1;
+}
+
 int aofUringIsValidQueueDepth(long long val, const char **err) {
     if (val < 8 || val > 32768 || (val & (val - 1)) != 0) {
         *err = "must be a power of two between 8 and 32768";
@@ -701,7 +715,7 @@ void aofUringClientFreed(client *c) {
 
 void aofUringBeforeSleep(void) {
 #ifdef HAVE_LIBURING
-    if (U.inflight) reapCompletions();
+    if (U.inflight) reapCompletions(0);
 #endif
     /* Publish the durable offset now (upstream does it after the flush) so
      * that the commands of released clients join the next batch. */

@@ -36,6 +36,7 @@ void aofUringClientFreed(struct client *c);
 /* Config apply callbacks. */
 int aofUringUpdateEngine(const char **err);
 int aofUringUpdateMaxWorkers(const char **err);
+int aofUringUpdateRing(const char **err);
 int aofUringIsValidQueueDepth(long long val, const char **err);
 /* INFO persistence fields (aof_engine, aof_uring_*). */
 sds aofUringInfo(sds info);

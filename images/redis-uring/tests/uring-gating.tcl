@@ -1,0 +1,155 @@
+# io_uring AOF engine: durable-mode reply gating, fast mode, INFO fields.
+# The hidden knob aof-uring-debug-fsync-delay-ms links a timeout behind each
+# batch's fdatasync, so a batch only becomes durable after that delay.
+
+set uring_info_fields {
+    aof_engine aof_uring_active aof_uring_fallback_reason aof_uring_ack
+    aof_uring_queue_depth aof_uring_sqpoll aof_uring_defer_taskrun
+    aof_uring_submitted_batches aof_uring_completed_batches aof_uring_inflight_batches
+    aof_uring_inflight_bytes aof_uring_pending_bytes aof_uring_submitted_bytes
+    aof_uring_written_bytes aof_uring_backpressure_events aof_uring_short_writes
+    aof_uring_write_errors aof_uring_held_clients aof_uring_held_events
+    aof_uring_gated_reads aof_uring_durable_offset aof_uring_durable_lag_bytes
+    aof_uring_fsync_count aof_uring_fsync_usec_sum aof_uring_fsync_usec_p50
+    aof_uring_fsync_usec_p99 aof_uring_fsync_usec_max
+    aof_uring_fsync_usec_bucket_le_50 aof_uring_fsync_usec_bucket_le_1000
+    aof_uring_fsync_usec_bucket_le_1000000 aof_uring_fsync_usec_bucket_le_inf
+}
+
+proc elapsed_ms {t0} {
+    expr {[clock milliseconds] - $t0}
+}
+
+tags {"uring external:skip"} {
+start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack durable}} {
+    test {uring: engine is active and INFO has its fields} {
+        assert_equal uring [s aof_engine]
+        assert_equal 1 [s aof_uring_active]
+        assert_equal none [s aof_uring_fallback_reason]
+        set info [r info persistence]
+        foreach f $::uring_info_fields {
+            assert_match "*$f:*" $info
+        }
+    }
+
+    test {uring: INFO counters move with writes} {
+        set b0 [s aof_uring_completed_batches]
+        set f0 [s aof_uring_fsync_count]
+        for {set i 0} {$i < 20} {incr i} { r set k$i $i }
+        assert_morethan_equal [s aof_uring_completed_batches] [expr {$b0 + 20}]
+        assert_morethan_equal [s aof_uring_fsync_count] [expr {$f0 + 20}]
+        assert_equal [s aof_uring_fsync_count] [s aof_uring_fsync_usec_bucket_le_inf]
+        assert_morethan [s aof_uring_fsync_usec_sum] 0
+        assert_morethan [s aof_uring_fsync_usec_max] 0
+        assert_morethan [s aof_uring_written_bytes] 0
+        assert_equal [s aof_uring_submitted_bytes] [s aof_uring_written_bytes]
+        assert_equal 0 [s aof_uring_inflight_batches]
+        assert_equal 0 [s aof_uring_durable_lag_bytes]
+        assert_equal [s master_repl_offset] [s aof_uring_durable_offset]
+    }
+
+    test {uring: WAITAOF sees the durable offset} {
+        r set waitaof-key 1
+        assert_equal {1 0} [r waitaof 1 0 0]
+    }
+
+    test {uring durable: a write is answered only once durable; clean readers are not held} {
+        r set clean v0
+        r set hot old
+        r config set aof-uring-debug-fsync-delay-ms 2000
+        set writer [valkey_deferring_client]
+        set hotreader [valkey_deferring_client]
+        set other [valkey_client]
+        set t0 [clock milliseconds]
+        # SET, then a pipelined INCR that must not even be parsed before the
+        # SET is durable.
+        $writer set hot new
+        $writer incr pipelined
+        $writer flush
+        wait_for_condition 100 10 {[s aof_uring_held_clients] >= 1} else {
+            fail "writer was not held"
+        }
+        set gated0 [s aof_uring_gated_reads]
+        $hotreader get hot
+        $hotreader flush
+        # A key nobody wrote is served at once, and the pipelined INCR has not run.
+        assert_equal v0 [$other get clean]
+        assert_equal {} [$other get pipelined]
+        assert_lessthan [elapsed_ms $t0] 1500
+        # The reader of the just-written key is held too.
+        wait_for_condition 100 10 {[s aof_uring_held_clients] >= 2} else {
+            fail "reader of a dirty key was not held"
+        }
+        assert_morethan [s aof_uring_gated_reads] $gated0
+        assert_equal OK [$writer read]
+        assert_morethan_equal [elapsed_ms $t0] 1900
+        assert_equal new [$hotreader read]
+        assert_morethan_equal [elapsed_ms $t0] 1900
+        # The INCR ran after the SET became durable and waits for its own batch.
+        assert_equal 1 [$writer read]
+        assert_morethan_equal [elapsed_ms $t0] 3800
+        r config set aof-uring-debug-fsync-delay-ms 0
+        $writer close
+        $hotreader close
+        $other close
+    }
+
+    test {uring durable: MULTI/EXEC and scripts dirty the keys they write} {
+        r config set aof-uring-debug-fsync-delay-ms 1500
+        set writer [valkey_deferring_client]
+        set other [valkey_client]
+        set t0 [clock milliseconds]
+        $writer eval {redis.call('set', KEYS[1], 'scripted')} 1 script-key
+        $writer flush
+        wait_for_condition 100 10 {[s aof_uring_held_clients] >= 1} else {
+            fail "script caller was not held"
+        }
+        # The reader must not see the scripted write before it is durable.
+        assert_equal scripted [$other get script-key]
+        assert_morethan_equal [elapsed_ms $t0] 1400
+        assert_equal {} [$writer read]
+        r config set aof-uring-debug-fsync-delay-ms 0
+        $writer close
+        $other close
+    }
+
+    test {uring fast: replies at submission, back-pressure bounds what is in flight} {
+        r config set aof-uring-ack fast
+        r config set aof-uring-debug-fsync-delay-ms 1500
+        set t0 [clock milliseconds]
+        r set fast-key 1
+        assert_lessthan [elapsed_ms $t0] 1000
+        assert_equal 1 [s aof_uring_inflight_batches]
+        # Over the in-flight bound the flush waits for the batch in flight.
+        r config set aof-uring-max-inflight-bytes 4096
+        set bp0 [s aof_uring_backpressure_events]
+        r set big1 [string repeat x 8192]
+        r set big2 [string repeat y 8192]
+        assert_morethan [s aof_uring_backpressure_events] $bp0
+        r config set aof-uring-debug-fsync-delay-ms 0
+        r config set aof-uring-max-inflight-bytes 4mb
+        r config set aof-uring-ack durable
+        wait_for_condition 100 50 {[s aof_uring_inflight_batches] == 0} else {
+            fail "batch did not complete"
+        }
+        assert_equal [string repeat y 8192] [r get big2]
+    }
+
+    test {uring: engine switch at runtime drains and keeps the data} {
+        r set before-switch 1
+        r config set appendfsync-engine posix
+        assert_equal 0 [s aof_uring_active]
+        r set during-posix 2
+        r config set appendfsync-engine uring
+        assert_equal 1 [s aof_uring_active]
+        r set after-switch 3
+        r config set aof-uring-queue-depth 64
+        assert_equal 64 [s aof_uring_queue_depth]
+        assert_equal 1 [s aof_uring_active]
+        set digest [debug_digest]
+        r debug loadaof
+        assert_equal $digest [debug_digest]
+        assert_equal {1 2 3} [r mget before-switch during-posix after-switch]
+    }
+}
+}
