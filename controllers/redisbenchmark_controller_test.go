@@ -30,13 +30,12 @@ func createTarget(t *testing.T, ns, name string, spec v1alpha1.RedisPersistenceS
 	createRP(t, ns, name, spec)
 }
 
-func createBenchmark(t *testing.T, ns, name string, spec v1alpha1.RedisBenchmarkSpec) *v1alpha1.RedisBenchmark {
+func createBenchmark(t *testing.T, ns, name string, spec v1alpha1.RedisBenchmarkSpec) {
 	t.Helper()
 	rb := &v1alpha1.RedisBenchmark{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
 	if err := k8s.Create(context.Background(), rb); err != nil {
 		t.Fatal(err)
 	}
-	return rb
 }
 
 // waitJob waits for the benchmark Job and returns it.

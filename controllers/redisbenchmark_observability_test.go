@@ -65,7 +65,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 	}
 	srv := &http.Server{Handler: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() { _ = srv.Close() })
 
 	rules := filepath.Join(testenv.RepoRoot(), "charts", "uring-redis-operator", "files", "prometheus-rules.yaml")
 	prom := promtest.Prometheus(t, fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
@@ -85,7 +85,7 @@ scrape_configs:
 		go func() {
 			defer wg.Done()
 			c := redis.NewClient(&redis.Options{Addr: addr})
-			defer c.Close()
+			defer func() { _ = c.Close() }()
 			for i := 0; ; i++ {
 				select {
 				case <-stop:

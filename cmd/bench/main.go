@@ -56,8 +56,9 @@ func main() {
 	w.Commands = strings.Split(commands, ",")
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer cancel()
-	if err := run(ctx, w, addr, tool, termPath, crashCheck, crashClients, time.Duration(crashSeconds)*time.Second, crashPod, crashContainer); err != nil {
+	err := run(ctx, w, addr, tool, termPath, crashCheck, crashClients, time.Duration(crashSeconds)*time.Second, crashPod, crashContainer)
+	cancel()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

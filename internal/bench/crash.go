@@ -30,7 +30,7 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 			// No retries: a retried write could be acknowledged by the restarted
 			// server and would blur what the crashed one acknowledged.
 			conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, PoolSize: 1, MaxRetries: -1, DialTimeout: time.Second})
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			for seq := 0; ; seq++ {
 				select {
 				case <-stop:
@@ -59,7 +59,7 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 	}
 
 	conn := r.client()
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	var res CrashResult
 	for c, n := range acked {
 		res.Acknowledged += int64(n)
@@ -92,7 +92,7 @@ func (r Runner) waitServing(ctx context.Context, limit time.Duration) error {
 	for time.Now().Before(deadline) {
 		conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, MaxRetries: -1, DialTimeout: time.Second})
 		info, err := conn.Info(ctx, "persistence").Result()
-		conn.Close()
+		_ = conn.Close()
 		if err == nil && ParseInfo(info)["loading"] == "0" {
 			return nil
 		}

@@ -42,7 +42,7 @@ func (r Runner) client() *redis.Client {
 // Sample reads the server's INFO cpu, memory and persistence.
 func (r Runner) Sample(ctx context.Context) (Sample, error) {
 	c := r.client()
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	text, err := c.Info(ctx, "cpu", "memory", "persistence").Result()
 	if err != nil {
 		return Sample{}, fmt.Errorf("INFO: %w", err)

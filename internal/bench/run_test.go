@@ -94,7 +94,7 @@ func startRestartable(t *testing.T, config string) *restartableServer {
 		t.Fatal(err)
 	}
 	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	_ = l.Close()
 	dir := t.TempDir()
 	s := &restartableServer{t: t, conf: filepath.Join(dir, "redis.conf"), addr: fmt.Sprintf("127.0.0.1:%d", port)}
 	config += fmt.Sprintf("bind 127.0.0.1\nport %d\ndir %s\nsave \"\"\nlogfile %s\n", port, dir, filepath.Join(dir, "server.log"))

@@ -44,7 +44,7 @@ func FreeAddr(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 
@@ -65,7 +65,7 @@ func run(t testing.TB, name string, args ...string) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		log.Close()
+		_ = log.Close()
 		if t.Failed() {
 			out, _ := os.ReadFile(logPath)
 			t.Logf("%s log:\n%s", filepath.Base(name), lastBytes(out, 4000))
@@ -113,7 +113,7 @@ func waitHTTP(t testing.TB, u string) {
 	for {
 		resp, err := http.Get(u)
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return
 			}
@@ -142,7 +142,7 @@ func Query(ctx context.Context, base, query string) ([]Sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var body struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
