@@ -25,15 +25,21 @@ chart-lint: $(HELM) ## Lint the chart with every ci/*-values.yaml.
 
 .PHONY: build-installer
 build-installer: $(KUSTOMIZE) ## Write dist/install.yaml (CRDs, RBAC, operator) for `kubectl apply -f`; IMG names the image.
-	mkdir -p dist
-	overlay=$$(mktemp -d) && trap 'rm -rf "$$overlay"' EXIT && \
-		printf 'resources:\n- %s\n' "$(REPO_ROOT)/config/default" >"$$overlay/kustomization.yaml" && \
-		(cd "$$overlay" && $(KUSTOMIZE) edit set image uring-redis-operator=$(IMG)) && \
-		$(KUSTOMIZE) build "$$overlay" >dist/install.yaml
+	rm -rf $(LOCALBIN)/installer && mkdir -p $(LOCALBIN)/installer dist
+	printf 'resources:\n- %s\n' "$$(realpath --relative-to=$(LOCALBIN)/installer config/default)" >$(LOCALBIN)/installer/kustomization.yaml
+	cd $(LOCALBIN)/installer && $(KUSTOMIZE) edit set image uring-redis-operator=$(IMG)
+	$(KUSTOMIZE) build $(LOCALBIN)/installer >dist/install.yaml
 
 .PHONY: docker-build
 docker-build: ## Build the operator image (IMG) with the root Dockerfile.
 	docker build -t $(IMG) .
 
+# Stamped like a release build (helm's own Makefile): without the Kubernetes
+# version, `helm template` assumes v1.20 and fails the chart's kubeVersion.
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	$(foreach pkg,chartutil lint/rules,-X helm.sh/helm/v3/pkg/$(pkg).k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/$(pkg).k8sVersionMinor=31)
+
 $(HELM):
-	hack/go-install-tool.sh $@ helm.sh/helm/v3/cmd/helm $(HELM_VERSION)
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		GOBIN=$$tmp go install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) && \
+		mv "$$tmp/helm" $@ && ln -sf $(notdir $@) $(LOCALBIN)/helm

@@ -185,10 +185,6 @@ func TestHelmLint(t *testing.T) {
 			lint := action.NewLint()
 			lint.Strict = true
 			lint.KubeVersion = &chartutil.KubeVersion{Version: "v1.31.4", Major: "1", Minor: "31"}
-			if name == "spo-values.yaml" {
-				// helm lint offers no --api-versions; the SPO capability check fails by design.
-				t.Skip("seccomp.provider=spo needs the SeccompProfile capability, which helm lint cannot declare")
-			}
 			result := lint.Run([]string{Dir()}, vals)
 			for _, msg := range result.Messages {
 				t.Log(msg)
@@ -444,6 +440,33 @@ func TestMonitoringOnlyWhereTheCRDsAreServed(t *testing.T) {
 			t.Errorf("%s labels %v lack release=monitoring", kind, o.GetLabels())
 		}
 	}
+	// The PrometheusRule carries the chart's alert groups (promtool-tested) and the extra ones.
+	raw, err := os.ReadFile(filepath.Join(Dir(), "files", "prometheus-rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Name string `json:"name"`
+		} `json:"groups"`
+	}
+	if err := sigsyaml.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	var wantGroups []string
+	for _, g := range file.Groups {
+		wantGroups = append(wantGroups, g.Name)
+	}
+	wantGroups = append(wantGroups, "uring-redis-operator")
+	groups, _, _ := unstructured.NestedSlice(one(t, with, "PrometheusRule", "uring-redis-operator").Object, "spec", "groups")
+	var gotGroups []string
+	for _, g := range groups {
+		gotGroups = append(gotGroups, g.(map[string]any)["name"].(string))
+	}
+	if len(file.Groups) == 0 || !reflect.DeepEqual(gotGroups, wantGroups) {
+		t.Errorf("PrometheusRule groups %q, want %q", gotGroups, wantGroups)
+	}
+
 	// The ServiceMonitor selects the metrics Service, which selects the operator pods.
 	sm := one(t, with, "ServiceMonitor", "uring-redis-operator")
 	selector, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
