@@ -72,8 +72,8 @@ test: envtest-assets server-build ## Run every test: unit, envtest against a rea
 		go test ./... -count=1 -coverprofile=bin/cover.out
 
 .PHONY: envtest-assets
-envtest-assets: ## Build kube-apiserver from source and fetch etcd into bin/k8s/<version> (cached).
-	hack/k8s-binaries.sh kube-apiserver etcd >/dev/null
+envtest-assets: ## Build kube-apiserver, kube-controller-manager, kube-scheduler from source and fetch etcd into bin/k8s/<version> (cached).
+	hack/k8s-binaries.sh kube-apiserver kube-controller-manager kube-scheduler etcd >/dev/null
 
 ##@ Build
 
