@@ -45,7 +45,7 @@ var labelValues = regexp.MustCompile(`^label_values\((.*), (\w+)\)$`)
 // pending for it, and only for it.
 func TestDashboardQueriesReturnData(t *testing.T) {
 	ctx := context.Background()
-	script := filepath.Join(testenv.RepoRoot(), "charts", "uring-redis-operator", "files", "uring-info.lua")
+	script := filepath.Join(testenv.RepoRoot(), "controllers", exporterScriptFile)
 	servers := map[string]string{ // pod -> server address
 		"uring-0": testenv.StartServer(t, "save \"\"\nappendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\n"),
 		"posix-0": testenv.StartServer(t, "save \"\"\nappendonly yes\nappendfsync always\n"),

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"sort"
@@ -45,6 +46,14 @@ const (
 
 	fieldOwner = "uring-redis-operator"
 )
+
+// exporterScript is redis_exporter's --script: it turns the io_uring engine's
+// INFO fields, which the exporter does not map, into redis_script_values.
+//
+//go:embed uring-info.lua
+var exporterScript string
+
+const exporterScriptFile = "uring-info.lua"
 
 // Options are the operator-wide settings the builders need.
 type Options struct {
@@ -137,6 +146,9 @@ func renderConfig(rp *v1alpha1.RedisPersistence) string {
 	line("daemonize no")
 	line("loglevel notice")
 	line(`logfile ""`)
+	// DEBUG only from inside the pod: a RedisBenchmark crash check execs
+	// "DEBUG SEGFAULT" there to crash the server the way kill -9 would.
+	line("enable-debug-command local")
 
 	save := `save ""`
 	if rp.Spec.RDB != nil {
@@ -226,7 +238,7 @@ func buildConfigMap(rp *v1alpha1.RedisPersistence, config string) *corev1.Config
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: objectMeta(rp, configMapName(rp)),
-		Data:       map[string]string{"redis.conf": config},
+		Data:       map[string]string{"redis.conf": config, exporterScriptFile: exporterScript},
 	}
 }
 
@@ -468,7 +480,7 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, keys KernelLa
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      objectLabels(rp),
-					Annotations: map[string]string{annotationConfigHash: configHash(config)},
+					Annotations: map[string]string{annotationConfigHash: configHash(config + exporterScript)},
 				},
 				Spec: corev1.PodSpec{
 					InitContainers: []corev1.Container{prepare},
@@ -510,7 +522,9 @@ func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container
 		Args: []string{
 			"--redis.addr=redis://localhost:" + strconv.Itoa(redisPort),
 			"--web.listen-address=:" + strconv.Itoa(exporterPort),
+			"--script=" + configDir + "/" + exporterScriptFile,
 		},
+		VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
 		Env:   passwordEnv(rp, "REDIS_PASSWORD"),
 		Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: exporterPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{
