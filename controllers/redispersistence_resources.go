@@ -297,7 +297,11 @@ func restrictedSecurityContext() *corev1.SecurityContext {
 
 func podSeccomp(rp *v1alpha1.RedisPersistence, opts Options) *corev1.SeccompProfile {
 	if rp.Spec.Mode == v1alpha1.ModeUring {
-		return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To(opts.UringSeccompProfile)}
+		profile := opts.UringSeccompProfile
+		if rp.Spec.Uring != nil && rp.Spec.Uring.LocalhostProfile != "" {
+			profile = rp.Spec.Uring.LocalhostProfile
+		}
+		return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To(profile)}
 	}
 	return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 }

@@ -148,4 +148,8 @@ func TestSeccompProfilePerMode(t *testing.T) {
 			t.Errorf("%s: localhost profile %v", name, sc.LocalhostProfile)
 		}
 	}
+	spo := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{LocalhostProfile: "operator/apps/io-uring.json"}})
+	if got := buildStatefulSet(spo, testOptions, OperatorKernelLabels, "").Spec.Template.Spec.SecurityContext.SeccompProfile.LocalhostProfile; ptr.Deref(got, "") != "operator/apps/io-uring.json" {
+		t.Errorf("spec.uring.localhostProfile not honoured: %v", got)
+	}
 }

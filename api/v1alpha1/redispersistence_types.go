@@ -187,6 +187,16 @@ type UringSpec struct {
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('64Ki')) || quantity(string(self)).compareTo(quantity('64Ki')) == 0",message="uring.maxInFlight must be at least 64Ki"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Gi')) <= 0",message="uring.maxInFlight must be at most 1Gi"
 	MaxInFlight *resource.Quantity `json:"maxInFlight,omitempty"`
+
+	// localhostProfile is the pod's Localhost seccomp profile, relative to the
+	// kubelet's seccomp directory, for clusters where profiles differ per
+	// namespace (the Security Profiles Operator's operator/<namespace>/<name>.json).
+	// Empty means the operator's --uring-seccomp-profile, which the chart installs.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.contains('..')",message="uring.localhostProfile is a path relative to the kubelet's seccomp directory, without '..'"
+	LocalhostProfile string `json:"localhostProfile,omitempty"`
 }
 
 // SQPollSpec configures the submission-queue polling thread.

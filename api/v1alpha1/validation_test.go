@@ -98,6 +98,8 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"auth without secret name", map[string]any{"mode": "aof", "auth": map[string]any{"secretRef": map[string]any{"name": ""}}}, "spec.auth.secretRef.name in body should be at least 1 chars long"},
 		{"auth without secretRef", map[string]any{"mode": "aof", "auth": map[string]any{}}, "spec.auth.secretRef: Required value"},
 		{"malformed scrape interval", map[string]any{"mode": "aof", "monitoring": map[string]any{"podMonitor": map[string]any{"interval": "30 seconds"}}}, "spec.monitoring.podMonitor.interval in body should match"},
+		{"absolute seccomp profile", uring(map[string]any{"localhostProfile": "/etc/seccomp/io_uring.json"}), "uring.localhostProfile is a path relative to the kubelet's seccomp directory"},
+		{"seccomp profile escaping its directory", uring(map[string]any{"localhostProfile": "../io_uring.json"}), "uring.localhostProfile is a path relative to the kubelet's seccomp directory"},
 		{"misspelt field", map[string]any{"mode": "aof", "aof": map[string]any{"fsynk": "always"}}, `unknown field "spec.aof.fsynk"`},
 	}
 	if len(cases) < 30 {
