@@ -8,7 +8,8 @@
 # Control plane and node are built from source (hack/k8s-binaries.sh, CoreDNS from its
 # Go module) and cached by version under bin/; containerd, runc, CNI plugins and
 # iptables come from Debian (host-deps.sh). The whole cluster lives on the cni0
-# bridge: node IP, API server and DNS are 10.244.0.1, so it touches no host interface.
+# bridge it creates: node IP, API server and DNS are 10.244.0.1, so none of the host's
+# own interfaces or addresses is used.
 #
 # Storage is the product's production path: the StorageClass uring-local-ext4
 # (no-provisioner, WaitForFirstConsumer) is served by sig-storage-local-static-provisioner

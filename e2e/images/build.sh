@@ -6,8 +6,9 @@
 # No registry is reachable, so the bases are made here: a debootstrap'd Debian trixie
 # minbase rootfs imported as debian:trixie-slim, and a Go builder image (that base plus
 # the host's Go toolchain) tagged golang:<go version>-trixie and golang:<major.minor>-trixie.
-# Dockerfiles take them as build args (BASE_IMAGE, GO_IMAGE) whose defaults name the
-# upstream images, so the same files build with plain Docker elsewhere.
+# Dockerfiles take them as build args (BASE_IMAGE, GO_IMAGE; REDIS_IMAGE for images built
+# on the server image) whose defaults name the upstream images, so the same files build
+# with plain Docker elsewhere.
 #
 # The builder is Debian's dockerd, started privately for the duration of the script
 # (own socket, data root under bin/e2e/docker, no iptables, no bridge: RUN steps use
@@ -38,7 +39,7 @@ containerd_sock=/run/uring-e2e/containerd/containerd.sock
 declare -A images=(
   [uring-redis-operator]="${IMG:-uring-redis-operator:dev}|Dockerfile|."
   [redis-uring]="${REDIS_IMG:-redis-uring:8.1.1}|images/redis-uring/Dockerfile|."
-  [uring-redis-bench]="${BENCH_IMG:-uring-redis-bench:dev}|images/uring-redis-bench/Dockerfile|."
+  [uring-redis-bench]="${BENCH_IMG:-uring-redis-bench:dev}|images/bench/Dockerfile|."
   [redis-exporter]="oliver006/redis_exporter:$(awk '$1 == "require" {print $3}' "$here/redis-exporter/go.mod")|e2e/images/redis-exporter/Dockerfile|e2e/images/redis-exporter"
   [local-volume-provisioner]="registry.k8s.io/sig-storage/local-volume-provisioner:v2.7.0|e2e/images/local-volume-provisioner/Dockerfile|e2e/images/local-volume-provisioner"
   [uring-probe]="uring-probe:e2e|e2e/images/uring-probe/Dockerfile|e2e/images/uring-probe"
@@ -74,8 +75,8 @@ stop_docker() {
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.2
   done
-  findmnt -rn -o TARGET | grep "^$run/" | sort -r | xargs -r umount -l
-  rm -rf "$run"
+  findmnt -rn -o TARGET | grep "^$run/" | sort -ru | xargs -r -n1 umount -l 2>/dev/null || true
+  rm -rf --one-file-system "$run"
   rmdir /sys/fs/cgroup/*/uring-e2e-docker 2>/dev/null || true
 }
 
@@ -155,7 +156,7 @@ build() {
   local start=$SECONDS
   "${docker[@]}" build --network host \
     --build-arg "BASE_IMAGE=$base_image" --build-arg "GO_IMAGE=$go_image" \
-    --build-arg "GOPROXY=$(go env GOPROXY)" \
+    --build-arg "REDIS_IMAGE=${images[redis-uring]%%|*}" --build-arg "GOPROXY=$(go env GOPROXY)" \
     -t "$image" -f "$repo/$dockerfile" "$repo/$context" >"$cache/$name.build.log" 2>&1 ||
     { tail -30 "$cache/$name.build.log" >&2; log "build of $image failed; see $cache/$name.build.log"; exit 1; }
   "${docker[@]}" save -o "$cache/$name.tar.tmp" "$image"
