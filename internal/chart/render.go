@@ -3,6 +3,8 @@
 package chart
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 	"helm.sh/helm/v3/pkg/storage/driver"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 const (
@@ -60,16 +63,26 @@ func Render(ch *chart.Chart, vals map[string]any, apiVersions ...string) ([]*uns
 	return Decode(rel.Manifest)
 }
 
-// Decode splits a multi-document YAML manifest into objects.
+// Decode splits a multi-document YAML manifest into objects. It is strict:
+// a duplicated key, which some clients reject and others resolve silently,
+// is an error.
 func Decode(manifest string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
-	decoder := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	reader := yaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifest)))
 	for {
-		var obj map[string]any
-		if err := decoder.Decode(&obj); errors.Is(err, io.EOF) {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
 			return objs, nil
 		} else if err != nil {
-			return nil, fmt.Errorf("decoding the rendered manifest: %w", err)
+			return nil, fmt.Errorf("reading the rendered manifest: %w", err)
+		}
+		raw, err := sigsyaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			return nil, fmt.Errorf("decoding the rendered manifest: %w\n%s", err, doc)
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(raw, &obj); err != nil {
+			return nil, err
 		}
 		if obj == nil {
 			continue
