@@ -35,15 +35,17 @@ run() {
   echo "== $name: runtest $*"
   (cd "$tree" && ./runtest --clients "$clients" --timeout 600 "$@") >"$log" 2>&1
   rc=$?
-  ok=$(grep -c '\[ok\]:' "$log")
-  err=$(grep -cE '\[(err|exception|timeout)\]:' "$log")
+  # runtest colours its output even into a file.
+  sed -i 's/\x1b\[[0-9;]*m//g' "$log"
+  ok=$(grep -c '^\[ok\]:' "$log")
+  err=$(grep -cE '^\[(err|exception|timeout)\]:' "$log")
   if [[ $rc -ne 0 && $err -eq 0 ]]; then err=1; fi
   passed=$((passed + ok))
   failed=$((failed + err))
   echo "   $ok passed, $err failed (rc $rc, log $log)"
   if [[ $err -ne 0 ]]; then
     failures+=("$name")
-    grep -E -A3 '\[(err|exception|timeout)\]:' "$log" | head -40
+    grep -E -A3 '^\[(err|exception|timeout)\]:' "$log" | head -40
   fi
 }
 

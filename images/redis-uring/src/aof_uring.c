@@ -53,11 +53,17 @@
  *    fsynced_reploff >= woff. Not covered: keys deleted by active expiry or
  *    eviction (no command names them), and messages pushed to other clients
  *    (pub/sub, keyspace notifications, tracking invalidations, MONITOR).
- *  - fast: replies go out at submission (the AOFUring thesis' choice). The loss
- *    window is what is in flight plus aof_buf; when that exceeds
- *    aof-uring-max-inflight-bytes, flush waits for the in-flight batch
- *    (back-pressure: counted in aof_uring_backpressure_events) instead of
- *    letting it grow or dropping anything.
+ *  - fast: replies go out before the fsync (the AOFUring thesis' choice), but
+ *    the write itself is upstream's write(2) in flushAppendOnlyFile (with all
+ *    its error handling); only the fdatasync goes through the ring, as an
+ *    fsync-only batch, group-committed the same way. Writing inline keeps
+ *    upstream's "a reply means the bytes are in the page cache": a killed
+ *    process loses nothing (a ring write still queued when the process dies
+ *    would be cancelled), and the upstream tests that read the AOF right after
+ *    a reply hold. The power-cut loss window is the bytes written but not yet
+ *    covered by a completed fdatasync; when that exceeds
+ *    aof-uring-max-inflight-bytes the flush waits for the fsync in flight
+ *    (back-pressure, counted in aof_uring_backpressure_events).
  *
  * Threading. Everything runs on the main thread: submissions (one
  * io_uring_enter per loop pass; none with SQPOLL while the SQ thread is awake),
@@ -70,7 +76,11 @@
  * registered file (slot 0), updated whenever server.aof_fd changes.
  *
  * Ordering. One batch in flight, written at offset aof_last_incr_size (the
- * INCR file size), so bytes reach the file in aof_buf order. Rotation
+ * INCR file size), so bytes reach the file in aof_buf order. Ring writes do
+ * not move the fd's file position, so before write(2) writes again (fast
+ * mode, or the posix engine after a switch) the position is set to
+ * aof_last_incr_size; a durable batch still in flight at a durable -> fast
+ * switch is waited for first. Rotation
  * (BGREWRITEAOF opening a new INCR file), stopAppendOnly and shutdown call
  * flushAppendOnlyFile(1): the engine then submits aof_buf and waits until the
  * ring is idle and aof_buf is empty, so every byte belonging to the old file is
@@ -95,7 +105,7 @@
  * disabled kernels, ENOMEM under RLIMIT_MEMLOCK, or the eventfd cannot be
  * registered) the reason is logged once, reported as
  * aof_uring_fallback_reason, and the upstream posix code path runs. A new
- * attempt is made only when appendfsync-engine is set to uring again.
+ * attempt is made only when appendfsync-engine is switched to uring again.
  *
  * Configuration. Every option can be changed at runtime. Switching
  * appendfsync-engine drains the ring first (uring -> posix) or sets it up
@@ -206,6 +216,8 @@ static struct {
     monotime start;
     int pending_cqes;
     int write_res, fsync_res;
+    long long fsync_bytes; /* fast mode: bytes the fsync-only batch covers. */
+    int ring_wrote;        /* Ring writes don't move the fd's file position. */
     sds spare;
     mstime_t last_error_ms;
     struct __kernel_timespec delay_ts;
@@ -260,6 +272,7 @@ static void applyMaxWorkers(void) {
 }
 
 static void eventfdReadable(aeEventLoop *el, int fd, void *privdata, int mask);
+static void setFixedFile(int fd);
 
 static int setupRing(void) {
     struct io_uring_params p;
@@ -351,6 +364,7 @@ static void submitRound(void) {
     unsigned char fixed = U.fixed ? IOSQE_FIXED_FILE : 0;
     size_t len = sdslen(U.buf) - U.written;
 
+    U.ring_wrote = 1;
     sqe = getSqe();
     io_uring_prep_write(sqe, fd, U.buf + U.written, len, U.offset + U.written);
     sqe->flags |= IOSQE_IO_LINK | fixed;
@@ -371,6 +385,38 @@ static void submitRound(void) {
         U.pending_cqes = 3;
     }
     U.write_res = U.fsync_res = 0;
+    submitRing();
+}
+
+/* fast mode: fdatasync [-> debug delay] for bytes already written. */
+static void submitFsync(void) {
+    struct io_uring_sqe *sqe;
+    int fd;
+
+    setFixedFile(server.aof_fd);
+    fd = U.fixed ? 0 : server.aof_fd;
+    U.buf = NULL;
+    U.fsync_bytes = server.aof_last_incr_size - server.aof_last_incr_fsync_offset;
+    U.reploff = server.primary_repl_offset;
+    U.start = getMonotonicUs();
+    server.aof_last_incr_fsync_offset = server.aof_last_incr_size;
+    sqe = getSqe();
+    io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+    if (U.fixed) sqe->flags |= IOSQE_FIXED_FILE;
+    io_uring_sqe_set_data64(sqe, OP_FSYNC);
+    U.pending_cqes = 1;
+    if (server.aof_uring_debug_fsync_delay_ms > 0) {
+        sqe->flags |= IOSQE_IO_LINK;
+        U.delay_ts.tv_sec = server.aof_uring_debug_fsync_delay_ms / 1000;
+        U.delay_ts.tv_nsec = (long long)(server.aof_uring_debug_fsync_delay_ms % 1000) * 1000000;
+        sqe = getSqe();
+        io_uring_prep_timeout(sqe, &U.delay_ts, 0, 0);
+        io_uring_sqe_set_data64(sqe, OP_DELAY);
+        U.pending_cqes = 2;
+    }
+    U.write_res = U.fsync_res = 0;
+    U.inflight = 1;
+    stats.submitted_batches++;
     submitRing();
 }
 
@@ -418,8 +464,26 @@ static void writeFailed(int err) {
     U.inflight = 0;
 }
 
+/* fast mode: the fsync-only batch completed. */
+static void fsyncDone(void) {
+    if (U.fsync_res < 0) failStop("fdatasync of the AOF failed", -U.fsync_res);
+    recordFsync(U.start);
+    stats.completed_batches++;
+    server.aof_last_fsync = server.mstime;
+    long long durable = (server.aof_last_incr_fsync_offset == server.aof_last_incr_size && sdslen(server.aof_buf) == 0)
+                            ? server.primary_repl_offset
+                            : U.reploff;
+    atomic_store_explicit(&server.fsynced_reploff_pending, durable, memory_order_relaxed);
+    U.fsync_bytes = 0;
+    U.inflight = 0;
+}
+
 /* All CQEs of the current round are in. */
 static void roundDone(void) {
+    if (U.buf == NULL) {
+        fsyncDone();
+        return;
+    }
     size_t want = sdslen(U.buf) - U.written;
     int wres = U.write_res;
 
@@ -574,19 +638,8 @@ void aofUringFlush(int force) {
         setFixedFile(-1);
         return;
     }
-    if (U.inflight) {
-        if (server.aof_uring_ack == AOF_URING_ACK_FAST &&
-            (long long)(sdslen(server.aof_buf) + sdslen(U.buf) - U.written) > server.aof_uring_max_inflight_bytes) {
-            mstime_t latency;
-            stats.backpressure_events++;
-            latencyStartMonitor(latency);
-            waitInflight();
-            latencyEndMonitor(latency);
-            latencyAddSampleIfNeeded("aof-uring-backpressure", latency);
-        } else {
-            return; /* Group commit: aof_buf goes when the batch in flight is durable. */
-        }
-    }
+    /* Group commit: aof_buf goes when the batch in flight is durable. */
+    if (U.inflight) return;
     if (sdslen(server.aof_buf) == 0) {
         /* Nothing pending anywhere: all fed offsets are durable (upstream does
          * the same, see flushAppendOnlyFile). */
@@ -594,9 +647,46 @@ void aofUringFlush(int force) {
             atomic_store_explicit(&server.fsynced_reploff_pending, server.primary_repl_offset, memory_order_relaxed);
         return;
     }
-    if (U.inflight) return;
     if (server.aof_last_write_status == C_ERR && server.mstime - U.last_error_ms < AOF_URING_RETRY_MS) return;
     submitBatch();
+}
+
+/* Ring writes use explicit offsets and leave the fd's file position behind:
+ * move it to the end of what was written before write(2) takes over. */
+static void syncFilePosition(void) {
+    if (!U.ring_wrote || server.aof_fd == -1) return;
+    if (lseek(server.aof_fd, server.aof_last_incr_size, SEEK_SET) == -1)
+        failStop("can't position the AOF for write(2)", errno);
+    U.ring_wrote = 0;
+}
+
+void aofUringBeforeWrite(void) {
+    /* A durable-mode batch from before a switch to fast must land first. */
+    if (U.inflight && U.buf) waitInflight();
+    syncFilePosition();
+}
+
+void aofUringFsync(int force) {
+    if (U.inflight && U.buf) waitInflight();
+    long long unsynced = server.aof_last_incr_size - server.aof_last_incr_fsync_offset;
+    if (U.inflight && !force) {
+        /* Group commit, unless the loss window would exceed its bound. */
+        if (unsynced + U.fsync_bytes <= server.aof_uring_max_inflight_bytes) return;
+        mstime_t latency;
+        stats.backpressure_events++;
+        latencyStartMonitor(latency);
+        waitInflight();
+        latencyEndMonitor(latency);
+        latencyAddSampleIfNeeded("aof-uring-backpressure", latency);
+    }
+    if (force) waitInflight();
+    if (unsynced > 0) {
+        submitFsync();
+        if (force) waitInflight();
+    } else if (!U.inflight && sdslen(server.aof_buf) == 0 && server.aof_last_write_status == C_OK) {
+        atomic_store_explicit(&server.fsynced_reploff_pending, server.primary_repl_offset, memory_order_relaxed);
+    }
+    if (force) setFixedFile(-1);
 }
 
 void aofUringStop(void) {
@@ -605,6 +695,7 @@ void aofUringStop(void) {
     /* An error may have left the batch unfinished; wait for the kernel to be
      * done with its buffer before freeing it. */
     waitInflight();
+    syncFilePosition();
     aeDeleteFileEvent(server.el, U.efd, AE_READABLE);
     io_uring_queue_exit(&U.ring);
     close(U.efd);
@@ -641,6 +732,13 @@ int aofUringEnsure(void) {
 
 void aofUringFlush(int force) {
     UNUSED(force);
+}
+
+void aofUringFsync(int force) {
+    UNUSED(force);
+}
+
+void aofUringBeforeWrite(void) {
 }
 
 void aofUringStop(void) {
@@ -794,6 +892,11 @@ void aofUringAfterCommand(client *c, long long dirty) {
     if (dirty > 0 && numkeys == 0 && (c->cmd->flags & CMD_WRITE)) pending_all = 1;
     getKeysFreeResult(&result);
 
+    /* primary_repl_offset can move backwards when this server starts
+     * replicating from another primary; older entries must not hold readers
+     * beyond what is being written now. */
+    if (need > server.primary_repl_offset) need = server.primary_repl_offset;
+
     /* Scripts run commands through a fake client: gate the caller. */
     client *target = server.current_client ? server.current_client : c;
     if (need > server.fsynced_reploff && need > target->woff) {
@@ -820,7 +923,7 @@ sds aofUringInfo(sds info) {
     int active = aofUringActive(), sqpoll = 0, defer = 0;
 #ifdef HAVE_LIBURING
     inflight = U.inflight;
-    inflight_bytes = U.inflight ? (long long)(sdslen(U.buf) - U.written) : 0;
+    if (U.inflight) inflight_bytes = U.buf ? (long long)(sdslen(U.buf) - U.written) : U.fsync_bytes;
     sqpoll = active && U.sqpoll;
     defer = active && U.defer_taskrun;
 #endif

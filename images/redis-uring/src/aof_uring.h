@@ -14,9 +14,14 @@ struct client;
 
 /* True when the ring is up and carries the AOF writes. */
 int aofUringActive(void);
-/* Replaces the body of flushAppendOnlyFile() while active; force = write and
- * wait until aof_buf is durable (rotation, stopAppendOnly, shutdown). */
+/* durable mode: replaces the body of flushAppendOnlyFile(); force = write
+ * and wait until aof_buf is durable (rotation, stopAppendOnly, shutdown). */
 void aofUringFlush(int force);
+/* fast mode: called before flushAppendOnlyFile() write(2)s aof_buf, and
+ * instead of its fsync step (fdatasync through the ring, group commit,
+ * back-pressure over aof-uring-max-inflight-bytes; force = wait). */
+void aofUringBeforeWrite(void);
+void aofUringFsync(int force);
 /* Try to bring the ring up if the engine is selected; no-op when it is up or
  * a previous attempt failed. Returns aofUringActive(). */
 int aofUringEnsure(void);

@@ -2,7 +2,7 @@
 # The hidden knob aof-uring-debug-fsync-delay-ms links a timeout behind each
 # batch's fdatasync, so a batch only becomes durable after that delay.
 
-set uring_info_fields {
+set ::uring_info_fields {
     aof_engine aof_uring_active aof_uring_fallback_reason aof_uring_ack
     aof_uring_queue_depth aof_uring_sqpoll aof_uring_defer_taskrun
     aof_uring_submitted_batches aof_uring_completed_batches aof_uring_inflight_batches
@@ -113,7 +113,7 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         $other close
     }
 
-    test {uring fast: replies at submission, back-pressure bounds what is in flight} {
+    test {uring fast: replies before the fsync, back-pressure bounds the unsynced bytes} {
         r config set aof-uring-ack fast
         r config set aof-uring-debug-fsync-delay-ms 1500
         set t0 [clock milliseconds]
