@@ -135,6 +135,26 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         assert_equal [string repeat y 8192] [r get big2]
     }
 
+    test {uring: after a rotation, durable -> fast -> posix switches append at the right offset} {
+        # The INCR file opened by a rewrite has no O_APPEND: ring writes at
+        # explicit offsets leave the file position at 0 for write(2).
+        r bgrewriteaof
+        waitForBgrewriteaof r
+        for {set i 0} {$i < 50} {incr i} { r rpush rot durable-$i }
+        r config set aof-uring-ack fast
+        for {set i 0} {$i < 50} {incr i} { r rpush rot fast-$i }
+        r config set appendfsync-engine posix
+        for {set i 0} {$i < 50} {incr i} { r rpush rot posix-$i }
+        r config set appendfsync-engine uring
+        r config set aof-uring-ack durable
+        for {set i 0} {$i < 50} {incr i} { r rpush rot durable2-$i }
+        set digest [debug_digest]
+        r debug loadaof
+        assert_equal $digest [debug_digest]
+        assert_equal 200 [r llen rot]
+        assert_equal {durable-0 fast-0 posix-0 durable2-0} [list [r lindex rot 0] [r lindex rot 50] [r lindex rot 100] [r lindex rot 150]]
+    }
+
     test {uring: engine switch at runtime drains and keeps the data} {
         r set before-switch 1
         r config set appendfsync-engine posix
