@@ -529,8 +529,8 @@ func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container
 			"--script=" + configDir + "/" + exporterScriptFile,
 		},
 		VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
-		Env:   passwordEnv(rp, "REDIS_PASSWORD"),
-		Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: exporterPort, Protocol: corev1.ProtocolTCP}},
+		Env:          passwordEnv(rp, "REDIS_PASSWORD"),
+		Ports:        []corev1.ContainerPort{{Name: "metrics", ContainerPort: exporterPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("metrics")}},
 			PeriodSeconds: 10,
