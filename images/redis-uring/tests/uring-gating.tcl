@@ -155,6 +155,21 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         assert_equal {durable-0 fast-0 posix-0 durable2-0} [list [r lindex rot 0] [r lindex rot 50] [r lindex rot 100] [r lindex rot 150]]
     }
 
+    test {uring fast: acknowledged writes survive kill -9 while their fsync is still in flight} {
+        r config set aof-uring-ack fast
+        # No fdatasync completes before the kill.
+        r config set aof-uring-debug-fsync-delay-ms 10000
+        for {set i 0} {$i < 200} {incr i} { r incr killed-counter }
+        assert_equal 1 [s aof_uring_inflight_batches]
+        exec kill -9 [srv 0 pid]
+        wait_for_condition 100 50 {![ping_server [srv 0 host] [srv 0 port]]} else {
+            fail "server did not die"
+        }
+        restart_server 0 true false
+        assert_equal 200 [r get killed-counter]
+        assert_equal 1 [s aof_uring_active]
+    }
+
     test {uring: engine switch at runtime drains and keeps the data} {
         r set before-switch 1
         r config set appendfsync-engine posix
