@@ -401,6 +401,16 @@ func TestSecurityProfilesOperatorProvider(t *testing.T) {
 	}
 }
 
+func TestProfileInstalledElsewhere(t *testing.T) {
+	objs := render(t, values(t, "seccomp: {provider: none, localhostProfile: profiles/uring.json}"))
+	if n := len(find(objs, "DaemonSet", "")) + len(find(objs, "SeccompProfile", "")) + len(find(objs, "ConfigMap", "seccomp-profile")); n != 0 {
+		t.Errorf("provider none rendered %d profile installers", n)
+	}
+	if args := operatorArgs(t, objs); !slices.Contains(args, "--uring-seccomp-profile=profiles/uring.json") {
+		t.Errorf("operator args %q", args)
+	}
+}
+
 func TestStorageClassPresets(t *testing.T) {
 	if scs := find(render(t, nil), "StorageClass", ""); len(scs) != 0 {
 		t.Errorf("presets are opt-in, yet %d StorageClasses rendered by default", len(scs))
