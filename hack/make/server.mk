@@ -1,8 +1,14 @@
 ##@ Server
 
 .PHONY: test-server
-test-server: server-build ## The server's tests: upstream AOF Tcl suites in both engines, our Tcl tests, power cut, disk full, correctness.
+test-server: test-server-tcl test-server-harness ## All the server's tests: the Tcl suites and the durability harness.
+
+.PHONY: test-server-tcl
+test-server-tcl: server-build ## Upstream AOF Tcl suites with the posix engine and uring durable and fast, plus our Tcl tests.
 	$(MAKE) -C images/redis-uring test
+
+.PHONY: test-server-harness
+test-server-harness: server-build ## Power cut (ext4 on loop, EXT4_IOC_SHUTDOWN), disk full and correctness checks (root).
 	$(MAKE) -C images/redis-uring/harness test
 
 .PHONY: durability
@@ -12,3 +18,5 @@ durability: server-build ## >= 50 power-cut trials per durable mode (always, uri
 .PHONY: bench-server
 bench-server: server-build ## Benchmark every persistence mode on one volume: table, JSON and CSV.
 	$(MAKE) -C images/redis-uring/harness bench
+
+test: test-server-tcl
