@@ -19,7 +19,8 @@
 # Tags are what the operator and Makefile expect: IMG (default uring-redis-operator:dev),
 # REDIS_IMG (default redis-uring:8.1.1, the operator's --redis-image), BENCH_IMG (default
 # uring-redis-bench:dev); redis_exporter and the provisioner carry their upstream names.
-# E2E_REFRESH_BASE=1 rebuilds the Debian rootfs.
+# E2E_REFRESH_BASE=1 rebuilds the Debian rootfs; E2E_KEEP_BUILDER=1 leaves dockerd running
+# for the next call (the next call without it stops it).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -58,7 +59,7 @@ start_docker() {
     --data-root "$repo/bin/e2e/docker" --exec-root "$run/exec" \
     --iptables=false --ip-masq=false --bridge=none --oom-score-adjust=0 --cgroup-parent=/uring-e2e-docker \
     --default-ulimit nofile=20000:20000 --log-level=warn \
-    >"$cache/dockerd.log" 2>&1 </dev/null &
+    >"$cache/dockerd.log" 2>&1 </dev/null 9>&- &
   for _ in $(seq 100); do
     "${docker[@]}" version >/dev/null 2>&1 && return
     sleep 0.2
