@@ -21,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -78,8 +79,8 @@ func envOr(key, def string) string {
 }
 
 // localNVMe is the storage every scenario uses: the chart's localNvme preset,
-// ext4 on the node's local disks (loop devices on the offline test bed).
-var localNVMe = v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}
+// ext4 on the node's local disks (2G loop devices on the offline test bed).
+var localNVMe = v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: ptr.To(resource.MustParse("1Gi"))}
 
 func create(t *testing.T, name string, spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
 	t.Helper()
