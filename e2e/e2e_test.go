@@ -92,9 +92,14 @@ func create(t *testing.T, name string, spec v1alpha1.RedisPersistenceSpec) *v1al
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if !t.Failed() {
-			_ = k8s.Delete(context.Background(), rp)
+		if t.Failed() {
+			return
 		}
+		// Claims outlive a RedisPersistence by design; give the volume back
+		// to the test bed's small pool of local disks.
+		_ = k8s.Delete(context.Background(), rp)
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-0", Namespace: namespace}}
+		_ = k8s.Delete(context.Background(), pvc)
 	})
 	return rp
 }

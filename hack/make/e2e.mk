@@ -9,6 +9,8 @@ E2E_RELEASE ?= uring-redis
 E2E_NAMESPACE ?= uring-redis-system
 KUBECTL ?= $(ENVTEST_ASSETS)/kubectl
 E2E_IMAGES := redis-uring uring-redis-operator redis-exporter
+# Local ext4 volumes on the offline cluster: the full suite holds up to 12 at once.
+export E2E_DISKS ?= 16
 ifeq ($(E2E_CLUSTER),kind)
 E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kind.kubeconfig
 # kind's nodes have no local disks to discover: its local-path class backs local-nvme.
