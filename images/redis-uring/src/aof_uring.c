@@ -357,6 +357,21 @@ static void submitRing(void) {
     if (ret < 0) failStop("io_uring_submit", -ret);
 }
 
+/* Test knob (aof-uring-debug-fsync-delay-ms): link a timeout after the
+ * fsync so the batch is only durable once it fires. Returns the extra CQEs. */
+static int linkDebugDelay(struct io_uring_sqe *fsync_sqe) {
+    struct io_uring_sqe *sqe;
+
+    if (server.aof_uring_debug_fsync_delay_ms <= 0) return 0;
+    fsync_sqe->flags |= IOSQE_IO_LINK;
+    U.delay_ts.tv_sec = server.aof_uring_debug_fsync_delay_ms / 1000;
+    U.delay_ts.tv_nsec = (long long)(server.aof_uring_debug_fsync_delay_ms % 1000) * 1000000;
+    sqe = getSqe();
+    io_uring_prep_timeout(sqe, &U.delay_ts, 0, 0);
+    io_uring_sqe_set_data64(sqe, OP_DELAY);
+    return 1;
+}
+
 /* Queue write(rest of batch) -> fdatasync [-> debug delay], all linked. */
 static void submitRound(void) {
     struct io_uring_sqe *sqe;
@@ -373,17 +388,7 @@ static void submitRound(void) {
     io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
     sqe->flags |= fixed;
     io_uring_sqe_set_data64(sqe, OP_FSYNC);
-    U.pending_cqes = 2;
-    if (server.aof_uring_debug_fsync_delay_ms > 0) {
-        /* Test knob: the batch is only durable after this timeout fires. */
-        sqe->flags |= IOSQE_IO_LINK;
-        U.delay_ts.tv_sec = server.aof_uring_debug_fsync_delay_ms / 1000;
-        U.delay_ts.tv_nsec = (long long)(server.aof_uring_debug_fsync_delay_ms % 1000) * 1000000;
-        sqe = getSqe();
-        io_uring_prep_timeout(sqe, &U.delay_ts, 0, 0);
-        io_uring_sqe_set_data64(sqe, OP_DELAY);
-        U.pending_cqes = 3;
-    }
+    U.pending_cqes = 2 + linkDebugDelay(sqe);
     U.write_res = U.fsync_res = 0;
     submitRing();
 }
@@ -404,16 +409,7 @@ static void submitFsync(void) {
     io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
     if (U.fixed) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, OP_FSYNC);
-    U.pending_cqes = 1;
-    if (server.aof_uring_debug_fsync_delay_ms > 0) {
-        sqe->flags |= IOSQE_IO_LINK;
-        U.delay_ts.tv_sec = server.aof_uring_debug_fsync_delay_ms / 1000;
-        U.delay_ts.tv_nsec = (long long)(server.aof_uring_debug_fsync_delay_ms % 1000) * 1000000;
-        sqe = getSqe();
-        io_uring_prep_timeout(sqe, &U.delay_ts, 0, 0);
-        io_uring_sqe_set_data64(sqe, OP_DELAY);
-        U.pending_cqes = 2;
-    }
+    U.pending_cqes = 1 + linkDebugDelay(sqe);
     U.write_res = U.fsync_res = 0;
     U.inflight = 1;
     stats.submitted_batches++;
