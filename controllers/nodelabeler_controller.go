@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -72,7 +73,7 @@ func (r *NodeLabeler) SetupWithManager(mgr ctrl.Manager) error {
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				oldNode, newNode := e.ObjectOld.(*corev1.Node), e.ObjectNew.(*corev1.Node)
 				return oldNode.Status.NodeInfo.KernelVersion != newNode.Status.NodeInfo.KernelVersion ||
-					!mapsEqual(oldNode.Labels, newNode.Labels)
+					!maps.Equal(oldNode.Labels, newNode.Labels)
 			},
 		})).
 		Complete(r)

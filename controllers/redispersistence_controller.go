@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"strconv"
 	"time"
@@ -258,7 +259,7 @@ func buildPodMonitor(rp *v1alpha1.RedisPersistence) *unstructured.Unstructured {
 	return pm
 }
 
-func klogRef(obj client.Object) string { return obj.GetNamespace() + "/" + obj.GetName() }
+func klogRef(obj client.Object) string { return client.ObjectKeyFromObject(obj).String() }
 
 // SetupWithManager watches RedisPersistences, what they own, their pods and nodes.
 func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -288,7 +289,7 @@ var managedPods = predicate.NewPredicateFuncs(func(obj client.Object) bool {
 
 var nodeChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return !mapsEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
+		return !maps.Equal(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
 			e.ObjectOld.(*corev1.Node).Spec.Unschedulable != e.ObjectNew.(*corev1.Node).Spec.Unschedulable
 	},
 	GenericFunc: func(event.GenericEvent) bool { return false },
@@ -313,16 +314,4 @@ func (r *RedisPersistenceReconciler) allRedisPersistences(ctx context.Context, _
 		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rp)})
 	}
 	return requests
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
