@@ -95,7 +95,12 @@
  *    aof_last_write_errno are set (write commands are refused), the unwritten
  *    rest of the batch is put back in front of aof_buf and retried at most
  *    every 100 ms; when a write succeeds the status is cleared. In durable mode
- *    no reply has left, so unlike 'always' there is no need to exit.
+ *    no reply has left, so unlike 'always' there is no need to exit. In fast
+ *    mode the write is upstream's write(2) and its error path is upstream's
+ *    everysec one (flushAppendOnlyFile does not take the 'always' exit while
+ *    the engine is active): replies already left at write time, as with
+ *    everysec, the bytes stay in aof_buf and writes are refused until a
+ *    retry succeeds.
  *  - fsync error: fail-stop (log and exit(1)), as upstream 'always' does: the
  *    page cache state after a failed fsync is unknown.
  *  - Unexpected io_uring_submit / wait errors: fail-stop likewise.
