@@ -93,6 +93,16 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 	config := renderConfig(rp)
 	sts := buildStatefulSet(rp, r.Options, keys, config)
+	existing := &appsv1.StatefulSet{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(sts), existing); err == nil {
+		if kept, wanted, differ := keepClaimClass(sts, existing); differ {
+			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "StorageClassKept",
+				"the volume keeps StorageClass %s; storage profile %q now maps to %s, which only a new RedisPersistence uses",
+				kept, rp.Spec.Storage.Profile, wanted)
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("reading StatefulSet %s: %w", sts.Name, err)
+	}
 	desired := []client.Object{
 		buildConfigMap(rp, config),
 		buildHeadlessService(rp),

@@ -279,6 +279,26 @@ func storageClassName(rp *v1alpha1.RedisPersistence, opts Options) *string {
 	return nil // the cluster's default class
 }
 
+// keepClaimClass makes sts claim volumes of the class the existing StatefulSet
+// already claims. volumeClaimTemplates cannot change and the data lives on the
+// claims they made: when the class a storage profile maps to changes (operator
+// flags, chart values), an existing instance keeps its volume and only new
+// instances use the new class. It returns the class kept and the class sts
+// asked for, and whether they differ.
+func keepClaimClass(sts, existing *appsv1.StatefulSet) (kept, wanted string, differ bool) {
+	if len(sts.Spec.VolumeClaimTemplates) == 0 || len(existing.Spec.VolumeClaimTemplates) == 0 {
+		return "", "", false
+	}
+	want := &sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName
+	have := existing.Spec.VolumeClaimTemplates[0].Spec.StorageClassName
+	if ptr.Equal(*want, have) {
+		return "", "", false
+	}
+	kept, wanted = ptr.Deref(have, "(the cluster default)"), ptr.Deref(*want, "(the cluster default)")
+	*want = have
+	return kept, wanted, true
+}
+
 // defaultVolumeSize matches the CRD default, for objects that skipped defaulting.
 var defaultVolumeSize = resource.MustParse("8Gi")
 

@@ -153,3 +153,22 @@ func TestSeccompProfilePerMode(t *testing.T) {
 		t.Errorf("spec.uring.localhostProfile not honoured: %v", got)
 	}
 }
+
+func TestExistingVolumeKeepsItsClass(t *testing.T) {
+	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}})
+	existing := buildStatefulSet(rp, testOptions, OperatorKernelLabels, "")
+	moved := testOptions
+	moved.LocalNVMeStorageClass = "renamed-nvme"
+	sts := buildStatefulSet(rp, moved, OperatorKernelLabels, "")
+
+	kept, wanted, differ := keepClaimClass(sts, existing)
+	if !differ || kept != "uring-local-nvme" || wanted != "renamed-nvme" {
+		t.Errorf("keepClaimClass = %q, %q, %v; want the old class kept over the new one", kept, wanted, differ)
+	}
+	if got := ptr.Deref(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName, ""); got != "uring-local-nvme" {
+		t.Errorf("the claim template asks for %q; an existing volume cannot change class", got)
+	}
+	if _, _, differ := keepClaimClass(buildStatefulSet(rp, testOptions, OperatorKernelLabels, ""), existing); differ {
+		t.Error("an unchanged class is reported as changed")
+	}
+}
