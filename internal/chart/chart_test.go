@@ -486,6 +486,12 @@ func TestMonitoringOnlyWhereTheCRDsAreServed(t *testing.T) {
 			t.Errorf("the ServiceMonitor selects %s=%s; the Service has %v", k, v, svc.GetLabels())
 		}
 	}
+	// The benchmark metrics carry the benchmark's namespace label, which the
+	// dashboards filter on: Prometheus must not rename it to exported_namespace.
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(endpoints) != 1 || endpoints[0].(map[string]any)["honorLabels"] != true {
+		t.Errorf("ServiceMonitor endpoints %v, want one with honorLabels", endpoints)
+	}
 }
 
 func TestDashboardConfigMaps(t *testing.T) {
