@@ -1,6 +1,8 @@
 // Command bench-report renders benchmark results as a PNG: either a
 // RedisBenchmark as `kubectl get rbench NAME -o json` prints it, or the JSON
-// results the runner (cmd/bench) prints, one per line.
+// results the runner (cmd/bench) prints, one per line. With -table it also
+// prints the comparison table (one row per target, ratios to everysec and
+// always) on standard output.
 package main
 
 import (
@@ -21,14 +23,15 @@ func main() {
 	in := flag.String("in", "-", "RedisBenchmark JSON or runner results (JSON lines); - is stdin.")
 	out := flag.String("out", "bench-report.png", "PNG to write.")
 	title := flag.String("title", "", "Title (default: the benchmark's name).")
+	table := flag.Bool("table", false, "Also print the comparison table on standard output.")
 	flag.Parse()
-	if err := run(*in, *out, *title); err != nil {
+	if err := run(*in, *out, *title, *table); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-report:", err)
 		os.Exit(1)
 	}
 }
 
-func run(in, out, title string) error {
+func run(in, out, title string, table bool) error {
 	var data []byte
 	var err error
 	if in == "-" {
@@ -39,9 +42,14 @@ func run(in, out, title string) error {
 	if err != nil {
 		return err
 	}
-	results, name, err := decode(data)
+	results, crashes, name, err := decode(data)
 	if err != nil {
 		return err
+	}
+	if table {
+		if err := benchreport.Table(os.Stdout, results, crashes); err != nil {
+			return err
+		}
 	}
 	if title == "" {
 		title = "Persistence modes compared: " + name
@@ -54,24 +62,25 @@ func run(in, out, title string) error {
 }
 
 // decode reads a RedisBenchmark, or else a stream of runner results.
-func decode(data []byte) ([]v1alpha1.BenchmarkResult, string, error) {
+func decode(data []byte) ([]v1alpha1.BenchmarkResult, []v1alpha1.CrashCheckResult, string, error) {
 	var rb v1alpha1.RedisBenchmark
 	if err := json.Unmarshal(data, &rb); err == nil && rb.Kind == "RedisBenchmark" {
 		if len(rb.Status.Results) == 0 {
-			return nil, "", fmt.Errorf("RedisBenchmark %s has no results yet", rb.Name)
+			return nil, nil, "", fmt.Errorf("RedisBenchmark %s has no results yet", rb.Name)
 		}
-		return rb.Status.Results, rb.Name, nil
+		return rb.Status.Results, rb.Status.CrashChecks, rb.Name, nil
 	}
 	var results []v1alpha1.BenchmarkResult
+	var crashes []v1alpha1.CrashCheckResult
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for {
 		var r bench.Result
 		if err := dec.Decode(&r); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			return nil, "", fmt.Errorf("neither a RedisBenchmark nor runner results: %w", err)
+			return nil, nil, "", fmt.Errorf("neither a RedisBenchmark nor runner results: %w", err)
 		}
 		results = append(results, bench.StatusResults(r)...)
 	}
-	return results, "runner results", nil
+	return results, crashes, "runner results", nil
 }

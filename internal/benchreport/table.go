@@ -1,0 +1,111 @@
+package benchreport
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// writeCommands are the commands whose throughput a mode's row averages: the
+// writes, which are what persistence costs.
+var writeCommands = []string{"set", "hset", "lpush", "incr"}
+
+// row is one target's summary over the write commands.
+type row struct {
+	target, mode, engine string
+	ops                  float64 // mean ops/s over the write commands
+	cpu, p99, fsyncP99   float64 // means, µs
+	readP99              int64   // get-during-set p99, µs; 0 when not run
+	commands             int
+}
+
+// Table writes the comparison a person reads first: one row per target with
+// the mean throughput of the write commands, its ratio to the aof-everysec
+// and aof-always targets (when the benchmark has them), mean server CPU per
+// 1000 operations, mean p99, mean fsync p99, the p99 of GETs of untouched
+// keys during SET load, and the crash check. Ratios are of figures measured
+// in the same benchmark, one target after another on the same node.
+func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.CrashCheckResult) error {
+	var rows []*row
+	byTarget := map[string]*row{}
+	for _, r := range results {
+		x := byTarget[r.Target]
+		if x == nil {
+			x = &row{target: r.Target, mode: r.Mode, engine: r.Engine}
+			byTarget[r.Target] = x
+			rows = append(rows, x)
+		}
+		if r.Command == "get-during-set" {
+			x.readP99 = r.P99Micros
+			continue
+		}
+		if !slices.Contains(writeCommands, r.Command) {
+			continue
+		}
+		x.commands++
+		x.ops += float64(r.OpsPerSecond)
+		x.cpu += float64(r.CPUMicrosPerKop)
+		x.p99 += float64(r.P99Micros)
+		x.fsyncP99 += float64(r.FsyncP99Micros)
+	}
+	var summarized []*row
+	for _, x := range rows {
+		if x.commands == 0 {
+			continue
+		}
+		n := float64(x.commands)
+		x.ops, x.cpu, x.p99, x.fsyncP99 = x.ops/n, x.cpu/n, x.p99/n, x.fsyncP99/n
+		summarized = append(summarized, x)
+	}
+	if len(summarized) == 0 {
+		return fmt.Errorf("no results of a write command (%v)", writeCommands)
+	}
+	baseline := func(mode string) float64 {
+		for _, x := range summarized {
+			if x.mode == mode {
+				return x.ops
+			}
+		}
+		return 0
+	}
+	everysec, always := baseline("aof-everysec"), baseline("aof-always")
+	ratio := func(ops, base float64) string {
+		if base == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", ops/base)
+	}
+	crash := map[string]v1alpha1.CrashCheckResult{}
+	for _, c := range crashes {
+		crash[c.Target] = c
+	}
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "target\tmode\tengine\twrite ops/s\tvs everysec\tvs always\tCPU ms/kop\tp99 ms\tfsync p99 ms\tGET p99 ms during SET\tcrash: lost/acked\t")
+	for _, x := range summarized {
+		read, lost := "-", "-"
+		if x.readP99 > 0 {
+			read = fmt.Sprintf("%.2f", float64(x.readP99)/1000)
+		}
+		if c, ok := crash[x.target]; ok {
+			lost = fmt.Sprintf("%d/%d", c.LostKeys, c.AcknowledgedKeys)
+		}
+		fsync := "-"
+		if x.fsyncP99 > 0 {
+			fsync = fmt.Sprintf("%.2f", x.fsyncP99/1000)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%.2f\t%s\t%s\t%s\t\n", x.target, x.mode, orDash(x.engine),
+			x.ops, ratio(x.ops, everysec), ratio(x.ops, always), x.cpu/1000, x.p99/1000, fsync, read, lost)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
