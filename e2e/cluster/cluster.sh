@@ -20,7 +20,8 @@
 # passed to containerd, kubelet and kube-proxy below.
 #
 # Environment: E2E_DISKS (default 10) and E2E_DISK_SIZE (default 2G) size the local
-# volumes; KUBECTL picks the kubectl binary.
+# volumes; E2E_STORAGE=chart leaves serving them to the chart's localNvme preset;
+# KUBECTL picks the kubectl binary.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -417,11 +418,18 @@ node_ready() {
 
 # The local-static-provisioner DaemonSet and its StorageClass; its image comes from
 # e2e/images (built on first use, then cached as an archive that import_images loads).
+# With E2E_STORAGE=chart the disks are made but the chart's localNvme preset deploys the
+# provisioner and the class (`make e2e`), so the suite runs on the production path;
+# a provisioner this script deployed earlier is removed so the two never compete.
 deploy_storage() {
-  make_disks
   [[ -f $repo/bin/e2e/images/local-volume-provisioner.tar ]] || "$repo/e2e/images/build.sh" local-volume-provisioner
-  sed -e "s|@DISCOVERY_DIR@|$disks|g" -e "s|@STORAGE_CLASS@|$storage_class|g" "$here/local-provisioner.yaml" |
-    kubectl apply -f - >/dev/null
+  local manifest
+  manifest=$(sed -e "s|@DISCOVERY_DIR@|$disks|g" -e "s|@STORAGE_CLASS@|$storage_class|g" "$here/local-provisioner.yaml")
+  if [[ ${E2E_STORAGE:-cluster} == chart ]]; then
+    kubectl delete --ignore-not-found -f - <<<"$manifest" >/dev/null
+  else
+    kubectl apply -f - <<<"$manifest" >/dev/null
+  fi
 }
 
 # Every image archive built earlier by e2e/images/build.sh, so a re-created cluster has
@@ -597,6 +605,7 @@ up() {
   local start=$SECONDS
   if all_running; then
     log "already up"
+    deploy_storage
   else
     ensure_binaries
     ensure_pause_image
@@ -605,8 +614,9 @@ up() {
     boot
     wait "$images_pid"
     log "images imported after ${SECONDS}s"
+    make_disks
     deploy_storage
-    wait_for "local PVs" 120 wait_for_pvs
+    [[ ${E2E_STORAGE:-cluster} == chart ]] || wait_for "local PVs" 120 wait_for_pvs
     touch "$run/complete"
     log "up in $((SECONDS - start))s"
   fi

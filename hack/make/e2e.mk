@@ -5,10 +5,11 @@
 # named uring-e2e, for machines with Docker and kind (images are loaded with
 # `kind load`, volumes come from kind's local-path class).
 E2E_CLUSTER ?= local
-E2E_RELEASE ?= uring-redis
+# A release named like the chart keeps object names short (fullname = release name).
+E2E_RELEASE ?= uring-redis-operator
 E2E_NAMESPACE ?= uring-redis-system
 KUBECTL ?= $(ENVTEST_ASSETS)/kubectl
-E2E_IMAGES := redis-uring uring-redis-operator redis-exporter
+E2E_IMAGES := redis-uring uring-redis-operator redis-exporter uring-redis-bench
 # Local ext4 volumes on the offline cluster: the full suite holds up to 12 at once.
 export E2E_DISKS ?= 16
 ifeq ($(E2E_CLUSTER),kind)
@@ -17,9 +18,10 @@ E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kind.kubeconfig
 E2E_HELM_ARGS ?= --set storageClasses.localNvme.create=false --set storageClasses.localNvme.name=standard
 else
 E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kubeconfig
-# e2e/cluster serves uring-local-ext4 with the same local-static-provisioner the
-# chart's localNvme preset deploys; the operator's local-nvme profile points at it.
-E2E_HELM_ARGS ?= --set storageClasses.localNvme.create=false
+# e2e/cluster makes the node's ext4 disks; the chart's localNvme preset
+# (ci/e2e-values.yaml) publishes them with local-static-provisioner, as in production.
+export E2E_STORAGE ?= chart
+E2E_HELM_ARGS ?=
 endif
 
 .PHONY: e2e-up
@@ -36,8 +38,9 @@ e2e-images: ## Build the images from the repository's Dockerfiles and load them 
 ifeq ($(E2E_CLUSTER),kind)
 	docker build -t uring-redis-operator:dev .
 	docker build -t redis-uring:8.1.1 -f images/redis-uring/Dockerfile .
+	docker build -t uring-redis-bench:dev -f images/bench/Dockerfile .
 	docker build -t oliver006/redis_exporter:$$(awk '$$1 == "require" {print $$3}' e2e/images/redis-exporter/go.mod) e2e/images/redis-exporter
-	kind load docker-image --name uring-e2e uring-redis-operator:dev redis-uring:8.1.1 \
+	kind load docker-image --name uring-e2e uring-redis-operator:dev redis-uring:8.1.1 uring-redis-bench:dev \
 		oliver006/redis_exporter:$$(awk '$$1 == "require" {print $$3}' e2e/images/redis-exporter/go.mod)
 else
 	e2e/images/build.sh $(E2E_IMAGES)
@@ -50,8 +53,10 @@ e2e-install: $(HELM) ## Install or upgrade the operator on the e2e cluster with 
 		$(E2E_HELM_ARGS) --wait --timeout 5m
 
 .PHONY: e2e
-e2e: e2e-up e2e-images e2e-install ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset).
-	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) go test -tags e2e ./e2e -count=1 -v -timeout 45m $(E2E_ARGS)
+e2e: e2e-up e2e-images e2e-install build-installer ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset).
+	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) E2E_HELM=$(HELM) E2E_RELEASE=$(E2E_RELEASE) \
+		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_INSTALL_YAML=$(CURDIR)/dist/install.yaml \
+		go test -tags e2e ./e2e -count=1 -v -timeout 60m $(E2E_ARGS)
 
 .PHONY: e2e-down
 e2e-down: ## Remove the e2e cluster and everything it made (caches under bin/ stay).
@@ -60,3 +65,17 @@ ifeq ($(E2E_CLUSTER),kind)
 else
 	e2e/cluster/cluster.sh down
 endif
+
+.PHONY: print-e2e-kubeconfig print-kubectl
+print-e2e-kubeconfig: ; @echo $(E2E_KUBECONFIG)
+print-kubectl: ; @echo $(KUBECTL)
+
+##@ Demo
+
+.PHONY: demo
+demo: ## The main job: cluster, images, chart, one RedisPersistence per mode, a RedisBenchmark, the comparison table, PNG and Prometheus.
+	hack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Remove everything `make demo` made, the cluster included (caches under bin/ stay).
+	hack/demo.sh down

@@ -1,0 +1,191 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// TestBenchmarkComparesModes runs the product's main job on the cluster: a
+// RedisBenchmark across aof always, aof everysec, uring durable and uring fast
+// on the same node and volume class, with the mixed read run and the crash
+// check. Every target must report every command, the uring targets their
+// fsyncs, and the durable modes lose no acknowledged write when the server is
+// killed. The figures are printed; their size is not asserted (see
+// `make bench-server` for the measured comparison).
+func TestBenchmarkComparesModes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the benchmark runs four targets one after another; it runs in the full suite only")
+	}
+	ctx := context.Background()
+	targets := []struct {
+		name, mode string
+		spec       v1alpha1.RedisPersistenceSpec
+	}{
+		{"cmp-always", "aof-always", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}}},
+		{"cmp-everysec", "aof-everysec", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}}},
+		{"cmp-durable", "uring-durable", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}}},
+		{"cmp-fast", "uring-fast", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast}}},
+	}
+	var names []string
+	for _, target := range targets {
+		create(t, target.name, target.spec)
+		names = append(names, target.name)
+	}
+	for _, target := range targets {
+		waitReady(t, target.name)
+	}
+
+	commands := []v1alpha1.BenchmarkCommand{v1alpha1.CommandSet, v1alpha1.CommandHSet, v1alpha1.CommandLPush, v1alpha1.CommandIncr}
+	rb := &v1alpha1.RedisBenchmark{
+		ObjectMeta: metav1.ObjectMeta{Name: "modes", Namespace: namespace},
+		Spec: v1alpha1.RedisBenchmarkSpec{
+			Targets: names,
+			Workload: v1alpha1.BenchmarkWorkload{
+				Commands:   commands,
+				Requests:   int32(envInt(t, "E2E_BENCH_REQUESTS", 20000)),
+				Clients:    50,
+				MixedReads: true,
+			},
+			CrashCheck: &v1alpha1.CrashCheckSpec{Clients: 20, WriteSeconds: 3},
+		},
+	}
+	if err := k8s.Create(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Minute)
+	for {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rb), rb); err != nil {
+			t.Fatal(err)
+		}
+		if c := meta.FindStatusCondition(rb.Status.Conditions, v1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+			t.Fatalf("benchmark failed: %s: %s\n%s", c.Reason, c.Message, jobLogs(t, rb.Status.CurrentJob))
+		}
+		if meta.IsStatusConditionTrue(rb.Status.Conditions, v1alpha1.ConditionComplete) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("benchmark not complete after 20m: %+v\n%s", rb.Status, jobLogs(t, rb.Status.CurrentJob))
+		}
+		time.Sleep(5 * time.Second)
+	}
+
+	var table strings.Builder
+	w := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "target\tmode\tengine\tcommand\tops/s\tp50 µs\tp99 µs\tCPU µs/kop\tfsyncs\tfsync p99 µs\t")
+	for _, r := range rb.Status.Results {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Target, r.Mode, r.Engine, r.Command,
+			r.OpsPerSecond, r.P50Micros, r.P99Micros, r.CPUMicrosPerKop, r.FsyncCount, r.FsyncP99Micros)
+	}
+	_ = w.Flush()
+	t.Logf("RedisBenchmark %s results (%d requests per command, 50 clients):\n%s", rb.Name, rb.Spec.Workload.Requests, table.String())
+
+	if len(rb.Status.Results) != len(targets)*(len(commands)+1) {
+		t.Errorf("%d results, want %d (every command plus get-during-set on every target)", len(rb.Status.Results), len(targets)*(len(commands)+1))
+	}
+	for _, target := range targets {
+		seen := map[string]bool{}
+		for _, r := range rb.Status.Results {
+			if r.Target != target.name {
+				continue
+			}
+			seen[r.Command] = true
+			if r.Mode != target.mode || r.OpsPerSecond <= 0 || r.P99Micros <= 0 || r.CPUMicrosPerKop <= 0 {
+				t.Errorf("%s %s: mode %q (want %q), %d ops/s, p99 %d µs, %d CPU µs/kop", target.name, r.Command, r.Mode, target.mode, r.OpsPerSecond, r.P99Micros, r.CPUMicrosPerKop)
+			}
+			uring := strings.HasPrefix(target.mode, "uring")
+			if uring && r.Engine != "uring" {
+				t.Errorf("%s %s: engine %q, want uring", target.name, r.Command, r.Engine)
+			}
+			if uring && r.Command != "get-during-set" && r.FsyncCount == 0 {
+				t.Errorf("%s %s: the uring engine reported no fsync during a write workload", target.name, r.Command)
+			}
+		}
+		for _, c := range append(commands, "get-during-set") {
+			if !seen[string(c)] {
+				t.Errorf("%s: no result for %s", target.name, c)
+			}
+		}
+	}
+
+	if len(rb.Status.CrashChecks) != len(targets) {
+		t.Fatalf("%d crash checks, want %d: %+v", len(rb.Status.CrashChecks), len(targets), rb.Status.CrashChecks)
+	}
+	for _, cc := range rb.Status.CrashChecks {
+		t.Logf("crash check %s (%s): %d acknowledged, %d lost, durable=%v", cc.Target, cc.Mode, cc.AcknowledgedKeys, cc.LostKeys, cc.Durable)
+		durable := cc.Mode == "aof-always" || cc.Mode == "uring-durable"
+		if cc.AcknowledgedKeys == 0 || cc.Durable != durable || (durable && cc.LostKeys != 0) {
+			t.Errorf("crash check %s: %+v (a durable mode must lose nothing)", cc.Target, cc)
+		}
+	}
+
+	// The operator exports the results for the "Persistence modes compared"
+	// dashboard; read them where Prometheus would.
+	metrics := operatorMetrics(t)
+	for _, target := range targets {
+		want := fmt.Sprintf(`uringredis_benchmark_ops_per_second{benchmark="modes",command="set",mode="%s",namespace="%s",target="%s"}`, target.mode, namespace, target.name)
+		if !strings.Contains(metrics, want) {
+			t.Errorf("the operator's metrics lack %s", want)
+		}
+	}
+}
+
+func envInt(t *testing.T, key string, def int) int {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	var n int
+	if _, err := fmt.Sscan(v, &n); err != nil {
+		t.Fatalf("%s=%q: %v", key, v, err)
+	}
+	return n
+}
+
+// operatorMetrics reads the operator's /metrics through the API server's pod proxy.
+func operatorMetrics(t *testing.T) string {
+	t.Helper()
+	operatorNS := envOr("E2E_NAMESPACE", "uring-redis-system")
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/name": "uring-redis-operator"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods.Items {
+		if pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
+			return run(t, kubectl[0], append(kubectl[1:], "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:8080/proxy/metrics", operatorNS, pod.Name))...)
+		}
+	}
+	t.Fatalf("no running operator pod in %s", operatorNS)
+	return ""
+}
+
+// jobLogs is the runner's output, for a failure message.
+func jobLogs(t *testing.T, job string) string {
+	t.Helper()
+	if job == "" {
+		return ""
+	}
+	cmd := append(append([]string{}, kubectl[1:]...), "-n", namespace, "logs", "job/"+job, "--tail", "50")
+	out, _ := execOutput(kubectl[0], cmd...)
+	return out
+}
+
+func execOutput(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).CombinedOutput()
+	return string(out), err
+}
