@@ -32,6 +32,9 @@ go_version=${go_version#go}
 go_image=golang:${go_version%.*}-trixie
 base_image=debian:trixie-slim
 docker=(/usr/bin/docker -H "unix://$run/docker.sock")
+# BuildKit (built into Debian's dockerd): the Go Dockerfiles keep their module and
+# build caches in cache mounts, shared by every build of this daemon.
+export DOCKER_BUILDKIT=1
 containerd_sock=/run/uring-e2e/containerd/containerd.sock
 
 # name -> "image|Dockerfile|context" (paths relative to the repo). The project's own
@@ -155,7 +158,7 @@ build() {
   IFS='|' read -r image dockerfile context <<<"${images[$name]}"
   log "building $image"
   local start=$SECONDS
-  "${docker[@]}" build --network host \
+  "${docker[@]}" build --progress plain --network host \
     --build-arg "BASE_IMAGE=$base_image" --build-arg "GO_IMAGE=$go_image" \
     --build-arg "REDIS_IMAGE=${images[redis-uring]%%|*}" --build-arg "GOPROXY=$(go env GOPROXY)" \
     -t "$image" -f "$repo/$dockerfile" "$repo/$context" >"$cache/$name.build.log" 2>&1 ||
