@@ -17,17 +17,19 @@ $(shell mkdir -p $(LOCALBIN) && [ -f $(LOCALBIN)/go.mod ] || printf 'module igno
 CONTROLLER_TOOLS_VERSION ?= v0.16.5
 KUSTOMIZE_VERSION ?= v5.4.3
 GOLANGCI_LINT_VERSION ?= v2.15.0
+CRD_REF_DOCS_VERSION ?= v0.3.0
 KUBERNETES_VERSION := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {print $$3}' hack/k8s/go.mod)
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 
 IMG ?= uring-redis-operator:dev
 
 # What `make generate` writes; `make verify` fails when any of it differs from git.
-GENERATED := api config/crd config/rbac/role.yaml
+GENERATED := api config/crd config/rbac/role.yaml docs/api.md
 
 ##@ General
 
@@ -38,8 +40,12 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: manifests ## Generate deepcopy code, CRDs and RBAC (everything `verify` checks).
+generate: manifests api-docs ## Generate deepcopy code, CRDs and RBAC (everything `verify` checks).
 	$(CONTROLLER_GEN) object paths="./api/..."
+
+.PHONY: api-docs
+api-docs: $(CRD_REF_DOCS) ## Generate the CRD reference (docs/api.md) from the API types' comments and markers.
+	$(CRD_REF_DOCS) --source-path=./api --config=hack/api-docs.yaml --renderer=markdown --output-path=docs/api.md >/dev/null
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC role from the API types and markers.
@@ -99,6 +105,9 @@ $(KUSTOMIZE):
 
 $(GOLANGCI_LINT):
 	hack/go-install-tool.sh $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint $(GOLANGCI_LINT_VERSION)
+
+$(CRD_REF_DOCS):
+	hack/go-install-tool.sh $@ github.com/elastic/crd-ref-docs $(CRD_REF_DOCS_VERSION)
 
 # Each area's targets live beside the Makefile in hack/make/<area>.mk
 # (chart, e2e, observability, server); `make help` lists them too.
