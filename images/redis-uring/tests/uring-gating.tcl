@@ -9,7 +9,8 @@ set ::uring_info_fields {
     aof_uring_inflight_bytes aof_uring_pending_bytes aof_uring_submitted_bytes
     aof_uring_written_bytes aof_uring_backpressure_events aof_uring_short_writes
     aof_uring_write_errors aof_uring_held_clients aof_uring_held_events
-    aof_uring_gated_reads aof_uring_durable_offset aof_uring_durable_lag_bytes
+    aof_uring_gated_reads aof_uring_coalesce_waits aof_uring_durable_offset
+    aof_uring_durable_lag_bytes
     aof_uring_fsync_count aof_uring_fsync_usec_sum aof_uring_fsync_usec_p50
     aof_uring_fsync_usec_p99 aof_uring_fsync_usec_max
     aof_uring_fsync_usec_bucket_le_50 aof_uring_fsync_usec_bucket_le_1000
