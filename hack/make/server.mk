@@ -8,7 +8,7 @@ test-server-tcl: server-build ## Upstream AOF Tcl suites with the posix engine a
 	$(MAKE) -C images/redis-uring test
 
 .PHONY: test-server-harness
-test-server-harness: server-build ## Power cut (ext4 on loop, EXT4_IOC_SHUTDOWN), disk full and correctness checks (root).
+test-server-harness: server-build ## Quick harness suite (root, ~4 min): power cut (ext4 on loop, EXT4_IOC_SHUTDOWN), disk full, correctness.
 	$(MAKE) -C images/redis-uring/harness test
 
 .PHONY: durability
@@ -19,4 +19,6 @@ durability: server-build ## >= 50 power-cut trials per durable mode (always, uri
 bench-server: server-build ## Benchmark every persistence mode on one volume: table, JSON and CSV.
 	$(MAKE) -C images/redis-uring/harness bench
 
-test: test-server-tcl
+# `make test` runs the server's Tcl suites and the durability harness' quick
+# suite (root: loop devices and mounts).
+test: test-server
