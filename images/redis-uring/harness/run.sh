@@ -38,7 +38,7 @@ while read -r dev back; do
   [[ $back == "$dir"/* ]] || continue
   left=1
   losetup -d "$dev"
-done < <(losetup -rn -O NAME,BACK-FILE)
+done < <(losetup --list --noheadings --raw --output NAME,BACK-FILE)
 rm -rf "$dir"
 [[ $left -eq 0 ]] || echo "run.sh: removed mounts/loop devices the harness left under $dir" >&2
 exit "$rc"
