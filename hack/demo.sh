@@ -1,0 +1,224 @@
+#!/usr/bin/env bash
+# make demo: the product's main job, end to end, on this machine.
+#
+#   hack/demo.sh        # cluster -> images -> helm install -> one RedisPersistence per mode
+#                       # -> RedisBenchmark -> comparison table + PNG -> Prometheus
+#   hack/demo.sh down   # remove what it made (the cluster included); caches under bin/ stay
+#
+# The cluster is kind when docker and kind are present and work (E2E_CLUSTER=kind),
+# else the offline one-node cluster of e2e/cluster (E2E_CLUSTER=local); set E2E_CLUSTER
+# to choose. DEMO_REQUESTS (default 100000) sizes each command of the benchmark.
+# Every step logs to bin/demo/logs/<step>.log; a failure names the step and its log.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+work=$repo/bin/demo
+logs=$work/logs
+ns=uring-demo
+requests=${DEMO_REQUESTS:-100000}
+prom_port=${DEMO_PROMETHEUS_PORT:-9090}
+make=(make --no-print-directory)
+
+if [[ -z ${E2E_CLUSTER:-} ]]; then
+  if command -v kind >/dev/null && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+    E2E_CLUSTER=kind
+  else
+    E2E_CLUSTER=local
+  fi
+fi
+export E2E_CLUSTER
+kubeconfig=$("${make[@]}" -s print-e2e-kubeconfig)
+kubectl_bin=$("${make[@]}" -s print-kubectl)
+kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
+
+start=$SECONDS
+elapsed() { local s=$((SECONDS - ${1:-$start})); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
+total_steps=7
+n=0
+# step NAME COMMAND...: runs COMMAND with its output in bin/demo/logs/NAME.log,
+# saying every 30 s that it is still at it.
+step() {
+  local name=$1 log=$logs/$1.log t0=$SECONDS ticker rc=0
+  shift
+  n=$((n + 1))
+  printf '[demo %d/%d] %s (started at %s)\n' "$n" "$total_steps" "$name" "$(elapsed)"
+  (while sleep 30; do
+    printf '           ... %s, %s so far: %s\n' "$name" "$(elapsed "$t0")" "$(tail -n 1 "$log" | tr -s ' ' | cut -c1-90)"
+  done) &
+  ticker=$!
+  "$@" >"$log" 2>&1 || rc=$?
+  kill "$ticker" 2>/dev/null || true
+  wait "$ticker" 2>/dev/null || true
+  if ((rc != 0)); then
+    printf '\ndemo: step "%s" failed after %s (exit %d). Last lines of %s:\n' "$name" "$(elapsed "$t0")" "$rc" "$log" >&2
+    tail -n 25 "$log" | sed 's/^/  | /' >&2
+    exit "$rc"
+  fi
+  printf '           done in %s\n' "$(elapsed "$t0")"
+}
+
+# The modes compared, as RedisPersistence specs, in benchmark order.
+targets=(demo-none demo-everysec demo-always demo-uring-durable demo-uring-fast)
+declare -A specs=(
+  [demo-none]='mode: none'
+  [demo-everysec]=$'mode: aof\n  aof: {fsync: everysec}'
+  [demo-always]=$'mode: aof\n  aof: {fsync: always}'
+  [demo-uring-durable]=$'mode: uring\n  uring: {ack: durable}'
+  [demo-uring-fast]=$'mode: uring\n  uring: {ack: fast}'
+)
+
+instances() {
+  kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f -
+  local t
+  for t in "${targets[@]}"; do
+    cat <<EOF
+---
+apiVersion: persistence.uringredis.io/v1alpha1
+kind: RedisPersistence
+metadata: {name: $t, namespace: $ns}
+spec:
+  ${specs[$t]}
+  storage: {profile: local-nvme, size: 1Gi}
+EOF
+  done | tee "$work/instances.yaml" | kubectl apply -f -
+  kubectl -n "$ns" wait redispersistence --all --for=condition=Ready --timeout=10m
+  kubectl -n "$ns" get redispersistence -o wide
+}
+
+benchmark() {
+  kubectl -n "$ns" delete redisbenchmark modes --ignore-not-found --wait
+  cat <<EOF | tee "$work/benchmark.yaml" | kubectl apply -f -
+apiVersion: persistence.uringredis.io/v1alpha1
+kind: RedisBenchmark
+metadata: {name: modes, namespace: $ns}
+spec:
+  targets: [$(IFS=,; echo "${targets[*]}" | sed 's/,/, /g')]
+  workload: {commands: [set, hset, lpush, incr], requests: $requests, clients: 50, mixedReads: true}
+  crashCheck: {clients: 50, writeSeconds: 5}
+EOF
+  local deadline=$((SECONDS + 3600)) complete failed
+  while ((SECONDS < deadline)); do
+    complete=$(kubectl -n "$ns" get redisbenchmark modes -o 'jsonpath={.status.conditions[?(@.type=="Complete")].status}')
+    failed=$(kubectl -n "$ns" get redisbenchmark modes -o 'jsonpath={.status.conditions[?(@.type=="Failed")].status}')
+    kubectl -n "$ns" get redisbenchmark modes --no-headers
+    if [[ $failed == True ]]; then
+      kubectl -n "$ns" get redisbenchmark modes -o yaml
+      return 1
+    fi
+    [[ $complete == True ]] && return 0
+    sleep 10
+  done
+  echo "the benchmark did not complete within an hour" >&2
+  return 1
+}
+
+report() {
+  kubectl -n "$ns" get redisbenchmark modes -o json >"$work/modes.json"
+  go run ./internal/benchreport/cmd/bench-report -in "$work/modes.json" -out "$work/bench-report.png" -table \
+    -title "Persistence modes compared ($E2E_CLUSTER cluster, $requests requests per command, 50 clients)" >"$work/table.txt"
+  cat "$work/table.txt"
+}
+
+# A Prometheus (Debian's build, as in the tests) on this machine, discovering the
+# exporters and the operator through the API server. Pod IPs are routable from
+# the host only on the local cluster.
+prometheus() {
+  local dir
+  dir=$(hack/prometheus-tools.sh)
+  stop_prometheus
+  mkdir -p "$work/prometheus"
+  cat >"$work/prometheus/prometheus.yml" <<EOF
+global: {scrape_interval: 5s}
+scrape_configs:
+  - job_name: redis
+    kubernetes_sd_configs: [{role: pod, kubeconfig_file: $kubeconfig, namespaces: {names: [$ns]}}]
+    relabel_configs:
+      - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}
+      - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
+      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+  - job_name: uring-redis-operator
+    honor_labels: true # its benchmark metrics carry the benchmark's namespace
+    kubernetes_sd_configs: [{role: pod, kubeconfig_file: $kubeconfig, namespaces: {names: [uring-redis-system]}}]
+    relabel_configs:
+      - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}
+      - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+EOF
+  "$dir/promtool" check config "$work/prometheus/prometheus.yml"
+  setsid "$dir/prometheus" --config.file="$work/prometheus/prometheus.yml" --storage.tsdb.path="$work/prometheus/data" \
+    --web.listen-address="127.0.0.1:$prom_port" >"$logs/prometheus-server.log" 2>&1 </dev/null &
+  echo $! >"$work/prometheus/pid"
+  local query result
+  for query in 'count(up{job="redis"} == 1)' 'count(uringredis_benchmark_ops_per_second)'; do
+    for _ in $(seq 60); do
+      result=$(curl -fsS "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$query" 2>/dev/null || true)
+      [[ $result == *'"value":['* ]] && break
+      sleep 2
+    done
+    [[ $result == *'"value":['* ]] || { echo "Prometheus has no data for $query: $result" >&2; return 1; }
+    echo "$query -> $(grep -o '"value":\[[^]]*\]' <<<"$result")"
+  done
+}
+
+stop_prometheus() {
+  local pid
+  pid=$(cat "$work/prometheus/pid" 2>/dev/null) || return 0
+  kill "$pid" 2>/dev/null || true
+  rm -f "$work/prometheus/pid"
+}
+
+down() {
+  stop_prometheus
+  "${make[@]}" e2e-down
+  rm -rf "$work"
+  echo "demo: removed (caches under bin/ stay)"
+}
+
+case ${1:-up} in
+  down)
+    down
+    exit
+    ;;
+  up) ;;
+  *)
+    echo "usage: $0 [up|down]" >&2
+    exit 2
+    ;;
+esac
+
+mkdir -p "$logs"
+echo "demo: $E2E_CLUSTER cluster; logs in $logs"
+step cluster "${make[@]}" e2e-up
+step images "${make[@]}" e2e-images
+step operator "${make[@]}" e2e-install
+step instances instances
+step benchmark benchmark
+step report report
+if [[ $E2E_CLUSTER == local ]]; then
+  step prometheus prometheus
+else
+  total_steps=$n
+fi
+
+cat <<EOF
+
+Persistence modes compared on this machine (RedisBenchmark $ns/modes; write ops/s is the
+mean over SET, HSET, LPUSH and INCR; ratios are to the everysec and always targets of the
+same run; crash: a kill of the server during 5 s of writes by 50 clients):
+
+$(cat "$work/table.txt")
+
+Report:      $work/bench-report.png
+Results:     kubectl --kubeconfig $kubeconfig -n $ns get redisbenchmark modes -o yaml
+EOF
+if [[ $E2E_CLUSTER == local ]]; then
+  cat <<EOF
+Prometheus:  http://127.0.0.1:$prom_port (scrapes the exporters in $ns and the operator)
+             e.g. uringredis_benchmark_ops_per_second, redis_script_values{key="aof_uring_active"}
+EOF
+fi
+cat <<EOF
+Dashboards:  charts/uring-redis-operator/dashboards/*.json. With the chart's grafana.dashboards.enabled
+             a Grafana sidecar loads them (label grafana_dashboard: "1"); else import each file in
+             Grafana (Dashboards > New > Import) and pick the Prometheus data source.
+Done in $(elapsed). Remove it all with: make demo-down
+EOF
