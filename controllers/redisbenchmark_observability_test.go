@@ -6,14 +6,12 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,16 +23,6 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
-
-// Grafana's variables as the dashboards' "All" selects them.
-var grafanaVariables = strings.NewReplacer(
-	"$namespace", ".*",
-	"$benchmark", ".*",
-	"$pod", ".*",
-	"$__rate_interval", "5s",
-)
-
-var labelValues = regexp.MustCompile(`^label_values\((.*), (\w+)\)$`)
 
 // TestDashboardQueriesReturnData runs every panel's and variable's PromQL
 // against a real Prometheus that scraped real redis_exporters (with the
@@ -129,27 +117,9 @@ scrape_configs:
 		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionTrue, ReasonBenchmarkSucceeded)
 	})
 
-	queries := map[string]string{} // description -> PromQL
-	for _, g := range dashboards.All() {
-		d, err := g.Build()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for panel, exprs := range dashboards.Queries(d) {
-			for i, expr := range exprs {
-				queries[fmt.Sprintf("%s / %s #%d", g.File, panel, i)] = grafanaVariables.Replace(expr)
-			}
-		}
-		for _, v := range d.Templating.List {
-			if v.Type != dashboard.VariableTypeQuery {
-				continue
-			}
-			m := labelValues.FindStringSubmatch(*v.Query.String)
-			if m == nil {
-				t.Fatalf("%s: variable %s: query %q is not label_values(metric, label)", g.File, v.Name, *v.Query.String)
-			}
-			queries[fmt.Sprintf("%s / variable %s", g.File, v.Name)] = grafanaVariables.Replace(fmt.Sprintf("count by (%s) (%s)", m[2], m[1]))
-		}
+	queries, err := dashboards.AllQueries("5s")
+	if err != nil {
+		t.Fatal(err)
 	}
 	if len(queries) < 15 {
 		t.Fatalf("only %d queries found in the dashboards", len(queries))

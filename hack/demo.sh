@@ -2,7 +2,7 @@
 # make demo: the product's main job, end to end, on this machine.
 #
 #   hack/demo.sh        # cluster -> images -> helm install -> one RedisPersistence per mode
-#                       # -> RedisBenchmark -> comparison table + PNG -> Prometheus
+#                       # -> Prometheus -> RedisBenchmark -> comparison table + PNG -> dashboard queries
 #   hack/demo.sh down   # remove what it made (the cluster included); caches under bin/ stay
 #
 # The cluster is kind when docker and kind are present and work (E2E_CLUSTER=kind),
@@ -33,7 +33,7 @@ kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
 
 start=$SECONDS
 elapsed() { local s=$((SECONDS - ${1:-$start})); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
-total_steps=7
+total_steps=6
 n=0
 # step NAME COMMAND...: runs COMMAND with its output in bin/demo/logs/NAME.log,
 # saying every 30 s that it is still at it.
@@ -147,16 +147,29 @@ EOF
   setsid "$dir/prometheus" --config.file="$work/prometheus/prometheus.yml" --storage.tsdb.path="$work/prometheus/data" \
     --web.listen-address="127.0.0.1:$prom_port" >"$logs/prometheus-server.log" 2>&1 </dev/null &
   echo $! >"$work/prometheus/pid"
-  local query result
-  for query in 'count(up{job="redis"} == 1)' 'count(uringredis_benchmark_ops_per_second)'; do
-    for _ in $(seq 60); do
-      result=$(curl -fsS "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$query" 2>/dev/null || true)
-      [[ $result == *'"value":['* ]] && break
-      sleep 2
-    done
-    [[ $result == *'"value":['* ]] || { echo "Prometheus has no data for $query: $result" >&2; return 1; }
-    echo "$query -> $(grep -o '"value":\[[^]]*\]' <<<"$result")"
+  prom_has_data "count(up{job=\"redis\"} == 1) == ${#targets[@]}"
+  prom_has_data 'count(up{job="uring-redis-operator"} == 1)'
+}
+
+prom_has_data() {
+  local result
+  for _ in $(seq 60); do
+    result=$(curl -fsS "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$1" 2>/dev/null || true)
+    if [[ $result == *'"value":['* ]]; then
+      echo "$1 -> $(grep -o '"value":\[[^]]*\]' <<<"$result")"
+      return
+    fi
+    sleep 2
   done
+  echo "Prometheus has no data for $1: $result" >&2
+  return 1
+}
+
+# Every query of the chart's dashboards must return data from this
+# Prometheus: the benchmark's metrics and the exporters' live ones.
+dashboards() {
+  prom_has_data 'count(uringredis_benchmark_ops_per_second)'
+  go run ./internal/dashboards/cmd/check-queries -prometheus "http://127.0.0.1:$prom_port" -rate-interval 15m
 }
 
 stop_prometheus() {
@@ -191,13 +204,13 @@ step cluster "${make[@]}" e2e-up
 step images "${make[@]}" e2e-images
 step operator "${make[@]}" e2e-install
 step instances instances
+if [[ $E2E_CLUSTER == local ]]; then
+  total_steps=8
+  step prometheus prometheus
+fi
 step benchmark benchmark
 step report report
-if [[ $E2E_CLUSTER == local ]]; then
-  step prometheus prometheus
-else
-  total_steps=$n
-fi
+[[ $E2E_CLUSTER != local ]] || step dashboards dashboards
 
 cat <<EOF
 
@@ -212,7 +225,8 @@ Results:     kubectl --kubeconfig $kubeconfig -n $ns get redisbenchmark modes -o
 EOF
 if [[ $E2E_CLUSTER == local ]]; then
   cat <<EOF
-Prometheus:  http://127.0.0.1:$prom_port (scrapes the exporters in $ns and the operator)
+Prometheus:  http://127.0.0.1:$prom_port (scrapes the exporters in $ns and the operator;
+             $(tail -n 1 "$logs/dashboards.log"))
              e.g. uringredis_benchmark_ops_per_second, redis_script_values{key="aof_uring_active"}
 EOF
 fi

@@ -1,0 +1,67 @@
+// Command check-queries runs every query of the chart's Grafana dashboards
+// against a Prometheus and fails unless each returns data: what `make demo`
+// uses to show the dashboards would draw every panel on its cluster.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/uring-redis/uring-redis-operator/internal/dashboards"
+	"github.com/uring-redis/uring-redis-operator/internal/promtest"
+)
+
+func main() {
+	prom := flag.String("prometheus", "http://127.0.0.1:9090", "Prometheus base URL.")
+	rateInterval := flag.String("rate-interval", "5m", "What $__rate_interval stands for: cover the load you want to see.")
+	wait := flag.Duration("wait", 2*time.Minute, "How long to retry queries that return no data yet.")
+	flag.Parse()
+	if err := run(*prom, *rateInterval, *wait); err != nil {
+		fmt.Fprintln(os.Stderr, "check-queries:", err)
+		os.Exit(1)
+	}
+}
+
+func run(prom, rateInterval string, wait time.Duration) error {
+	queries, err := dashboards.AllQueries(rateInterval)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	pending := queries
+	deadline := time.Now().Add(wait)
+	for {
+		next := map[string]string{}
+		for desc, q := range pending {
+			samples, err := promtest.Query(ctx, prom, q)
+			if err != nil {
+				return fmt.Errorf("%s: %w", desc, err)
+			}
+			if !promtest.HasNumbers(samples) {
+				next[desc] = q
+			}
+		}
+		pending = next
+		if len(pending) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Second)
+	}
+	fmt.Printf("%d of %d dashboard queries return data\n", len(queries)-len(pending), len(queries))
+	if len(pending) == 0 {
+		return nil
+	}
+	var descs []string
+	for desc := range pending {
+		descs = append(descs, desc)
+	}
+	sort.Strings(descs)
+	for _, desc := range descs {
+		fmt.Printf("  no data: %s: %s\n", desc, pending[desc])
+	}
+	return fmt.Errorf("%d dashboard queries return no data", len(pending))
+}

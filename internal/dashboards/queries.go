@@ -1,0 +1,48 @@
+package dashboards
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+)
+
+var labelValues = regexp.MustCompile(`^label_values\((.*), (\w+)\)$`)
+
+// AllQueries is every PromQL expression of every dashboard the chart ships —
+// each panel target and each query variable — keyed by "<file> / <panel> #<n>"
+// or "<file> / variable <name>", with the dashboards' variables resolved as
+// an "All" selection does and $__rate_interval set to rateInterval. Tests and
+// `make demo` run them against a real Prometheus: each must return data.
+func AllQueries(rateInterval string) (map[string]string, error) {
+	vars := strings.NewReplacer(
+		"$namespace", ".*",
+		"$benchmark", ".*",
+		"$pod", ".*",
+		"$__rate_interval", rateInterval,
+	)
+	queries := map[string]string{}
+	for _, g := range All() {
+		d, err := g.Build()
+		if err != nil {
+			return nil, err
+		}
+		for panel, exprs := range Queries(d) {
+			for i, expr := range exprs {
+				queries[fmt.Sprintf("%s / %s #%d", g.File, panel, i)] = vars.Replace(expr)
+			}
+		}
+		for _, v := range d.Templating.List {
+			if v.Type != dashboard.VariableTypeQuery {
+				continue
+			}
+			m := labelValues.FindStringSubmatch(*v.Query.String)
+			if m == nil {
+				return nil, fmt.Errorf("%s: variable %s: query %q is not label_values(metric, label)", g.File, v.Name, *v.Query.String)
+			}
+			queries[fmt.Sprintf("%s / variable %s", g.File, v.Name)] = vars.Replace(fmt.Sprintf("count by (%s) (%s)", m[2], m[1]))
+		}
+	}
+	return queries, nil
+}
