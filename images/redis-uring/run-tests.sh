@@ -16,6 +16,9 @@ export DENY_IO_URING=$2
 clients=${TEST_CLIENTS:-2}
 logs=${TEST_LOGS:-$tree/../test-logs}
 upstream=(integration/aof integration/aof-multi-part integration/aof-race unit/introspection)
+# runtest finds free ports by probing, which races with another run started at
+# the same moment (a second checkout's make test): give each run its own range.
+baseport=${TEST_BASEPORT:-$((21111 + RANDOM % 20 * 1000))}
 
 mkdir -p "$tree/tests/uring" "$logs"
 rm -f "$tree"/tests/uring/*.tcl
@@ -33,7 +36,7 @@ run() {
   local name=$1 log="$logs/$1.log" rc ok err
   shift
   echo "== $name: runtest $*"
-  (cd "$tree" && ./runtest --clients "$clients" --timeout 600 "$@") >"$log" 2>&1
+  (cd "$tree" && ./runtest --clients "$clients" --timeout 600 --baseport "$baseport" --portcount 1000 "$@") >"$log" 2>&1
   rc=$?
   # runtest colours its output even into a file.
   sed -i 's/\x1b\[[0-9;]*m//g' "$log"
