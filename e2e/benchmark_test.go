@@ -86,9 +86,9 @@ func TestBenchmarkComparesModes(t *testing.T) {
 
 	var table strings.Builder
 	w := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "target\tmode\tengine\tcommand\tops/s\tp50 µs\tp99 µs\tCPU µs/kop\tfsyncs\tfsync p99 µs\t")
+	_, _ = fmt.Fprintln(w, "target\tmode\tengine\tcommand\tops/s\tp50 µs\tp99 µs\tCPU µs/kop\tfsyncs\tfsync p99 µs\t")
 	for _, r := range rb.Status.Results {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Target, r.Mode, r.Engine, r.Command,
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", r.Target, r.Mode, r.Engine, r.Command,
 			r.OpsPerSecond, r.P50Micros, r.P99Micros, r.CPUMicrosPerKop, r.FsyncCount, r.FsyncP99Micros)
 	}
 	_ = w.Flush()

@@ -37,9 +37,9 @@ func TestOperatorLifecycle(t *testing.T) {
 	}
 	chart := []string{"../charts/uring-redis-operator", "--namespace", operatorNS, "--values", "../charts/uring-redis-operator/ci/e2e-values.yaml"}
 	chart = append(chart, strings.Fields(os.Getenv("E2E_HELM_ARGS"))...)
-	helm := func(args ...string) string {
+	helm := func(args ...string) {
 		t.Helper()
-		return run(t, helmBin, append([]string{"--kubeconfig", os.Getenv("KUBECONFIG")}, args...)...)
+		run(t, helmBin, append([]string{"--kubeconfig", os.Getenv("KUBECONFIG")}, args...)...)
 	}
 	ctx := context.Background()
 

@@ -83,8 +83,9 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 		crash[c.Target] = c
 	}
 
+	// The tabwriter buffers every row; what fails to reach w fails Flush.
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tmode\tengine\twrite ops/s\tvs everysec\tvs always\tCPU ms/kop\tp99 ms\tfsync p99 ms\tGET p99 ms during SET\tcrash: lost/acked\t")
+	_, _ = fmt.Fprintln(tw, "target\tmode\tengine\twrite ops/s\tvs everysec\tvs always\tCPU ms/kop\tp99 ms\tfsync p99 ms\tGET p99 ms during SET\tcrash: lost/acked\t")
 	for _, x := range summarized {
 		read, lost := "-", "-"
 		if x.readP99 > 0 {
@@ -97,7 +98,7 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 		if x.fsyncP99 > 0 {
 			fsync = fmt.Sprintf("%.2f", x.fsyncP99/1000)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%.2f\t%s\t%s\t%s\t\n", x.target, x.mode, orDash(x.engine),
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%.2f\t%s\t%s\t%s\t\n", x.target, x.mode, orDash(x.engine),
 			x.ops, ratio(x.ops, everysec), ratio(x.ops, always), x.cpu/1000, x.p99/1000, fsync, read, lost)
 	}
 	return tw.Flush()
