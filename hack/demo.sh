@@ -33,7 +33,8 @@ kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
 
 start=$SECONDS
 elapsed() { local s=$((SECONDS - ${1:-$start})); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
-total_steps=6
+total_steps=6 # 8 on the local cluster: Prometheus and the dashboard queries
+[[ $E2E_CLUSTER != local ]] || total_steps=8
 n=0
 # step NAME COMMAND...: runs COMMAND with its output in bin/demo/logs/NAME.log,
 # saying every 30 s that it is still at it.
@@ -204,10 +205,7 @@ step cluster "${make[@]}" e2e-up
 step images "${make[@]}" e2e-images
 step operator "${make[@]}" e2e-install
 step instances instances
-if [[ $E2E_CLUSTER == local ]]; then
-  total_steps=8
-  step prometheus prometheus
-fi
+[[ $E2E_CLUSTER != local ]] || step prometheus prometheus
 step benchmark benchmark
 step report report
 [[ $E2E_CLUSTER != local ]] || step dashboards dashboards
