@@ -54,6 +54,35 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         assert_equal {1 0} [r waitaof 1 0 0]
     }
 
+    test {uring durable: coalescing never delays a lone client} {
+        # A batch's released client is awaited only until its next write
+        # executes, and a lone client's next write is exactly that.
+        set waits0 [s aof_uring_coalesce_waits]
+        for {set i 0} {$i < 100} {incr i} { r set lone$i $i }
+        assert_equal $waits0 [s aof_uring_coalesce_waits]
+    }
+
+    test {uring durable: the next batch waits (boundedly) for the clients a batch released} {
+        # c0's write is in flight (the knob delays it 300 ms) while c1..c3
+        # write; when c0 is released, the batch of c1..c3 waits for c0's next
+        # write, which never comes: it goes after the bounded wait.
+        set waits0 [s aof_uring_coalesce_waits]
+        r config set aof-uring-debug-fsync-delay-ms 300
+        set clients {}
+        for {set i 0} {$i < 4} {incr i} { lappend clients [valkey_deferring_client] }
+        [lindex $clients 0] set co0 v
+        wait_for_condition 50 10 {[s aof_uring_inflight_batches] == 1} else {
+            fail "c0's batch is not in flight"
+        }
+        for {set i 1} {$i < 4} {incr i} { [lindex $clients $i] set co$i v }
+        foreach c $clients {
+            assert_equal OK [$c read]
+            $c close
+        }
+        r config set aof-uring-debug-fsync-delay-ms 0
+        assert_morethan [s aof_uring_coalesce_waits] $waits0
+    }
+
     test {uring durable: a write is answered only once durable; clean readers are not held} {
         r set clean v0
         r set hot old
