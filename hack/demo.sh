@@ -47,7 +47,10 @@ step() {
     printf '           ... %s, %s so far: %s\n' "$name" "$(elapsed "$t0")" "$(tail -n 1 "$log" | tr -s ' ' | cut -c1-90)"
   done) &
   ticker=$!
-  "$@" >"$log" 2>&1 || rc=$?
+  # In the background, not under `||`: bash ignores set -e inside a function
+  # called from a `||` list, so a failing command midway would pass unnoticed.
+  "$@" >"$log" 2>&1 &
+  wait $! || rc=$?
   kill "$ticker" 2>/dev/null || true
   wait "$ticker" 2>/dev/null || true
   if ((rc != 0)); then
