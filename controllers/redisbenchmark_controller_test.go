@@ -180,9 +180,14 @@ func TestBenchmarkRunsTargetsOneAfterAnother(t *testing.T) {
 	if rb.Status.CurrentJob != "" || rb.Status.ObservedGeneration != rb.Generation {
 		t.Errorf("currentJob %q, observedGeneration %d (generation %d)", rb.Status.CurrentJob, rb.Status.ObservedGeneration, rb.Generation)
 	}
-	if got := testutil.ToFloat64(benchmarkOpsPerSecond.WithLabelValues(ns, "compare", "durable", "uring-durable", "set")); got != 3000 {
-		t.Errorf("uringredis_benchmark_ops_per_second for durable/set = %v, want 3000", got)
-	}
+	// The metrics follow the status patch: the reconcile exports them once
+	// the patch has succeeded, a moment after the status shows Complete.
+	eventually(t, 10*time.Second, func() error {
+		if got := testutil.ToFloat64(benchmarkOpsPerSecond.WithLabelValues(ns, "compare", "durable", "uring-durable", "set")); got != 3000 {
+			return fmt.Errorf("uringredis_benchmark_ops_per_second for durable/set = %v, want 3000", got)
+		}
+		return nil
+	})
 
 	// Deleting the benchmark drops its series.
 	if err := k8s.Delete(context.Background(), rb); err != nil {
@@ -210,9 +215,12 @@ func TestBenchmarkStopsAtAFailedJob(t *testing.T) {
 		t.Error(err)
 	}
 	assertNoJob(t, ns, "fails-1")
-	if got := testutil.ToFloat64(benchmarkFailed.WithLabelValues(ns, "fails")); got != 1 {
-		t.Errorf("uringredis_benchmark_failed = %v, want 1", got)
-	}
+	eventually(t, 10*time.Second, func() error {
+		if got := testutil.ToFloat64(benchmarkFailed.WithLabelValues(ns, "fails")); got != 1 {
+			return fmt.Errorf("uringredis_benchmark_failed = %v, want 1", got)
+		}
+		return nil
+	})
 }
 
 func TestBenchmarkRejectsAResultForAnotherTarget(t *testing.T) {
