@@ -20,69 +20,76 @@
  * completes (or after the coalescing wait below). With one batch the durable
  * offset is simply the end of the last completed batch, there are never holes
  * in the file, and a short write or an error concerns exactly one buffer.
+ * Several batches in flight were built and measured: ext4 serializes its
+ * journal commits, so they only split the same clients into smaller batches,
+ * at more fsyncs and more CPU per write (docs/measurements.md).
  *
- * Why not several batches in flight (measured 2026-11-22, 2 vCPU VM, kernel
- * 6.18). The kernel does group concurrent fdatasyncs: N threads doing
- * write+fdatasync at increasing offsets of one file reach, on a loop ext4
- * (jbd2), 1203/1540/2811/5781 fsyncs/s for N = 1/2/4/8 at 0.83/1.30/1.42/
- * 1.39 ms each, and on the root disk (ext4 without journal) 3632/4671/11271/
- * 16329 at 0.28/0.43/0.36/0.49 ms. But every fsync still waits for the
- * commit running when it arrives, then for its own: commits serialize per
- * filesystem. With closed-loop clients that means a client whose write
- * arrives during a commit waits for two commits whatever the number of
- * batches in flight, so more batches only split the same clients into more,
- * smaller batches. A bounded FIFO of write+fsync batches (contiguous durable
- * prefix, per-batch short writes, requeue of everything after a failed batch)
- * was built and measured side by side against this engine with 50 clients,
- * 6 interleaved repetitions per volume: 2 or 4 batches in flight gave medians
- * within the run-to-run noise of one batch (loop 10.0k/12.1k vs 10.4k SET/s,
- * root 22.1k/18.1k vs 20.1k), 20-100% more fsyncs per op and 7-20% more CPU
- * per op (io-wq context switches). It was not kept.
+ * Coalescing (durable mode). When a batch becomes durable its clients are
+ * released and send their next commands about one round trip later;
+ * submitting the commands that arrived meanwhile at once would split the
+ * clients into two groups that alternate, each client waiting for two fsyncs
+ * per write. So after a release the next submission waits until as many
+ * writes have executed as clients were released, or at most a quarter of the
+ * last fsync time (AOF_URING_COALESCE_MAX_US at most; a timeout on the ring
+ * wakes the event loop). A lone client is never delayed (its write is the one
+ * awaited). aof_uring_coalesce_waits counts the waits.
  *
- * Coalescing (durable mode). What did help is the opposite: keeping the
- * clients together. When a batch becomes durable its clients are released
- * and send their next commands about one round trip later; submitting the
- * commands that arrived meanwhile at once splits the clients into two groups
- * that alternate, each batch carrying half of them and each client waiting
- * for two fsyncs per write. So after a release the next submission waits
- * until as many writes have executed as clients were released, or at most a
- * quarter of the last fsync time (AOF_URING_COALESCE_MAX_US at most; a
- * timeout on the ring wakes the event loop). A lone client is never delayed
- * (its write is the one awaited); the worst case costs a quarter of an fsync
- * per batch. Measured the same way (5 interleaved repetitions, 50 clients,
- * SET): loop ext4 7.4-8.4k SET/s with coalescing vs 6.6-7.2k without (posix
- * always 6.6-7.7k), 27 instead of 42 fsyncs per 1k writes; on the root disk
- * (L ~0.3 ms, CPU-bound) within the noise (medians 11.5k vs 13.4k, always
- * 11.4k). aof_uring_coalesce_waits counts the waits.
- *
- * Durable offset. Each batch records server.primary_repl_offset at submission
- * (every byte fed to aof_buf up to that offset is in the batch or before it).
- * When its fdatasync completes, that offset (or primary_repl_offset itself if
- * aof_buf is empty, exactly as upstream does when nothing is pending) is
- * stored in server.fsynced_reploff_pending, and beforeSleep publishes it as
- * server.fsynced_reploff. WAITAOF keeps working unchanged on top of it.
+ * Offsets. Two are kept. aof_fed counts every byte feedAppendOnlyFile() ever
+ * appended to aof_buf, and durable_fed is the prefix of it known to be
+ * fdatasync'ed: a batch records aof_fed when it takes aof_buf (an fsync-only
+ * batch: aof_fed minus what is still in aof_buf) and publishes it when its
+ * fdatasync completes. The durable gate works on these AOF byte offsets, so
+ * anything that reaches the AOF counts, whether or not it also moves the
+ * replication offset (a script's server.set_repl(server.REPL_AOF) does not).
+ * For WAITAOF, each batch also records server.primary_repl_offset; when it
+ * completes, that offset (or primary_repl_offset itself if nothing is left
+ * unwritten or unsynced, as upstream does when nothing is pending) goes to
+ * server.fsynced_reploff_pending, published by beforeSleep as
+ * server.fsynced_reploff. Bytes that write(2) left unsynced before a switch
+ * to the engine or to durable mode are fdatasync'ed (an fsync-only batch)
+ * before either offset counts them.
  *
  * Ack modes (aof-uring-ack).
- *  - durable (default). THE RULE: while the engine is active, AOF is ON and
- *    fsynced_reploff is valid, a normal client C (not a primary/replica link)
- *    with C->woff > server.fsynced_reploff
- *      1. gets no reply bytes written to its socket (handleClientsWithPendingWrites
+ *  - durable (default): nobody is told of, or shown, a write before it is
+ *    durable. Each gated client C (a normal client or a MONITOR; not a
+ *    replication link, module or fake client) carries C->aof_uring_need, the
+ *    AOF offset that must be durable before C gets output. While
+ *    C->aof_uring_need > durable_fed, C
+ *      1. gets no bytes written to its socket (handleClientsWithPendingWrites
  *         and the writable handler skip it; the handler is removed), and
  *      2. has no further input parsed or executed (pipelined commands wait in
  *         its query buffer, canParseCommand / processPendingCommandAndInputBuffer).
- *    C->woff is the offset upstream sets after a command that propagated (the
- *    writer's own write). Readers are gated through the same field: after every
- *    command, for each key it names, the reader's woff is raised to the offset
- *    of the last write to that key (kept in a fixed table of 65536 slots hashed
- *    by db+key; a collision only delays a reply, never releases one early).
- *    Write commands without key arguments (FLUSHALL, SWAPDB, ...) dirty every
- *    key; read commands without key arguments (KEYS, SCAN, DBSIZE, RANDOMKEY)
- *    wait for the last write. So nobody observes a write a power cut could
- *    erase, while clients touching clean keys are served immediately.
- *    Held clients are kept in a list and resumed in beforeSleep once
- *    fsynced_reploff >= woff. Not covered: keys deleted by active expiry or
- *    eviction (no command names them), and messages pushed to other clients
- *    (pub/sub, keyspace notifications, tracking invalidations, MONITOR).
+ *    Held clients are kept in a list and resumed in beforeSleep.
+ *    What a client needs is decided by what its execution unit (a command,
+ *    MULTI/EXEC, a script, an unblocked command) did as the keyspace saw it,
+ *    not by its key arguments. Three hooks in the keyspace feed the gate:
+ *    every key lookup (dbFindWithDictIndex, behind lookupKey and dbFind),
+ *    every key change (signalModifiedKey, which WATCH and tracking rely on),
+ *    and every emptied or swapped db (touchAllWatchedKeysInDb: FLUSHDB,
+ *    FLUSHALL, SWAPDB, a replica's diskless load). A changed key's slot in a
+ *    fixed table of 65536 (hashed by db and key; a collision only delays a
+ *    reply) and a changed db are marked "written in this unit"; when the unit
+ *    has propagated (postExecutionUnitOperations) they get the unit's end
+ *    offset aof_fed. The unit's client then needs
+ *      - aof_fed, if the unit fed the AOF (it wrote) or read something it
+ *        wrote itself;
+ *      - else the largest offset of the keys and dbs it looked up (SORT's
+ *        BY/GET patterns, MOVE's and COPY's target db included), and for a
+ *        read-only command without key arguments (KEYS, SCAN, DBSIZE,
+ *        RANDOMKEY) the last write of all.
+ *    Bytes fed without any key or db changing (FUNCTION LOAD, a module's
+ *    propagation) dirty every key. Output queued for any client other than the
+ *    one whose command runs (pub/sub messages, keyspace notifications,
+ *    tracking invalidations, MONITOR lines, replies to blocked clients that
+ *    time out) is a push: the receiver is held at once and, when the unit
+ *    resolves (or at the latest in beforeSleep), needs every write executed
+ *    before the push. Deletes by expiry and eviction are writes like any
+ *    other (they propagate a DEL). When the gate turns on (engine or ack
+ *    switched at runtime, AOF enabled) nothing earlier was tracked, so every
+ *    read first waits for the next durable point. A replica gates its own
+ *    readers on its own AOF: it serves what it has made durable, which says
+ *    nothing of what its primary acknowledged. io-threads > 1 is refused with
+ *    durable acks (I/O threads read and write clients behind the gate's back).
  *  - fast: replies go out before the fsync (the AOFUring thesis' choice), but
  *    the write itself is upstream's write(2) in flushAppendOnlyFile (with all
  *    its error handling); only the fdatasync goes through the ring, as an
@@ -98,9 +105,8 @@
  *    AOF_URING_FAST_FSYNC_SPACING (4) times the last one's duration after the
  *    last one started (10 ms at most, so one slow fsync does not stretch the
  *    next gap), so the device spends at most a quarter of its time in our
- *    fdatasyncs and the loss window is about 5 L. Back-to-back fsyncs
- *    (one per ~30 writes at 50 clients) cost 1.25-1.5x everysec's CPU per
- *    write in io-wq and event-loop wake-ups (make bench-server, 2026-11-22).
+ *    fdatasyncs and the loss window is about 5 L; back-to-back fsyncs cost
+ *    CPU in io-wq and event-loop wake-ups for no durability gain.
  *
  * Threading. Everything runs on the main thread: submissions (one
  * io_uring_enter per loop pass; none with SQPOLL while the SQ thread is awake),
@@ -138,6 +144,11 @@
  *    the engine is active): replies already left at write time, as with
  *    everysec, the bytes stay in aof_buf and writes are refused until a
  *    retry succeeds.
+ *  - A client held longer than aof-uring-hold-timeout-ms (10 s by default;
+ *    a full disk, a stalled device) is disconnected without its reply and
+ *    counted in aof_uring_hold_timeouts: like a network timeout, it was never
+ *    told its write succeeded; the write stays in memory and in aof_buf and
+ *    becomes durable once the disk recovers. 0 waits without bound.
  *  - fsync error: fail-stop (log and exit(1)), as upstream 'always' does: the
  *    page cache state after a failed fsync is unknown.
  *  - Unexpected io_uring_submit / wait errors: fail-stop likewise.
@@ -181,7 +192,11 @@
  *   aof_uring_held_clients            clients currently held (durable mode)
  *   aof_uring_held_events             times a client was held
  *   aof_uring_gated_reads             commands whose reply waited for a dirty key
+ *   aof_uring_gated_pushes            pushed outputs that waited for a write
+ *   aof_uring_hold_timeouts           clients closed after aof-uring-hold-timeout-ms
  *   aof_uring_coalesce_waits          submissions that waited for released clients
+ *   aof_uring_fed_bytes               aof_fed: AOF bytes fed, ever
+ *   aof_uring_durable_bytes           durable_fed: the fdatasync'ed prefix of it
  *   aof_uring_durable_offset          fsynced replication offset
  *   aof_uring_durable_lag_bytes       primary_repl_offset - durable offset
  *   aof_uring_fsync_count             completed batches timed below
@@ -220,6 +235,7 @@ static const long long fsync_buckets[] = {50, 100, 250, 500, 1000, 2500, 5000,
 static struct {
     long long submitted_batches, completed_batches, submitted_bytes, written_bytes;
     long long backpressure_events, short_writes, write_errors, held_events, gated_reads, coalesce_waits;
+    long long gated_pushes, hold_timeouts;
     long long fsync_usec_sum;
     long long bucket[AOF_URING_BUCKETS + 1];
     struct hdr_histogram *fsync_hist;
@@ -228,17 +244,40 @@ static struct {
 static char fallback_reason[64] = "none";
 static int setup_failed = 0; /* Don't retry setup until the engine is re-selected. */
 
-/* Client gating (durable mode), used whether or not the ring is up so that
- * held clients are released when the engine goes away. */
+/* The durable gate (durable mode), kept whether or not the ring is up so
+ * that held clients are released when the engine goes away. Offsets are
+ * AOF byte offsets: aof_fed counts every byte ever appended to aof_buf. */
+#define AOF_URING_UNRESOLVED LLONG_MAX /* Written in the current execution unit. */
+static long long aof_fed = 0;          /* Bytes appended to aof_buf, ever. */
+static long long durable_fed = 0;      /* Prefix of aof_fed known to be fdatasync'ed. */
+static int gate_was_on = 0;
 static list *held_clients = NULL;
-static long long *dirty_off = NULL;  /* Last write offset per key slot. */
-static long long dirty_all = 0;      /* Last write that touched every key. */
-static long long last_write_off = 0; /* Last write of any key. */
-static uint32_t *pending_slots = NULL; /* Slots written in the current execution unit. */
+static long long *dirty_off = NULL;    /* Per key slot: aof_fed after its last write. */
+static long long *dirty_db = NULL;     /* Per db: aof_fed after it was flushed/swapped. */
+static int dirty_dbs = 0;
+static long long dirty_all = 0;        /* Last write that changed no key (functions...). */
+static long long last_write_off = 0;   /* aof_fed after the last unit that fed bytes. */
+static long long resolved_fed = 0;     /* aof_fed when the last unit was resolved. */
+static uint32_t *pending_slots = NULL; /* Slots written in the current unit. */
 static size_t pending_len = 0, pending_cap = 0;
-static int pending_all = 0;
+static int *pending_dbs = NULL;
+static size_t pending_dbs_len = 0;
+/* What the current execution unit read. */
+static long long unit_read_off = 0;
+static int unit_read_unresolved = 0, unit_read_any = 0;
+/* Clients that were pushed data (pub/sub, notifications, tracking,
+ * MONITOR) since the last resolution, with the offset they needed before. */
+static struct pushed {
+    uint64_t id;
+    long long need;
+} *pushed = NULL;
+static size_t pushed_len = 0, pushed_cap = 0;
 static uint64_t *release_ids = NULL;
 static size_t release_cap = 0;
+
+static void markDurable(long long fed) {
+    if (fed > durable_fed) durable_fed = fed;
+}
 
 /* Coalescing (durable mode): clients released by the last durable batch whose
  * next write has not been executed yet, and until when the next submission
@@ -266,6 +305,7 @@ static struct {
     off_t offset;
     int fd;
     long long reploff;
+    long long fed_end; /* aof_fed covered once this batch is durable. */
     monotime start;
     int pending_cqes;
     int write_res, fsync_res;
@@ -461,6 +501,7 @@ static void submitFsync(void) {
     U.buf = NULL;
     U.fsync_bytes = server.aof_last_incr_size - server.aof_last_incr_fsync_offset;
     U.reploff = server.primary_repl_offset;
+    U.fed_end = aof_fed - (long long)sdslen(server.aof_buf);
     U.start = getMonotonicUs();
     server.aof_last_incr_fsync_offset = server.aof_last_incr_size;
     sqe = getSqe();
@@ -519,7 +560,8 @@ static void writeFailed(int err) {
     U.inflight = 0;
 }
 
-/* fast mode: the fsync-only batch completed. */
+/* An fsync-only batch completed (fast mode, or durable mode syncing what
+ * write(2) left before a switch). */
 static void fsyncDone(void) {
     if (U.fsync_res < 0) failStop("fdatasync of the AOF failed", -U.fsync_res);
     recordFsync(U.start);
@@ -529,6 +571,7 @@ static void fsyncDone(void) {
                             ? server.primary_repl_offset
                             : U.reploff;
     atomic_store_explicit(&server.fsynced_reploff_pending, durable, memory_order_relaxed);
+    markDurable(U.fed_end);
     U.fsync_bytes = 0;
     U.inflight = 0;
 }
@@ -577,6 +620,7 @@ static void roundDone(void) {
     }
     long long durable = sdslen(server.aof_buf) == 0 ? server.primary_repl_offset : U.reploff;
     atomic_store_explicit(&server.fsynced_reploff_pending, durable, memory_order_relaxed);
+    markDurable(U.fed_end);
     recycleBuffer(U.buf);
     U.buf = NULL;
     U.inflight = 0;
@@ -655,6 +699,7 @@ static void submitBatch(void) {
     U.fd = server.aof_fd;
     U.offset = server.aof_last_incr_size;
     U.reploff = server.primary_repl_offset;
+    U.fed_end = aof_fed;
     U.start = getMonotonicUs();
     setFixedFile(U.fd);
     U.inflight = 1;
@@ -713,6 +758,11 @@ void aofUringFlush(int force) {
             waitInflight();
             if (server.aof_last_write_status == C_ERR) break;
         }
+        if (server.aof_last_write_status == C_OK && server.aof_fd != -1 &&
+            server.aof_last_incr_size != server.aof_last_incr_fsync_offset) {
+            submitFsync();
+            waitInflight();
+        }
         latencyEndMonitor(latency);
         latencyAddSampleIfNeeded("aof-uring-drain", latency);
         /* Drop the registered reference so the old file really closes. */
@@ -722,10 +772,17 @@ void aofUringFlush(int force) {
     /* Group commit: aof_buf goes when the batch in flight is durable. */
     if (U.inflight) return;
     if (sdslen(server.aof_buf) == 0) {
+        if (server.aof_last_write_status != C_OK) return;
+        if (server.aof_last_incr_size != server.aof_last_incr_fsync_offset) {
+            /* Bytes written by write(2) before a switch (posix, or fast
+             * mode) are not known to be on disk: fdatasync them first. */
+            submitFsync();
+            return;
+        }
         /* Nothing pending anywhere: all fed offsets are durable (upstream does
          * the same, see flushAppendOnlyFile). */
-        if (!U.inflight && server.aof_last_write_status == C_OK)
-            atomic_store_explicit(&server.fsynced_reploff_pending, server.primary_repl_offset, memory_order_relaxed);
+        atomic_store_explicit(&server.fsynced_reploff_pending, server.primary_repl_offset, memory_order_relaxed);
+        markDurable(aof_fed);
         return;
     }
     if (server.aof_last_write_status == C_ERR && server.mstime - U.last_error_ms < AOF_URING_RETRY_MS) return;
@@ -778,6 +835,7 @@ void aofUringFsync(int force) {
         if (force) waitInflight();
     } else if (!U.inflight && sdslen(server.aof_buf) == 0 && server.aof_last_write_status == C_OK) {
         atomic_store_explicit(&server.fsynced_reploff_pending, server.primary_repl_offset, memory_order_relaxed);
+        markDurable(aof_fed);
     }
     if (force) setFixedFile(-1);
 }
@@ -874,7 +932,38 @@ int aofUringIsValidQueueDepth(long long val, const char **err) {
 }
 
 /* ---------------------------------------------------------------------------
- * Durable-mode client gating
+ * Configuration checks
+ * ------------------------------------------------------------------------ */
+
+static const char *io_threads_conflict =
+    "aof-uring-ack durable with appendfsync-engine uring can't run with io-threads > 1: I/O threads "
+    "read from and write to the clients the durable gate holds (use io-threads 1, or aof-uring-ack fast)";
+
+const char *aofUringConfigConflict(void) {
+    if (server.aof_engine == AOF_ENGINE_URING && server.aof_uring_ack == AOF_URING_ACK_DURABLE &&
+        server.io_threads_num > 1)
+        return io_threads_conflict;
+    return NULL;
+}
+
+int aofUringIsValidEngine(int val, const char **err) {
+    if (val == AOF_ENGINE_URING && server.aof_uring_ack == AOF_URING_ACK_DURABLE && server.io_threads_num > 1) {
+        *err = io_threads_conflict;
+        return 0;
+    }
+    return 1;
+}
+
+int aofUringIsValidAck(int val, const char **err) {
+    if (val == AOF_URING_ACK_DURABLE && server.aof_engine == AOF_ENGINE_URING && server.io_threads_num > 1) {
+        *err = io_threads_conflict;
+        return 0;
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------
+ * The durable gate (see "Ack modes" in the DESIGN comment)
  * ------------------------------------------------------------------------ */
 
 static int gatingEnabled(void) {
@@ -882,9 +971,26 @@ static int gatingEnabled(void) {
            server.fsynced_reploff != -1;
 }
 
+/* gatingEnabled(), noticing when it turns on: what was written before was
+ * not tracked, so every read waits for the next durable point. */
+static int gateOn(void) {
+    int on = gatingEnabled();
+    if (on && !gate_was_on) {
+        dirty_all = aof_fed;
+        last_write_off = aof_fed;
+    }
+    gate_was_on = on;
+    return on;
+}
+
+/* Clients whose output the gate holds: normal clients and monitors, not the
+ * replication links nor module or fake clients. */
+static int gatedClient(client *c) {
+    return c->conn && !c->flag.primary && (!c->flag.replica || c->flag.monitor) && !c->flag.module;
+}
+
 static int mustHold(client *c) {
-    return c->woff > server.fsynced_reploff && gatingEnabled() && c->conn && !c->flag.primary &&
-           !c->flag.replica && !c->flag.module;
+    return c->aof_uring_need > durable_fed && gateOn() && gatedClient(c);
 }
 
 int aofUringHoldClient(client *c) {
@@ -893,6 +999,7 @@ int aofUringHoldClient(client *c) {
         if (held_clients == NULL) held_clients = listCreate();
         listAddNodeTail(held_clients, c);
         c->aof_uring_held_node = listLast(held_clients);
+        c->aof_uring_held_since = server.mstime;
         stats.held_events++;
     }
     return 1;
@@ -904,10 +1011,164 @@ void aofUringClientFreed(client *c) {
     c->aof_uring_held_node = NULL;
 }
 
+void aofUringFed(size_t len) {
+    aof_fed += (long long)len;
+}
+
+/* Key (db-qualified) -> slot in the dirty table. */
+static uint32_t keySlot(int dbid, const char *p, size_t len) {
+    uint64_t h = dictGenHashFunction(p, len) ^ ((uint64_t)dbid * 0x9E3779B97F4A7C15ULL);
+    return (uint32_t)(h & (AOF_URING_DIRTY_SLOTS - 1));
+}
+
+static void noteRead(long long off) {
+    if (off == AOF_URING_UNRESOLVED)
+        unit_read_unresolved = 1;
+    else if (off > unit_read_off)
+        unit_read_off = off;
+}
+
+void aofUringKeyRead(serverDb *db, sds key) {
+    if (!gateOn()) return;
+    unit_read_any = 1;
+    if (dirty_off) noteRead(dirty_off[keySlot(db->id, key, sdslen(key))]);
+    if (dirty_db) noteRead(dirty_db[db->id]);
+}
+
+void aofUringKeyModified(serverDb *db, robj *key) {
+    char buf[LONG_STR_SIZE];
+    const char *p = buf;
+    size_t len;
+
+    if (!gateOn()) return;
+    if (dirty_off == NULL) dirty_off = zcalloc(sizeof(long long) * AOF_URING_DIRTY_SLOTS);
+    if (sdsEncodedObject(key)) {
+        p = key->ptr;
+        len = sdslen(key->ptr);
+    } else {
+        len = ll2string(buf, sizeof(buf), (long)key->ptr);
+    }
+    uint32_t slot = keySlot(db->id, p, len);
+    if (dirty_off[slot] == AOF_URING_UNRESOLVED) return;
+    dirty_off[slot] = AOF_URING_UNRESOLVED;
+    if (pending_len == pending_cap) {
+        pending_cap = pending_cap ? pending_cap * 2 : 256;
+        pending_slots = zrealloc(pending_slots, pending_cap * sizeof(*pending_slots));
+    }
+    pending_slots[pending_len++] = slot;
+}
+
+void aofUringDbModified(serverDb *db) {
+    if (!gateOn()) return;
+    if (dirty_db == NULL) {
+        dirty_dbs = server.dbnum;
+        dirty_db = zcalloc(sizeof(long long) * dirty_dbs);
+        pending_dbs = zmalloc(sizeof(int) * dirty_dbs);
+    }
+    if (db->id >= dirty_dbs || dirty_db[db->id] == AOF_URING_UNRESOLVED) return;
+    dirty_db[db->id] = AOF_URING_UNRESOLVED;
+    pending_dbs[pending_dbs_len++] = db->id;
+}
+
+void aofUringAfterCommand(client *c) {
+    struct serverCommand *cmd = c->cmd;
+    if (!gateOn()) return;
+    /* A read-only command without key arguments (KEYS, SCAN, DBSIZE,
+     * RANDOMKEY...) sees the whole keyspace: it waits for every write. */
+    if ((cmd->flags & CMD_READONLY) && cmd->key_specs_num == 0 && !(cmd->flags & CMD_MODULE_GETKEYS)) {
+        unit_read_any = 1;
+        noteRead(last_write_off);
+        if (pending_len || pending_dbs_len) unit_read_unresolved = 1;
+    }
+}
+
+void aofUringPushed(client *c) {
+    if (c == server.current_client || c->aof_uring_need == AOF_URING_UNRESOLVED || !gatedClient(c) || !gateOn())
+        return;
+    if (pushed_len == pushed_cap) {
+        pushed_cap = pushed_cap ? pushed_cap * 2 : 16;
+        pushed = zrealloc(pushed, pushed_cap * sizeof(*pushed));
+    }
+    pushed[pushed_len].id = c->id;
+    pushed[pushed_len].need = c->aof_uring_need;
+    pushed_len++;
+    /* Held from now on; resolveUnit() sets what it waits for. */
+    c->aof_uring_need = AOF_URING_UNRESOLVED;
+}
+
+/* The execution unit is over and propagated (or, target NULL, beforeSleep):
+ * everything it wrote has an AOF offset now. Give the dirty keys and dbs
+ * that offset, make target (the client whose command ran) wait for what it
+ * wrote and what it read, and every client pushed data wait for every write
+ * executed before the push. */
+static void resolveUnit(client *target) {
+    long long fed = aof_fed;
+    int wrote = fed > resolved_fed;
+    if (!wrote && !pending_len && !pending_dbs_len && !unit_read_any && !pushed_len) return;
+
+    int dirtied = pending_len || pending_dbs_len;
+    for (size_t i = 0; i < pending_len; i++) dirty_off[pending_slots[i]] = fed;
+    for (size_t i = 0; i < pending_dbs_len; i++) dirty_db[pending_dbs[i]] = fed;
+    pending_len = pending_dbs_len = 0;
+    if (wrote) {
+        if (target && coalesce_wait) coalesce_wait--;
+        last_write_off = fed;
+        /* Bytes fed without any key or db changing (FUNCTION LOAD, module
+         * propagation): whatever they changed, every read waits for them. */
+        if (!dirtied) dirty_all = fed;
+        resolved_fed = fed;
+    }
+
+    long long need = unit_read_off;
+    if (unit_read_any && dirty_all > need) need = dirty_all;
+    if (wrote || unit_read_unresolved) need = fed;
+    if (target && gatedClient(target) && need > target->aof_uring_need) {
+        if (!wrote && need > durable_fed) stats.gated_reads++;
+        target->aof_uring_need = need;
+    }
+    unit_read_off = 0;
+    unit_read_unresolved = unit_read_any = 0;
+
+    for (size_t i = 0; i < pushed_len; i++) {
+        client *c = lookupClientByID(pushed[i].id);
+        if (c == NULL || c->aof_uring_need != AOF_URING_UNRESOLVED) continue;
+        c->aof_uring_need = pushed[i].need > fed ? pushed[i].need : fed;
+        if (fed > durable_fed) stats.gated_pushes++;
+    }
+    pushed_len = 0;
+}
+
+void aofUringExecutionUnitDone(void) {
+    resolveUnit(server.current_client);
+}
+
+/* A held client waits at most aof-uring-hold-timeout-ms; then it is
+ * disconnected without a reply (see "Failure" in the DESIGN comment). */
+static int holdTimedOut(client *c) {
+    static time_t last_log = 0;
+    if (server.aof_uring_hold_timeout_ms == 0 || server.mstime - c->aof_uring_held_since < server.aof_uring_hold_timeout_ms)
+        return 0;
+    stats.hold_timeouts++;
+    if (server.unixtime - last_log > 10) {
+        serverLog(LL_WARNING,
+                  "io_uring AOF engine: closing a client held %lld ms for durability (aof-uring-hold-timeout-ms %d; "
+                  "AOF write status %s%s%s); its reply was never sent.",
+                  (long long)(server.mstime - c->aof_uring_held_since), server.aof_uring_hold_timeout_ms,
+                  server.aof_last_write_status == C_OK ? "ok" : "error",
+                  server.aof_last_write_status == C_OK ? "" : ": ",
+                  server.aof_last_write_status == C_OK ? "" : strerror(server.aof_last_write_errno));
+        last_log = server.unixtime;
+    }
+    return 1;
+}
+
 void aofUringBeforeSleep(void) {
 #ifdef HAVE_LIBURING
     if (U.inflight) reapCompletions(0);
 #endif
+    /* Every execution unit has propagated by now; resolve what happened
+     * outside of one (pushes from timers and tracking broadcasts). */
+    resolveUnit(NULL);
     /* Publish the durable offset now (upstream does it after the flush) so
      * that the commands of released clients join the next batch. */
     if (server.aof_state == AOF_ON && server.fsynced_reploff != -1)
@@ -921,7 +1182,13 @@ void aofUringBeforeSleep(void) {
     listRewind(held_clients, &li);
     while ((ln = listNext(&li))) {
         client *c = listNodeValue(ln);
-        if (mustHold(c)) continue;
+        if (mustHold(c)) {
+            if (!holdTimedOut(c)) continue;
+            listDelNode(held_clients, ln);
+            c->aof_uring_held_node = NULL;
+            freeClientAsync(c);
+            continue;
+        }
         if (n == release_cap) {
             release_cap = release_cap ? release_cap * 2 : 64;
             release_ids = zrealloc(release_ids, release_cap * sizeof(*release_ids));
@@ -947,74 +1214,6 @@ void aofUringBeforeSleep(void) {
          * processUnblockedClients). */
         if (processPendingCommandAndInputBuffer(c) == C_ERR) continue;
         beforeNextClient(c);
-    }
-}
-
-/* Key argument -> slot in the dirty table (db-qualified). */
-static uint32_t keySlot(int dbid, robj *key) {
-    char buf[LONG_STR_SIZE];
-    const char *p;
-    size_t len;
-    if (sdsEncodedObject(key)) {
-        p = key->ptr;
-        len = sdslen(key->ptr);
-    } else {
-        len = ll2string(buf, sizeof(buf), (long)key->ptr);
-        p = buf;
-    }
-    uint64_t h = dictGenHashFunction(p, len) ^ ((uint64_t)dbid * 0x9E3779B97F4A7C15ULL);
-    return (uint32_t)(h & (AOF_URING_DIRTY_SLOTS - 1));
-}
-
-void aofUringAfterCommand(client *c, long long dirty) {
-    if (!gatingEnabled()) {
-        pending_len = 0;
-        pending_all = 0;
-        return;
-    }
-    if (dirty_off == NULL) dirty_off = zcalloc(sizeof(long long) * AOF_URING_DIRTY_SLOTS);
-
-    getKeysResult result;
-    initGetKeysResult(&result);
-    int numkeys = getKeysFromCommand(c->cmd, c->argv, c->argc, &result);
-    long long need = dirty_all;
-    if (numkeys == 0 && (c->cmd->flags & CMD_READONLY) && need < last_write_off) need = last_write_off;
-    for (int i = 0; i < numkeys; i++) {
-        uint32_t slot = keySlot(c->db->id, c->argv[result.keys[i].pos]);
-        if (dirty_off[slot] > need) need = dirty_off[slot];
-        if (dirty > 0) {
-            if (pending_len == pending_cap) {
-                pending_cap = pending_cap ? pending_cap * 2 : 256;
-                pending_slots = zrealloc(pending_slots, pending_cap * sizeof(*pending_slots));
-            }
-            pending_slots[pending_len++] = slot;
-        }
-    }
-    if (dirty > 0 && numkeys == 0 && (c->cmd->flags & CMD_WRITE)) pending_all = 1;
-    getKeysFreeResult(&result);
-
-    /* primary_repl_offset can move backwards when this server starts
-     * replicating from another primary; older entries must not hold readers
-     * beyond what is being written now. */
-    if (need > server.primary_repl_offset) need = server.primary_repl_offset;
-
-    /* Scripts run commands through a fake client: gate the caller. */
-    client *target = server.current_client ? server.current_client : c;
-    if (need > server.fsynced_reploff && need > target->woff) {
-        target->woff = need;
-        stats.gated_reads++;
-    }
-
-    /* Nested commands (MULTI/EXEC, scripts) propagate when the outermost
-     * execution unit ends; only then is the offset of their writes known. */
-    if (server.execution_nesting == 0 && (pending_len || pending_all)) {
-        long long off = server.primary_repl_offset;
-        for (size_t i = 0; i < pending_len; i++) dirty_off[pending_slots[i]] = off;
-        if (pending_all) dirty_all = off;
-        last_write_off = off;
-        if (coalesce_wait) coalesce_wait--;
-        pending_len = 0;
-        pending_all = 0;
     }
 }
 
@@ -1056,7 +1255,11 @@ sds aofUringInfo(sds info) {
                         "aof_uring_held_clients:%lu\r\n"
                         "aof_uring_held_events:%lld\r\n"
                         "aof_uring_gated_reads:%lld\r\n"
+                        "aof_uring_gated_pushes:%lld\r\n"
+                        "aof_uring_hold_timeouts:%lld\r\n"
                         "aof_uring_coalesce_waits:%lld\r\n"
+                        "aof_uring_fed_bytes:%lld\r\n"
+                        "aof_uring_durable_bytes:%lld\r\n"
                         "aof_uring_durable_offset:%lld\r\n"
                         "aof_uring_durable_lag_bytes:%lld\r\n"
                         "aof_uring_fsync_count:%lld\r\n"
@@ -1070,7 +1273,8 @@ sds aofUringInfo(sds info) {
                         stats.completed_batches, inflight, inflight_bytes,
                         server.aof_buf ? sdslen(server.aof_buf) : 0, stats.submitted_bytes, stats.written_bytes,
                         stats.backpressure_events, stats.short_writes, stats.write_errors,
-                        held_clients ? listLength(held_clients) : 0UL, stats.held_events, stats.gated_reads, stats.coalesce_waits, durable,
+                        held_clients ? listLength(held_clients) : 0UL, stats.held_events, stats.gated_reads, stats.gated_pushes,
+                        stats.hold_timeouts, stats.coalesce_waits, aof_fed, durable_fed, durable,
                         durable >= 0 ? server.primary_repl_offset - durable : 0, stats.completed_batches,
                         stats.fsync_usec_sum, p50, p99, max);
     for (size_t i = 0; i < AOF_URING_BUCKETS; i++) {

@@ -33,9 +33,21 @@ void aofUringBeforeSleep(void);
 /* True if c must not get reply bytes nor have more input parsed yet; the
  * client is remembered and resumed by aofUringBeforeSleep(). */
 int aofUringHoldClient(struct client *c);
-/* call(): track keys written / read by the command to gate readers of keys
- * dirtied by a batch that is not durable yet. */
-void aofUringAfterCommand(struct client *c, long long dirty);
+/* The durable gate's hooks (durable mode; no-ops otherwise):
+ * feedAppendOnlyFile() appended len bytes to aof_buf; */
+void aofUringFed(size_t len);
+/* the keyspace looked up / modified a key, or emptied or swapped a db; */
+struct serverDb;
+struct serverObject;
+void aofUringKeyRead(struct serverDb *db, char *key);
+void aofUringKeyModified(struct serverDb *db, struct serverObject *key);
+void aofUringDbModified(struct serverDb *db);
+/* call() ran a command (nested ones too), before the unit's propagation; */
+void aofUringAfterCommand(struct client *c);
+/* output is queued for a client other than the one whose command runs; */
+void aofUringPushed(struct client *c);
+/* postExecutionUnitOperations(): the unit has propagated. */
+void aofUringExecutionUnitDone(void);
 /* freeClient(): forget a held client. */
 void aofUringClientFreed(struct client *c);
 /* Config apply callbacks. */
@@ -43,6 +55,10 @@ int aofUringUpdateEngine(const char **err);
 int aofUringUpdateMaxWorkers(const char **err);
 int aofUringUpdateRing(const char **err);
 int aofUringIsValidQueueDepth(long long val, const char **err);
+int aofUringIsValidEngine(int val, const char **err);
+int aofUringIsValidAck(int val, const char **err);
+/* Startup check of option combinations; NULL or the error to report. */
+const char *aofUringConfigConflict(void);
 /* INFO persistence fields (aof_engine, aof_uring_*). */
 sds aofUringInfo(sds info);
 
