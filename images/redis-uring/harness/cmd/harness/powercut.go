@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/powercut"
@@ -59,6 +60,9 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 			if t.Observed > 0 {
 				line += fmt.Sprintf(", %d observed by readers in flight (%d of them lost)", t.Observed, t.ObservedLost)
 			}
+			if t.Notified > 0 {
+				line += fmt.Sprintf(", %d named by keyspace notifications (%d of them lost)", t.Notified, t.NotifiedLost)
+			}
 			if t.InFlightFound > 0 {
 				line += fmt.Sprintf(", %d unacknowledged in-flight writes survived", t.InFlightFound)
 			}
@@ -66,11 +70,16 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 				line += ", ERROR: " + t.Error
 			}
 			e.rep.Logf("%s", line)
+			if m.Durable() {
+				for _, lw := range t.LostWrites {
+					e.rep.Logf("    lost: %s", describeLost(lw))
+				}
+			}
 		}
 		s := powercut.Summarize(m, trials)
 		res := suite.Result{Name: name, Metrics: s, Status: suite.Pass}
-		detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial, loss window up to %.0f ms), %.0f acked/s; %d writes observed by readers in flight, %d of them lost; %d trials cut during BGREWRITEAOF load",
-			s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.MaxLossWindowMs, s.MeanAckedPerSec, s.Observed, s.ObservedLost, s.TrialsRewriting)
+		detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial, loss window up to %.0f ms), %.0f acked/s; %d writes observed by readers in flight, %d of them lost; %d named by keyspace notifications, %d of them lost; %d trials cut during BGREWRITEAOF load; by kind (acked/lost/observed/notified): %s",
+			s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.MaxLossWindowMs, s.MeanAckedPerSec, s.Observed, s.ObservedLost, s.Notified, s.NotifiedLost, s.TrialsRewriting, kindFigures(s.Kinds))
 		switch {
 		case s.Errors > 0:
 			res.Status = suite.Fail
@@ -81,6 +90,9 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 		case m.Durable() && s.ObservedLost > 0:
 			res.Status = suite.Fail
 			detail = "durable mode let readers observe writes the cut erased: " + detail
+		case m.Durable() && s.NotifiedLost > 0:
+			res.Status = suite.Fail
+			detail = "durable mode notified subscribers of writes the cut erased: " + detail
 		case m.Durable():
 			detail = "0 acknowledged or observed writes lost: " + detail
 		default:
@@ -105,4 +117,31 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 		}
 		e.rep.Add(res)
 	}
+}
+
+// kindFigures renders per-kind counts in the order writers cycle through
+// the kinds: "set 120/0/10/118, eval ...".
+func kindFigures(kc map[string]powercut.KindCounts) string {
+	var parts []string
+	for _, name := range powercut.KindNames() {
+		c := kc[name]
+		parts = append(parts, fmt.Sprintf("%s %d/%d/%d/%d", name, c.Acked, c.Lost, c.Observed, c.Notified))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func describeLost(lw powercut.LostWrite) string {
+	s := fmt.Sprintf("%s (%s, db %s)", lw.Key, lw.Kind, lw.DBs)
+	if lw.AckBeforeCutMs != nil {
+		s += fmt.Sprintf(", acknowledged %.1f ms before the cut", *lw.AckBeforeCutMs)
+	} else {
+		s += ", never acknowledged"
+	}
+	if lw.Observed {
+		s += ", observed by a GET"
+	}
+	if lw.Notified {
+		s += ", named by a notification"
+	}
+	return s
 }

@@ -2,15 +2,23 @@
 // acknowledged writes survive.
 //
 // One trial: fresh ext4 on a loop device; server with its AOF on it; Clients
-// goroutines, each on its own connection, SET distinct keys one at a time and
-// record the instant every OK arrives; after a random load time the
-// filesystem is shut down with EXT4_IOC_SHUTDOWN(NOLOGFLUSH) and the server
-// SIGKILLed; unmount, mount (journal replay), restart the server on the same
-// directory, read every key back. An acknowledged key that is missing is a
-// lost write; a key present with a value we never wrote is corruption.
+// goroutines, each on its own connection, write distinct keys one at a time
+// and record the instant every acknowledgement arrives; after a random load
+// time the filesystem is shut down with EXT4_IOC_SHUTDOWN(NOLOGFLUSH) and the
+// server SIGKILLed; unmount, mount (journal replay), restart the server on the
+// same directory, read every key back. An acknowledged key that is missing is
+// a lost write; a key present with a value we never wrote, or present in only
+// some of the dbs its write puts it in, is corruption.
+//
+// Writers cycle through write kinds by key index (workload.go): plain SET, a
+// script's SET (also with AOF-only propagation and into db 1), SET in
+// MULTI/EXEC, and MULTI/EXEC moving or copying the key into db 1. The
+// acknowledgement is the reply that completes the write (EVAL's, EXEC's).
 //
 // Meanwhile Observers goroutines GET the key each writer is writing right
-// now (sent, not yet acknowledged). A value they see has been observed: a
+// now (sent, not yet acknowledged), from the db its kind puts it in, and one
+// subscriber receives the keyspace notifications of every key in db 0 and 1.
+// A value a reader saw, and a key a notification named, has been observed: a
 // durable mode must not let anyone observe a write that the cut can erase,
 // so every observed key must survive too.
 //
@@ -66,6 +74,14 @@ type Trial struct {
 	// just acknowledged); ObservedLost those of them missing after restart.
 	Observed     int `json:"observed"`
 	ObservedLost int `json:"observed_lost"`
+	// Notified counts writes named by a keyspace notification received
+	// before the connection died; NotifiedLost those missing after restart.
+	Notified     int `json:"notified"`
+	NotifiedLost int `json:"notified_lost"`
+	// Kinds splits the counts by write kind.
+	Kinds map[string]KindCounts `json:"kinds"`
+	// LostWrites describes the first lost writes (acknowledged or observed).
+	LostWrites []LostWrite `json:"lost_writes,omitempty"`
 	// Rewrites is how many BGREWRITEAOF the trial started during the load.
 	Rewrites int `json:"rewrites"`
 	// LossWindowMs: cut minus the acknowledgement time of the oldest lost
@@ -80,12 +96,29 @@ type Trial struct {
 	Error   string `json:"error,omitempty"`
 }
 
+// LostWrite is one write missing after the restart that was acknowledged or
+// observed: what a server bug report needs.
+type LostWrite struct {
+	Key  string `json:"key"`
+	Kind string `json:"kind"`
+	DBs  string `json:"dbs"` // where the key should be: "0", "1", "0,1"
+	// AckBeforeCutMs: cut minus the acknowledgement time (negative: read
+	// after the cut began); absent for the unacknowledged in-flight write.
+	AckBeforeCutMs *float64 `json:"ack_before_cut_ms,omitempty"`
+	Observed       bool     `json:"observed"`
+	Notified       bool     `json:"notified"`
+}
+
+// maxLostWrites bounds Trial.LostWrites (modes that lose thousands).
+const maxLostWrites = 20
+
 type worker struct {
 	acks     []time.Duration // acks[i] = ack time of key i, since load start
-	inFlight bool            // one SET sent whose reply never came
+	inFlight bool            // one write sent whose acknowledgement never came
 	err      error
 	sending  atomic.Int64 // index of the key being written now
 	observed map[int]bool // keys of this writer that a reader saw before their ack
+	notified map[int]bool // keys of this writer named by a notification
 }
 
 func key(w, i int) string { return "pc:" + strconv.Itoa(w) + ":" + strconv.Itoa(i) }
@@ -136,10 +169,14 @@ func run(cfg Config, n int, t *Trial) error {
 		}
 		defer conns[i].Close()
 	}
-	start := time.Now()
 	var wg sync.WaitGroup
+	sub, err := subscribe(srv, &wg)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
 	for w := range workers {
-		workers[w] = &worker{acks: make([]time.Duration, 0, 4096), observed: map[int]bool{}}
+		workers[w] = &worker{acks: make([]time.Duration, 0, 4096), observed: map[int]bool{}, notified: map[int]bool{}}
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
@@ -147,13 +184,8 @@ func run(cfg Config, n int, t *Trial) error {
 			for i := 0; ; i++ {
 				st.sending.Store(int64(i))
 				st.inFlight = true
-				v, err := c.Do("SET", key(w, i), value(w, i, cfg.ValueSize))
-				if err != nil {
+				if err := kindOf(i).write(c, key(w, i), value(w, i, cfg.ValueSize)); err != nil {
 					st.err = err
-					return
-				}
-				if v != "OK" {
-					st.err = fmt.Errorf("SET replied %v", v)
 					return
 				}
 				st.acks = append(st.acks, time.Since(start))
@@ -195,6 +227,9 @@ func run(cfg Config, n int, t *Trial) error {
 	if cutErr != nil {
 		return cutErr
 	}
+	if err := sub.assign(workers, start.Add(cut)); err != nil {
+		return err
+	}
 	t.LoadSeconds = cut.Seconds()
 	for _, st := range workers {
 		t.Acked += len(st.acks)
@@ -233,6 +268,7 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 	c.SetDeadline(time.Now().Add(5 * time.Minute))
 	const batch = 1000
 	oldestLost, newestSurvivor := time.Duration(-1), time.Duration(-1)
+	t.Kinds = map[string]KindCounts{}
 	for w, st := range workers {
 		total := len(st.acks)
 		if st.inFlight {
@@ -244,37 +280,68 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 			for i := lo; i < hi; i++ {
 				keys = append(keys, key(w, i))
 			}
-			vals, present, err := c.MGet(keys)
-			if err != nil {
-				return err
+			var vals [2][]string
+			var in [2][]bool
+			for db := range vals {
+				if _, err := c.Do("SELECT", strconv.Itoa(db)); err != nil {
+					return err
+				}
+				if vals[db], in[db], err = c.MGet(keys); err != nil {
+					return err
+				}
 			}
 			for j, i := 0, lo; i < hi; i, j = i+1, j+1 {
-				if present[j] && vals[j] != value(w, i, cfg.ValueSize) {
+				k, want := kindOf(i), value(w, i, cfg.ValueSize)
+				if (in[0][j] && vals[0][j] != want) || (in[1][j] && vals[1][j] != want) {
 					t.Corrupt++
 					continue
 				}
+				present, torn := k.restored(in[0][j], in[1][j])
+				if torn {
+					t.Corrupt++
+					continue
+				}
+				kc := t.Kinds[k.name]
+				acked := i < len(st.acks)
+				if acked {
+					kc.Acked++
+				}
 				if st.observed[i] {
 					t.Observed++
-					if !present[j] {
+					kc.Observed++
+					if !present {
 						t.ObservedLost++
 					}
 				}
-				if i == len(st.acks) { // the unacknowledged in-flight SET
-					if present[j] {
-						t.InFlightFound++
+				if st.notified[i] {
+					t.Notified++
+					kc.Notified++
+					if !present {
+						t.NotifiedLost++
 					}
-					continue
 				}
-				ack := st.acks[i]
-				if !present[j] {
-					t.Lost++
-					if oldestLost < 0 || ack < oldestLost {
-						oldestLost = ack
-					}
-				} else {
+				switch {
+				case !acked && present: // the unacknowledged in-flight write
+					t.InFlightFound++
+				case acked && present:
 					t.Survived++
-					newestSurvivor = max(newestSurvivor, ack)
+					newestSurvivor = max(newestSurvivor, st.acks[i])
+				case acked:
+					t.Lost++
+					kc.Lost++
+					if oldestLost < 0 || st.acks[i] < oldestLost {
+						oldestLost = st.acks[i]
+					}
 				}
+				if !present && (acked || st.observed[i] || st.notified[i]) && len(t.LostWrites) < maxLostWrites {
+					lw := LostWrite{Key: key(w, i), Kind: k.name, DBs: k.dbs(), Observed: st.observed[i], Notified: st.notified[i]}
+					if acked {
+						ms := float64(cut-st.acks[i]) / float64(time.Millisecond)
+						lw.AckBeforeCutMs = &ms
+					}
+					t.LostWrites = append(t.LostWrites, lw)
+				}
+				t.Kinds[k.name] = kc
 			}
 		}
 	}
@@ -285,7 +352,7 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 		t.LastSurvivorMs = float64(cut-newestSurvivor) / float64(time.Millisecond)
 	}
 	if t.Corrupt > 0 {
-		return errors.New("keys hold values that were never written")
+		return errors.New("keys hold values that were never written, or only part of a write")
 	}
 	return nil
 }
@@ -316,24 +383,29 @@ func rewriteDuringLoad(cfg Config, srv *server.Server, wg *sync.WaitGroup, start
 }
 
 // observe starts cfg.Observers readers that GET the key each writer is
-// sending at that moment; it returns where the (worker, index) pairs they saw
-// will be, complete once wg is done.
+// sending at that moment, from the db its kind puts it in; it returns where
+// the (worker, index) pairs they saw will be, complete once wg is done.
 func observe(cfg Config, srv *server.Server, workers []*worker, wg *sync.WaitGroup) *[][2]int {
 	var mu sync.Mutex
 	seen := &[][2]int{}
 	for r := 0; r < cfg.Observers; r++ {
-		c, err := srv.Dial()
+		c0, c1, err := dialDBs(srv)
 		if err != nil {
 			continue
 		}
 		wg.Add(1)
 		go func(seed int64) {
 			defer wg.Done()
-			defer c.Close()
+			defer c0.Close()
+			defer c1.Close()
 			rnd := rand.New(rand.NewSource(seed))
 			for {
 				w := rnd.Intn(len(workers))
 				i := int(workers[w].sending.Load())
+				c := c0
+				if kindOf(i).observedDB() == 1 {
+					c = c1
+				}
 				v, ok, err := c.String("GET", key(w, i))
 				if err != nil {
 					return // the server is gone
@@ -349,27 +421,49 @@ func observe(cfg Config, srv *server.Server, workers []*worker, wg *sync.WaitGro
 	return seen
 }
 
+// dialDBs opens one connection on db 0 and one on db 1.
+func dialDBs(srv *server.Server) (c0, c1 *resp.Conn, err error) {
+	if c0, err = srv.Dial(); err != nil {
+		return nil, nil, err
+	}
+	if c1, err = srv.Dial(); err == nil {
+		_, err = c1.Do("SELECT", "1")
+	}
+	if err != nil {
+		c0.Close()
+		if c1 != nil {
+			c1.Close()
+		}
+		return nil, nil, err
+	}
+	return c0, c1, nil
+}
+
 // Summary aggregates trials of one mode.
 type Summary struct {
-	Mode            string  `json:"mode"`
-	Durable         bool    `json:"durable"`
-	Trials          int     `json:"trials"`
-	Errors          int     `json:"errors"`
-	Acked           int     `json:"acked"`
-	Lost            int     `json:"lost"`
-	Observed        int     `json:"observed"`
-	ObservedLost    int     `json:"observed_lost"`
-	TrialsRewriting int     `json:"trials_with_rewrites"`
-	TrialsWithLoss  int     `json:"trials_with_loss"`
-	MaxLost         int     `json:"max_lost_in_a_trial"`
-	MaxLossWindowMs float64 `json:"max_loss_window_ms"`
-	MeanAckedPerSec float64 `json:"mean_acked_per_second"`
-	Trial           []Trial `json:"trial"`
+	Mode         string `json:"mode"`
+	Durable      bool   `json:"durable"`
+	Trials       int    `json:"trials"`
+	Errors       int    `json:"errors"`
+	Acked        int    `json:"acked"`
+	Lost         int    `json:"lost"`
+	Observed     int    `json:"observed"`
+	ObservedLost int    `json:"observed_lost"`
+	Notified     int    `json:"notified"`
+	NotifiedLost int    `json:"notified_lost"`
+	// Kinds sums the trials' per-kind counts.
+	Kinds           map[string]KindCounts `json:"kinds"`
+	TrialsRewriting int                   `json:"trials_with_rewrites"`
+	TrialsWithLoss  int                   `json:"trials_with_loss"`
+	MaxLost         int                   `json:"max_lost_in_a_trial"`
+	MaxLossWindowMs float64               `json:"max_loss_window_ms"`
+	MeanAckedPerSec float64               `json:"mean_acked_per_second"`
+	Trial           []Trial               `json:"trial"`
 }
 
 // Summarize folds trials into a Summary.
 func Summarize(mode server.Mode, trials []Trial) Summary {
-	s := Summary{Mode: mode.Name, Durable: mode.Durable(), Trials: len(trials), Trial: trials}
+	s := Summary{Mode: mode.Name, Durable: mode.Durable(), Trials: len(trials), Trial: trials, Kinds: map[string]KindCounts{}}
 	for _, t := range trials {
 		if t.Error != "" {
 			s.Errors++
@@ -378,6 +472,13 @@ func Summarize(mode server.Mode, trials []Trial) Summary {
 		s.Lost += t.Lost
 		s.Observed += t.Observed
 		s.ObservedLost += t.ObservedLost
+		s.Notified += t.Notified
+		s.NotifiedLost += t.NotifiedLost
+		for name, kc := range t.Kinds {
+			sum := s.Kinds[name]
+			sum.add(kc)
+			s.Kinds[name] = sum
+		}
 		if t.Rewrites > 0 {
 			s.TrialsRewriting++
 		}
