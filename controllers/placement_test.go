@@ -64,7 +64,7 @@ func TestKernelEligibility(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
 			rp := newRedisPersistence(tc.spec)
-			sts := buildStatefulSet(rp, testOptions, kernelLabelsFor(tc.nodes), "")
+			sts := buildStatefulSet(rp, testOptions, newPodInputs(rp, kernelLabelsFor(tc.nodes), ""))
 			if got := eligibleNodes(tc.nodes, &sts.Spec.Template.Spec); got != tc.want {
 				t.Errorf("eligible nodes = %d, want %d", got, tc.want)
 			}

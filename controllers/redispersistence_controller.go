@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -21,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,14 +39,33 @@ var podMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Vers
 // engine can happen at any restart, which no Kubernetes object records.
 const resyncInterval = time.Minute
 
+// reconcileTimeout bounds every call a reconcile makes (API server, servers):
+// a call that hangs fails the reconcile, which is retried, instead of holding
+// a worker that every other RedisPersistence waits for.
+const reconcileTimeout = 30 * time.Second
+
+// statusPatchTimeout bounds the deferred status patch, which runs on a context
+// of its own so that a reconcile that ran out of time still reports why.
+const statusPatchTimeout = 10 * time.Second
+
+// authSecretIndex indexes RedisPersistences by the Secret spec.auth names, so a
+// change of that Secret reaches the RedisPersistences that use it.
+const authSecretIndex = "spec.auth.secretRef.name"
+
 // RedisPersistenceReconciler turns a RedisPersistence into a ConfigMap, two
 // Services, a StatefulSet and, where served, a PodMonitor, and reports what
 // the running server does.
 type RedisPersistenceReconciler struct {
 	client.Client
-	Options  Options
-	Recorder record.EventRecorder
-	Clock    clock.PassiveClock
+	// APIReader reads Secrets straight from the API server: the operator may
+	// get the Secrets its servers use, and caching every Secret in the cluster
+	// would need (and hold) far more than that.
+	APIReader client.Reader
+	Options   Options
+	// MaxConcurrentReconciles is how many RedisPersistences reconcile at once.
+	MaxConcurrentReconciles int
+	Recorder                record.EventRecorder
+	Clock                   clock.PassiveClock
 	// ServerAddress is where the operator reaches a server pod (pod IP and port by default).
 	ServerAddress func(*corev1.Pod) string
 }
@@ -54,12 +75,16 @@ type RedisPersistenceReconciler struct {
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Secrets: get for the password (read uncached), list and watch for a
+// metadata-only informer that tells when a password changes.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;patch
 
 func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	logger := log.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
 
 	rp := &v1alpha1.RedisPersistence{}
 	if err := r.Get(ctx, req.NamespacedName, rp); err != nil {
@@ -77,13 +102,26 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		} else {
 			rp.Status.ObservedGeneration = rp.Generation
 		}
-		if err := r.Status().Patch(ctx, rp, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+		patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
+		defer cancel()
+		if err := r.Status().Patch(patchCtx, rp, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
 			logger.Error(err, "patching status", "redispersistence", klogRef(rp))
 			if retErr == nil {
 				retErr = err
 			}
 		}
 	}()
+
+	password, err := r.password(ctx, rp)
+	if errors.Is(err, errAuthSecret) {
+		// Nothing can start without the password; the Secret watch brings the
+		// RedisPersistence back when the Secret appears or changes.
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonAuthSecretMissing, err.Error()})
+		r.Recorder.Event(rp, corev1.EventTypeWarning, "FailedReadPassword", err.Error())
+		return ctrl.Result{}, nil
+	} else if err != nil {
+		return ctrl.Result{}, err
+	}
 
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
@@ -92,7 +130,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	keys := kernelLabelsFor(nodes.Items)
 
 	config := renderConfig(rp)
-	sts := buildStatefulSet(rp, r.Options, keys, config)
+	sts := buildStatefulSet(rp, r.Options, newPodInputs(rp, keys, password))
 	existing := &appsv1.StatefulSet{}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(sts), existing); err == nil {
 		if kept, wanted, differ := keepClaimClass(sts, existing); differ {
@@ -127,7 +165,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		requirement:   placementRequirement(minKernel(rp), keys, rp.Spec.Placement.NodeSelector),
 		statefulSet:   sts, // the apply response carries the current status
 	}
-	if err := r.observePod(ctx, rp, &obs); err != nil {
+	if err := r.observePod(ctx, rp, password, &obs); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.updateStatus(rp, obs)
@@ -140,7 +178,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 // observePod gathers the pod, its node, its filesystem report and, once it is
 // ready, the server's INFO.
-func (r *RedisPersistenceReconciler) observePod(ctx context.Context, rp *v1alpha1.RedisPersistence, obs *observation) error {
+func (r *RedisPersistenceReconciler) observePod(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, obs *observation) error {
 	pod := &corev1.Pod{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name + "-0"}, pod); err != nil {
 		return client.IgnoreNotFound(err)
@@ -158,10 +196,6 @@ func (r *RedisPersistenceReconciler) observePod(ctx context.Context, rp *v1alpha
 	if !podReady(pod) || pod.Status.PodIP == "" {
 		return nil
 	}
-	password, err := r.password(ctx, rp)
-	if err != nil {
-		return err
-	}
 	obs.info, obs.infoErr = readServerInfo(ctx, r.ServerAddress(pod), password)
 	if obs.infoErr != nil {
 		log.FromContext(ctx).Info("reading server INFO failed", "pod", klogRef(pod), "err", obs.infoErr)
@@ -169,16 +203,29 @@ func (r *RedisPersistenceReconciler) observePod(ctx context.Context, rp *v1alpha
 	return nil
 }
 
+// errAuthSecret marks a Secret or key spec.auth names that is missing.
+var errAuthSecret = errors.New("auth secret")
+
+// password reads the server's password through the uncached reader. The
+// error for a missing Secret or key names only what the spec names, so it
+// can go into a condition.
 func (r *RedisPersistenceReconciler) password(ctx context.Context, rp *v1alpha1.RedisPersistence) (string, error) {
 	if rp.Spec.Auth == nil {
 		return "", nil
 	}
 	ref := rp.Spec.Auth.SecretRef
+	key := orDefault(ref.Key, "password")
 	secret := &corev1.Secret{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: ref.Name}, secret); err != nil {
-		return "", fmt.Errorf("reading the auth secret: %w", err)
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: ref.Name}, secret); apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("%w: the Secret %s named in spec.auth.secretRef does not exist", errAuthSecret, ref.Name)
+	} else if err != nil {
+		return "", fmt.Errorf("reading the auth Secret: %w", err)
 	}
-	return string(secret.Data[orDefault(ref.Key, "password")]), nil
+	password, ok := secret.Data[key]
+	if !ok || len(password) == 0 {
+		return "", fmt.Errorf("%w: the Secret %s has no key %q (spec.auth.secretRef.key)", errAuthSecret, ref.Name, key)
+	}
+	return string(password), nil
 }
 
 func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence, obs observation) {
@@ -281,13 +328,20 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort))
 		}
 	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisPersistence{}, authSecretIndex, authSecretName); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.RedisPersistence{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		// Pods belong to the StatefulSet; the instance label leads back to the RedisPersistence.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRedisPersistence), builder.WithPredicates(managedPods)).
+		// Only the Secrets' metadata is cached: a new resourceVersion is all
+		// the operator needs to know that a password may have changed.
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
 		// A node that appears or changes labels can make a waiting server schedulable.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allRedisPersistences), builder.WithPredicates(nodeChanged)).
 		Complete(r)
@@ -311,6 +365,26 @@ func podToRedisPersistence(_ context.Context, obj client.Object) []reconcile.Req
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+func authSecretName(obj client.Object) []string {
+	if auth := obj.(*v1alpha1.RedisPersistence).Spec.Auth; auth != nil {
+		return []string{auth.SecretRef.Name}
+	}
+	return nil
+}
+
+func (r *RedisPersistenceReconciler) usersOfSecret(ctx context.Context, secret client.Object) []reconcile.Request {
+	var list v1alpha1.RedisPersistenceList
+	if err := r.List(ctx, &list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{authSecretIndex: secret.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing the RedisPersistences that use a Secret", "secret", klogRef(secret))
+		return nil
+	}
+	requests := make([]reconcile.Request, 0, len(list.Items))
+	for _, rp := range list.Items {
+		requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rp)})
+	}
+	return requests
 }
 
 func (r *RedisPersistenceReconciler) allRedisPersistences(ctx context.Context, _ client.Object) []reconcile.Request {

@@ -43,6 +43,7 @@ const (
 	labelComponent = "app.kubernetes.io/component"
 
 	annotationConfigHash = "uringredis.io/config-hash"
+	annotationAuthHash   = "uringredis.io/auth-hash"
 
 	fieldOwner = "uring-redis-operator"
 )
@@ -229,9 +230,43 @@ func yesNo(b bool) string {
 
 // configHash changes whenever the pods must restart to pick up a change the
 // pod template itself does not show.
-func configHash(config string) string {
-	sum := sha256.Sum256([]byte(config))
+func configHash(rp *v1alpha1.RedisPersistence) string {
+	sum := sha256.Sum256([]byte(renderConfig(rp) + exporterScript))
 	return hex.EncodeToString(sum[:8])
+}
+
+// authHash changes when the password does, so the pods restart with it: the
+// server, its probes and the exporter read the password only at start. It is
+// salted with the RedisPersistence's UID and truncated, so the pod template
+// does not carry a plain hash of the password.
+func authHash(rp *v1alpha1.RedisPersistence, password string) string {
+	if password == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(string(rp.UID) + "\x00" + password))
+	return hex.EncodeToString(sum[:8])
+}
+
+// podInputs are what the pod template depends on besides the RedisPersistence
+// and the operator's options.
+type podInputs struct {
+	kernelLabels KernelLabels
+	// configHash is the hash of what the server reads only at start.
+	configHash string
+	// authHash is the salted hash of the password, "" without auth.
+	authHash string
+}
+
+func newPodInputs(rp *v1alpha1.RedisPersistence, keys KernelLabels, password string) podInputs {
+	return podInputs{kernelLabels: keys, configHash: configHash(rp), authHash: authHash(rp, password)}
+}
+
+func (in podInputs) annotations() map[string]string {
+	annotations := map[string]string{annotationConfigHash: in.configHash}
+	if in.authHash != "" {
+		annotations[annotationAuthHash] = in.authHash
+	}
+	return annotations
 }
 
 func buildConfigMap(rp *v1alpha1.RedisPersistence, config string) *corev1.ConfigMap {
@@ -414,7 +449,7 @@ func buildAffinity(rp *v1alpha1.RedisPersistence, keys KernelLabels) *corev1.Aff
 	return affinity
 }
 
-func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, keys KernelLabels, config string) *appsv1.StatefulSet {
+func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs) *appsv1.StatefulSet {
 	image := orDefault(rp.Spec.Image, opts.RedisImage)
 	volumeMounts := []corev1.VolumeMount{
 		{Name: "data", MountPath: dataDir},
@@ -504,7 +539,7 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, keys KernelLa
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      objectLabels(rp),
-					Annotations: map[string]string{annotationConfigHash: configHash(config + exporterScript)},
+					Annotations: in.annotations(),
 				},
 				Spec: corev1.PodSpec{
 					InitContainers: []corev1.Container{prepare},
@@ -523,7 +558,7 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, keys KernelLa
 					TerminationGracePeriodSeconds: ptr.To[int64](60),
 					NodeSelector:                  copyMap(rp.Spec.Placement.NodeSelector),
 					Tolerations:                   tolerations,
-					Affinity:                      buildAffinity(rp, keys),
+					Affinity:                      buildAffinity(rp, in.kernelLabels),
 				},
 			},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{

@@ -68,11 +68,19 @@ func renderGolden(t *testing.T, spec v1alpha1.RedisPersistenceSpec) (config, sta
 	t.Helper()
 	rp := newRedisPersistence(spec)
 	conf := renderConfig(rp)
-	out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, OperatorKernelLabels, conf))
+	out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, testPassword(rp))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return []byte(conf), out
+}
+
+// testPassword stands for the auth Secret's password in the golden files.
+func testPassword(rp *v1alpha1.RedisPersistence) string {
+	if rp.Spec.Auth == nil {
+		return ""
+	}
+	return "golden-password"
 }
 
 func TestGoldenFiles(t *testing.T) {
@@ -126,7 +134,7 @@ func TestConfigHashFollowsConfig(t *testing.T) {
 	a := newRedisPersistence(goldenCases["aof-always"])
 	b := newRedisPersistence(goldenCases["aof-everysec"])
 	hash := func(rp *v1alpha1.RedisPersistence) string {
-		return buildStatefulSet(rp, testOptions, OperatorKernelLabels, renderConfig(rp)).Spec.Template.Annotations[annotationConfigHash]
+		return buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, "")).Spec.Template.Annotations[annotationConfigHash]
 	}
 	if hash(a) == hash(b) {
 		t.Fatal("different fsync policies must give different config hashes, or the pod would not restart")
@@ -136,10 +144,32 @@ func TestConfigHashFollowsConfig(t *testing.T) {
 	}
 }
 
+func TestAuthHashFollowsPassword(t *testing.T) {
+	rp := newRedisPersistence(goldenCases["uring-durable"])
+	hash := func(rp *v1alpha1.RedisPersistence, password string) string {
+		return buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, password)).Spec.Template.Annotations[annotationAuthHash]
+	}
+	first, second := hash(rp, "first"), hash(rp, "second")
+	if first == "" || first == second {
+		t.Fatalf("auth hashes %q and %q: a new password must restart the pods, which read it only at start", first, second)
+	}
+	other := rp.DeepCopy()
+	other.UID = "0a1b2c3d-0000-4000-8000-000000000002"
+	if hash(other, "first") == first {
+		t.Error("the hash is not salted per RedisPersistence")
+	}
+	if strings.Contains(first, "first") || hash(rp, "first") != first {
+		t.Error("the hash must be deterministic and must not carry the password")
+	}
+	if got := hash(newRedisPersistence(goldenCases["aof-always"]), ""); got != "" {
+		t.Errorf("a server without auth has auth hash %q", got)
+	}
+}
+
 func TestSeccompProfilePerMode(t *testing.T) {
 	for name, spec := range goldenCases {
 		rp := newRedisPersistence(spec)
-		sc := buildStatefulSet(rp, testOptions, OperatorKernelLabels, "").Spec.Template.Spec.SecurityContext.SeccompProfile
+		sc := buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, "")).Spec.Template.Spec.SecurityContext.SeccompProfile
 		wantLocalhost := spec.Mode == v1alpha1.ModeUring
 		if (sc.Type == corev1.SeccompProfileTypeLocalhost) != wantLocalhost {
 			t.Errorf("%s: seccomp %s, want Localhost=%v", name, sc.Type, wantLocalhost)
@@ -149,17 +179,17 @@ func TestSeccompProfilePerMode(t *testing.T) {
 		}
 	}
 	spo := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{LocalhostProfile: "operator/apps/io-uring.json"}})
-	if got := buildStatefulSet(spo, testOptions, OperatorKernelLabels, "").Spec.Template.Spec.SecurityContext.SeccompProfile.LocalhostProfile; ptr.Deref(got, "") != "operator/apps/io-uring.json" {
+	if got := buildStatefulSet(spo, testOptions, newPodInputs(spo, OperatorKernelLabels, "")).Spec.Template.Spec.SecurityContext.SeccompProfile.LocalhostProfile; ptr.Deref(got, "") != "operator/apps/io-uring.json" {
 		t.Errorf("spec.uring.localhostProfile not honoured: %v", got)
 	}
 }
 
 func TestExistingVolumeKeepsItsClass(t *testing.T) {
 	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}})
-	existing := buildStatefulSet(rp, testOptions, OperatorKernelLabels, "")
+	existing := buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, ""))
 	moved := testOptions
 	moved.LocalNVMeStorageClass = "renamed-nvme"
-	sts := buildStatefulSet(rp, moved, OperatorKernelLabels, "")
+	sts := buildStatefulSet(rp, moved, newPodInputs(rp, OperatorKernelLabels, ""))
 
 	kept, wanted, differ := keepClaimClass(sts, existing)
 	if !differ || kept != "uring-local-nvme" || wanted != "renamed-nvme" {
@@ -168,7 +198,7 @@ func TestExistingVolumeKeepsItsClass(t *testing.T) {
 	if got := ptr.Deref(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName, ""); got != "uring-local-nvme" {
 		t.Errorf("the claim template asks for %q; an existing volume cannot change class", got)
 	}
-	if _, _, differ := keepClaimClass(buildStatefulSet(rp, testOptions, OperatorKernelLabels, ""), existing); differ {
+	if _, _, differ := keepClaimClass(buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, "")), existing); differ {
 		t.Error("an unchanged class is reported as changed")
 	}
 }

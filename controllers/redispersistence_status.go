@@ -29,6 +29,7 @@ const (
 	ReasonStorageNotReady   = "StorageNotReady"
 	ReasonNotScheduled      = "NotScheduled"
 	ReasonApplyFailed       = "ApplyFailed"
+	ReasonAuthSecretMissing = "AuthSecretMissing"
 )
 
 // observation is everything the status is computed from, gathered by the

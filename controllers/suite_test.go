@@ -3,17 +3,21 @@ package controllers
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
@@ -40,7 +44,14 @@ func TestMain(m *testing.M) {
 		"--concurrent-gc-syncs=5")
 	env.RunComponent("kube-scheduler", "--secure-port=0")
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	// The operator runs as a user bound to the ClusterRole generated from
+	// the RBAC markers, so a request the role does not grant fails here as
+	// it would in a cluster.
+	operatorConfig := env.UserConfig(operatorUser)
+	if err := bindOperatorRole(); err != nil {
+		panic(err)
+	}
+	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
 		Scheme:                 scheme.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -49,10 +60,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	reconciler = &RedisPersistenceReconciler{
-		Client:   mgr.GetClient(),
-		Options:  testOptions,
-		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
-		Clock:    clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Options:                 testOptions,
+		MaxConcurrentReconciles: 4,
+		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
+		Clock:                   clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
 		ServerAddress: func(pod *corev1.Pod) string {
 			if addr, ok := serverAddrs.Load(pod.Namespace + "/" + pod.Name); ok {
 				return addr.(string)
@@ -84,4 +97,27 @@ func TestMain(m *testing.M) {
 	cancel()
 	env.Stop(code != 0)
 	os.Exit(code)
+}
+
+const operatorUser = "uring-redis-operator"
+
+// bindOperatorRole installs config/rbac/role.yaml and binds it to operatorUser.
+func bindOperatorRole() error {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
+	if err != nil {
+		return err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(data, role); err != nil {
+		return err
+	}
+	ctx := context.Background()
+	if err := k8s.Create(ctx, role); err != nil {
+		return err
+	}
+	return k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: operatorUser}},
+	})
 }

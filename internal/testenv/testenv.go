@@ -101,6 +101,16 @@ func (e *Env) RunComponent(name string, args ...string) {
 	e.processes = append(e.processes, cmd)
 }
 
+// UserConfig is a rest.Config for a user in no group: it may do only what
+// RBAC bindings grant it, as a ServiceAccount in a cluster.
+func (e *Env) UserConfig(name string) *rest.Config {
+	user, err := e.env.ControlPlane.AddUser(envtest.User{Name: name}, nil)
+	if err != nil {
+		fail(err.Error())
+	}
+	return user.Config()
+}
+
 // InstallCRDs installs CRD files into the running API server and waits until they are served.
 func (e *Env) InstallCRDs(paths ...string) error {
 	_, err := envtest.InstallCRDs(e.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true})

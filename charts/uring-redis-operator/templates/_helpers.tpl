@@ -81,6 +81,9 @@ Checks what the schema cannot: fails once, listing every problem.
 {{- if and .Values.storageClasses.localNvme.create .Values.storageClasses.localNvme.provisioner.enabled (not (hasPrefix "/" .Values.storageClasses.localNvme.provisioner.discoveryDir)) -}}
 {{- $errors = append $errors (printf "storageClasses.localNvme.provisioner.discoveryDir %q must be an absolute path" .Values.storageClasses.localNvme.provisioner.discoveryDir) -}}
 {{- end -}}
+{{- if lt (int .Values.maxConcurrentReconciles) 1 -}}
+{{- $errors = append $errors (printf "maxConcurrentReconciles %v must be at least 1" .Values.maxConcurrentReconciles) -}}
+{{- end -}}
 {{- if and (or .Values.prometheus.serviceMonitor.enabled .Values.prometheus.prometheusRule.enabled) (not .Values.prometheus.enabled) -}}
 {{- $errors = append $errors "prometheus.serviceMonitor and prometheus.prometheusRule need prometheus.enabled" -}}
 {{- end -}}
