@@ -27,22 +27,22 @@ func subscribe(srv *server.Server, wg *sync.WaitGroup) (*subscriber, error) {
 		return nil, err
 	}
 	if _, err := c.Do("CONFIG", "SET", "notify-keyspace-events", notifyEvents); err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, fmt.Errorf("enabling keyspace notifications: %w", err)
 	}
 	c.Send(append([]string{"PSUBSCRIBE"}, notifyPatterns...)...)
 	if err := c.Flush(); err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, err
 	}
 	for range notifyPatterns {
 		v, err := c.Receive()
 		if err != nil {
-			c.Close()
+			_ = c.Close()
 			return nil, fmt.Errorf("PSUBSCRIBE: %w", err)
 		}
 		if msg, ok := v.([]any); !ok || len(msg) != 3 || msg[0] != "psubscribe" {
-			c.Close()
+			_ = c.Close()
 			return nil, fmt.Errorf("PSUBSCRIBE: unexpected reply %v", v)
 		}
 	}
@@ -50,7 +50,7 @@ func subscribe(srv *server.Server, wg *sync.WaitGroup) (*subscriber, error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		for {
 			v, err := c.Receive()
 			if err != nil {
@@ -74,7 +74,7 @@ func subscribe(srv *server.Server, wg *sync.WaitGroup) (*subscriber, error) {
 // workload key, or a notification of a key never sent fails the trial.
 func (s *subscriber) assign(workers []*worker, cut time.Time) error {
 	if s.ended.Before(cut) {
-		return fmt.Errorf("notification subscriber disconnected before the cut: %v", s.err)
+		return fmt.Errorf("notification subscriber disconnected before the cut: %w", s.err)
 	}
 	if len(s.bad) > 0 {
 		return fmt.Errorf("%d unexpected messages on the notification subscriber, first: %s", len(s.bad), s.bad[0])

@@ -146,7 +146,7 @@ func run(cfg Config, n int, t *Trial) error {
 	if err != nil {
 		return err
 	}
-	defer fs.Close()
+	defer func() { _ = fs.Close() }()
 	opts := server.Options{
 		Bin: cfg.Bin, Mode: cfg.Mode, Name: name,
 		DataDir:  filepath.Join(fs.Mount, "data"),
@@ -167,7 +167,7 @@ func run(cfg Config, n int, t *Trial) error {
 		if conns[i], err = srv.Dial(); err != nil {
 			return err
 		}
-		defer conns[i].Close()
+		defer func() { _ = conns[i].Close() }()
 	}
 	var wg sync.WaitGroup
 	sub, err := subscribe(srv, &wg)
@@ -264,8 +264,8 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Minute))
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Minute))
 	const batch = 1000
 	oldestLost, newestSurvivor := time.Duration(-1), time.Duration(-1)
 	t.Kinds = map[string]KindCounts{}
@@ -368,7 +368,7 @@ func rewriteDuringLoad(cfg Config, srv *server.Server, wg *sync.WaitGroup, start
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		for {
 			time.Sleep(100*time.Millisecond + time.Duration(rnd.Int63n(int64(400*time.Millisecond))))
 			v, err := c.Do("BGREWRITEAOF")
@@ -396,8 +396,8 @@ func observe(cfg Config, srv *server.Server, workers []*worker, wg *sync.WaitGro
 		wg.Add(1)
 		go func(seed int64) {
 			defer wg.Done()
-			defer c0.Close()
-			defer c1.Close()
+			defer func() { _ = c0.Close() }()
+			defer func() { _ = c1.Close() }()
 			rnd := rand.New(rand.NewSource(seed))
 			for {
 				w := rnd.Intn(len(workers))
@@ -430,9 +430,9 @@ func dialDBs(srv *server.Server) (c0, c1 *resp.Conn, err error) {
 		_, err = c1.Do("SELECT", "1")
 	}
 	if err != nil {
-		c0.Close()
+		_ = c0.Close()
 		if c1 != nil {
-			c1.Close()
+			_ = c1.Close()
 		}
 		return nil, nil, err
 	}

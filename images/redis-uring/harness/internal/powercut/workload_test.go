@@ -143,13 +143,13 @@ func fakeServer(t *testing.T, failing string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { _ = l.Close() })
 	go func() {
 		c, err := l.Accept()
 		if err != nil {
 			return
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		r := bufio.NewReader(c)
 		var queued []string
 		inMulti := false
@@ -216,11 +216,11 @@ func TestWriteAcknowledgesOnlyTheCompletingReply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 		if err := k.write(c, "pc:0:0", "v"); err != nil {
 			t.Errorf("%s: %v", k.name, err)
 		}
-		c.Close()
+		_ = c.Close()
 	}
 	for _, failing := range []string{"SET", "EVAL", "MULTI", "EXEC"} {
 		for _, k := range kinds {
@@ -236,12 +236,12 @@ func TestWriteAcknowledgesOnlyTheCompletingReply(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.SetDeadline(time.Now().Add(5 * time.Second))
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 			err = k.write(c, "pc:0:0", "v")
 			if !resp.IsServerError(err) {
 				t.Errorf("%s with %s refused: err = %v, want the error reply", k.name, failing, err)
 			}
-			c.Close()
+			_ = c.Close()
 		}
 	}
 }
@@ -254,22 +254,22 @@ func TestWriteRejectsAnUnexpectedAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	go func() {
 		c, err := l.Accept()
 		if err != nil {
 			return
 		}
-		defer c.Close()
-		io.WriteString(c, "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n:0\r\n")
-		io.Copy(io.Discard, c)
+		defer func() { _ = c.Close() }()
+		_, _ = io.WriteString(c, "+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n:0\r\n")
+		_, _ = io.Copy(io.Discard, c)
 	}()
 	c, err := resp.Dial(l.Addr().String(), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if err := k.write(c, "pc:0:0", "v"); err == nil || resp.IsServerError(err) {
 		t.Errorf("write = %v, want an unexpected-reply error", err)
 	}
