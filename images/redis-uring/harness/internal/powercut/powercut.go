@@ -205,7 +205,11 @@ func run(cfg Config, n int, t *Trial) error {
 	case <-srv.Exited():
 		srv.Kill()
 		wg.Wait()
-		return fmt.Errorf("server died during the load, before the cut: %v\n%s", srv.ExitErr(), srv.LogTail(10))
+		exit := srv.ExitErr()
+		if exit == nil {
+			exit = errors.New("exit status 0")
+		}
+		return fmt.Errorf("server died during the load, before the cut: %w\n%s", exit, srv.LogTail(10))
 	default:
 	}
 	// The cut. Power loss stops the CPU and the disk in the same instant;
