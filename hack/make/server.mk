@@ -7,6 +7,10 @@ test-server: test-server-tcl test-server-harness ## All the server's tests: the 
 test-server-tcl: server-build ## Upstream AOF Tcl suites with the posix engine and uring durable and fast, plus our Tcl tests.
 	$(MAKE) -C images/redis-uring test
 
+.PHONY: test-server-full
+test-server-full: server-build ## The whole upstream Tcl suite with the engine forced to uring durable and fast (long; not in CI).
+	$(MAKE) -C images/redis-uring test-full
+
 .PHONY: test-server-harness
 test-server-harness: server-build ## Quick harness suite (root, ~4 min): power cut (ext4 on loop, EXT4_IOC_SHUTDOWN), disk full, correctness.
 	$(MAKE) -C images/redis-uring/harness test
