@@ -26,7 +26,7 @@ import (
 // volumes the RedisPersistence tests schedule onto.
 func createTarget(t *testing.T, ns, name string, spec v1alpha1.RedisPersistenceSpec) {
 	t.Helper()
-	spec.Storage.StorageClassName = "benchmark-targets-unbound"
+	spec.Storage = &v1alpha1.StorageSpec{StorageClassName: "benchmark-targets-unbound"}
 	createRP(t, ns, name, spec)
 }
 

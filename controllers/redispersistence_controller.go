@@ -136,7 +136,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		if kept, wanted, differ := keepClaimClass(sts, existing); differ {
 			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "StorageClassKept",
 				"the volume keeps StorageClass %s; storage profile %q now maps to %s, which only a new RedisPersistence uses",
-				kept, rp.Spec.Storage.Profile, wanted)
+				kept, storageOf(rp).Profile, wanted)
 		}
 	} else if !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, fmt.Errorf("reading StatefulSet %s: %w", sts.Name, err)

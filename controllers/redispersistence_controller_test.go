@@ -52,8 +52,8 @@ func newNamespace(t *testing.T) string {
 
 func createRP(t *testing.T, ns, name string, spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
 	t.Helper()
-	if spec.Storage.StorageClassName == "" {
-		spec.Storage.StorageClassName = storageClass
+	if spec.Storage == nil {
+		spec.Storage = &v1alpha1.StorageSpec{StorageClassName: storageClass}
 	}
 	createVolumeFor(t, ns, "data-"+name+"-0")
 	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
@@ -406,5 +406,28 @@ func TestPodMonitorOnlyWhenServed(t *testing.T) {
 	waitCondition(t, ns, "unmonitored", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	if err := get(t, podMonitor, ns, "unmonitored"); !apierrors.IsNotFound(err) {
 		t.Errorf("a server without exporter got a PodMonitor (err %v)", err)
+	}
+}
+
+// mode: none without spec.storage claims nothing, so it schedules on a
+// cluster without a default StorageClass (this test bed has none).
+func TestNoneWithoutStorageNeedsNoClaim(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "ephemeral", Namespace: ns}, Spec: v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}}
+	if err := k8s.Create(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, ns, "ephemeral", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, "ephemeral"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sts.Spec.VolumeClaimTemplates); n != 0 {
+		t.Errorf("%d volume claim templates, want none", n)
+	}
+	var claims corev1.PersistentVolumeClaimList
+	if err := k8s.List(context.Background(), &claims, client.InNamespace(ns)); err != nil || len(claims.Items) != 0 {
+		t.Errorf("claims %v (err %v), want none", claims.Items, err)
 	}
 }

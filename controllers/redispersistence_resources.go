@@ -300,8 +300,24 @@ func buildClientService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	}
 }
 
+// hasVolume is true when the data directory is a claimed volume: always with
+// spec.storage, and by default for the modes that keep data. mode: none
+// without spec.storage runs on an emptyDir: it needs no claim, so no
+// StorageClass.
+func hasVolume(rp *v1alpha1.RedisPersistence) bool {
+	return rp.Spec.Storage != nil || rp.Spec.Mode != v1alpha1.ModeNone
+}
+
+// storageOf is spec.storage, or the CRD's defaults for a volume without one.
+func storageOf(rp *v1alpha1.RedisPersistence) v1alpha1.StorageSpec {
+	if rp.Spec.Storage != nil {
+		return *rp.Spec.Storage
+	}
+	return v1alpha1.StorageSpec{Profile: v1alpha1.StorageCustom}
+}
+
 func storageClassName(rp *v1alpha1.RedisPersistence, opts Options) *string {
-	s := rp.Spec.Storage
+	s := storageOf(rp)
 	if s.StorageClassName != "" {
 		return ptr.To(s.StorageClassName)
 	}
@@ -338,7 +354,7 @@ func keepClaimClass(sts, existing *appsv1.StatefulSet) (kept, wanted string, dif
 var defaultVolumeSize = resource.MustParse("8Gi")
 
 func volumeSize(rp *v1alpha1.RedisPersistence) resource.Quantity {
-	return ptr.Deref(rp.Spec.Storage.Size, defaultVolumeSize)
+	return ptr.Deref(storageOf(rp).Size, defaultVolumeSize)
 }
 
 func restrictedSecurityContext() *corev1.SecurityContext {
@@ -516,6 +532,20 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 		}}},
 		{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}},
 	}
+	var claims []corev1.PersistentVolumeClaim
+	if hasVolume(rp) {
+		claims = []corev1.PersistentVolumeClaim{{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: selectorLabels(rp)},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: storageClassName(rp, opts),
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: volumeSize(rp)}},
+			},
+		}}
+	} else {
+		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
 
 	var tolerations []corev1.Toleration
 	if len(rp.Spec.Placement.Tolerations) > 0 {
@@ -561,15 +591,7 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 					Affinity:                      buildAffinity(rp, in.kernelLabels),
 				},
 			},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-				ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: selectorLabels(rp)},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName: storageClassName(rp, opts),
-					Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: volumeSize(rp)}},
-				},
-			}},
+			VolumeClaimTemplates: claims,
 		},
 	}
 }

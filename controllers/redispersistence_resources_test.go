@@ -30,11 +30,15 @@ var testOptions = Options{
 // newRedisPersistence is a RedisPersistence as the API server returns it
 // after defaulting, so builders see what they see in a cluster.
 func newRedisPersistence(spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
-	if spec.Storage.Profile == "" {
-		spec.Storage.Profile = v1alpha1.StorageCustom
-	}
-	if spec.Storage.Size == nil {
-		spec.Storage.Size = ptr.To(resource.MustParse("8Gi"))
+	if spec.Storage != nil {
+		storage := *spec.Storage
+		if storage.Profile == "" {
+			storage.Profile = v1alpha1.StorageCustom
+		}
+		if storage.Size == nil {
+			storage.Size = ptr.To(resource.MustParse("8Gi"))
+		}
+		spec.Storage = &storage
 	}
 	return &v1alpha1.RedisPersistence{
 		ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "apps", UID: "0a1b2c3d-0000-4000-8000-000000000001", Generation: 1},
@@ -44,14 +48,15 @@ func newRedisPersistence(spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPers
 
 // goldenCases cover every mode the product offers.
 var goldenCases = map[string]v1alpha1.RedisPersistenceSpec{
-	"none": {Mode: v1alpha1.ModeNone, Exporter: v1alpha1.ExporterSpec{Enabled: ptr.To(false)}},
+	"none":        {Mode: v1alpha1.ModeNone, Exporter: v1alpha1.ExporterSpec{Enabled: ptr.To(false)}},
+	"none-volume": {Mode: v1alpha1.ModeNone, Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}},
 	"rdb": {Mode: v1alpha1.ModeRDB, RDB: &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 3600, Changes: 1}, {Seconds: 60, Changes: 10000}}},
-		Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageCustom, StorageClassName: "standard"}},
-	"aof-always":   {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}, Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageGP3}},
+		Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageCustom, StorageClassName: "standard"}},
+	"aof-always":   {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}, Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageGP3}},
 	"aof-everysec": {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}},
 	"aof-no":       {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncNo}},
 	"uring-durable": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2},
-		Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: ptr.To(resource.MustParse("20Gi"))},
+		Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: ptr.To(resource.MustParse("20Gi"))},
 		Auth:    &v1alpha1.AuthSpec{SecretRef: v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}}},
 	"uring-fast": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast, QueueDepth: 1024, MaxWorkers: 4, MaxInFlight: ptr.To(resource.MustParse("4Mi"))},
 		Placement: v1alpha1.PlacementSpec{MinKernelVersion: "6.8", NodeSelector: map[string]string{"node.kubernetes.io/instance-type": "i4i.large"},
@@ -185,7 +190,7 @@ func TestSeccompProfilePerMode(t *testing.T) {
 }
 
 func TestExistingVolumeKeepsItsClass(t *testing.T) {
-	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Storage: v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}})
+	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}})
 	existing := buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, ""))
 	moved := testOptions
 	moved.LocalNVMeStorageClass = "renamed-nvme"

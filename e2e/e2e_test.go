@@ -88,8 +88,9 @@ var localNVMe = v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: p
 
 func create(t *testing.T, name string, spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
 	t.Helper()
-	if spec.Storage.Profile == "" {
-		spec.Storage = localNVMe
+	if spec.Storage == nil {
+		storage := localNVMe
+		spec.Storage = &storage
 	}
 	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: spec}
 	if err := k8s.Create(context.Background(), rp); err != nil {

@@ -63,6 +63,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.uring) || self.mode == 'uring'",message="spec.uring is only valid with mode: uring"
 // +kubebuilder:validation:XValidation:rule="!has(self.rdb) || self.mode != 'none'",message="spec.rdb snapshots need a persistent mode; mode: none keeps nothing on disk"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'rdb' || has(self.rdb)",message="mode: rdb needs spec.rdb.save rules (for example [{seconds: 3600, changes: 1}])"
+// +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage)",message="spec.storage cannot be added or removed: a StatefulSet's volume claims cannot change; create a new RedisPersistence"
+// +kubebuilder:validation:XValidation:rule="has(self.storage) || (self.mode == 'none') == (oldSelf.mode == 'none')",message="without spec.storage, mode: none runs without a volume and the other modes on a default one, so the mode cannot change between none and rdb, aof or uring: there is no volume to carry the data to, or none to drop; create a new RedisPersistence with spec.storage"
 type RedisPersistenceSpec struct {
 	// mode is how the server keeps its data: none (memory only), rdb (snapshots),
 	// aof (append-only file synced per aof.fsync) or uring (append-only file
@@ -83,11 +85,12 @@ type RedisPersistenceSpec struct {
 	// +optional
 	Uring *UringSpec `json:"uring,omitempty"`
 
-	// storage is the volume that holds the data directory. It cannot change
-	// after creation: a StatefulSet's volume claims are immutable.
+	// storage is the volume that holds the data directory. It cannot change,
+	// be added or be removed after creation: a StatefulSet's volume claims are
+	// immutable. Without it, mode: none runs on an emptyDir (it keeps nothing)
+	// and the other modes claim 8Gi of the cluster's default StorageClass.
 	// +optional
-	// +kubebuilder:default={}
-	Storage StorageSpec `json:"storage,omitempty"`
+	Storage *StorageSpec `json:"storage,omitempty"`
 
 	// placement restricts the nodes the server may run on.
 	// +optional

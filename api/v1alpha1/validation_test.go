@@ -144,6 +144,74 @@ func TestStorageIsImmutable(t *testing.T) {
 	}
 }
 
+// TestTransitionsRejected updates valid objects into specs the API must refuse
+// because the change cannot be carried out safely.
+func TestTransitionsRejected(t *testing.T) {
+	rdb := map[string]any{"save": []any{map[string]any{"seconds": 60, "changes": 1}}}
+	cases := []struct {
+		desc    string
+		from    map[string]any
+		mutate  func(spec map[string]any)
+		wantErr string
+	}{
+		{"none without storage to rdb", map[string]any{"mode": "none"},
+			func(s map[string]any) { s["mode"], s["rdb"] = "rdb", rdb }, "without spec.storage, mode: none runs without a volume"},
+		{"none without storage to aof", map[string]any{"mode": "none"},
+			func(s map[string]any) { s["mode"] = "aof" }, "there is no volume to carry the data to"},
+		{"none without storage to uring", map[string]any{"mode": "none"},
+			func(s map[string]any) { s["mode"] = "uring" }, "create a new RedisPersistence with spec.storage"},
+		{"aof on the default volume to none", map[string]any{"mode": "aof"},
+			func(s map[string]any) { s["mode"] = "none" }, "the mode cannot change between none and rdb, aof or uring"},
+		{"storage added", map[string]any{"mode": "none"},
+			func(s map[string]any) { s["storage"] = map[string]any{"size": "1Gi"} }, "spec.storage cannot be added or removed"},
+		{"storage removed", map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Gi"}},
+			func(s map[string]any) { delete(s, "storage") }, "spec.storage cannot be added or removed"},
+		{"storage resized", map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Gi"}},
+			func(s map[string]any) { s["storage"].(map[string]any)["size"] = "2Gi" }, "spec.storage is immutable"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			ctx := context.Background()
+			obj := newObject(tc.from)
+			if err := k8s.Create(ctx, obj); err != nil {
+				t.Fatalf("creating %v: %v", tc.from, err)
+			}
+			tc.mutate(obj.Object["spec"].(map[string]any))
+			err := k8s.Update(ctx, obj)
+			if err == nil {
+				t.Fatalf("accepted the change to %v", obj.Object["spec"])
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+			}
+		})
+	}
+
+	// Every mode change of an instance with a volume is allowed: the operator
+	// carries the data across it.
+	modes := []map[string]any{{"mode": "none"}, {"mode": "rdb", "rdb": rdb}, {"mode": "aof"}, {"mode": "uring"}}
+	for _, from := range modes {
+		for _, to := range modes {
+			spec := map[string]any{"storage": map[string]any{"size": "1Gi"}}
+			for k, v := range from {
+				spec[k] = v
+			}
+			obj := newObject(spec)
+			if err := k8s.Create(context.Background(), obj); err != nil {
+				t.Fatal(err)
+			}
+			next := obj.Object["spec"].(map[string]any)
+			delete(next, "rdb")
+			for k, v := range to {
+				next[k] = v
+			}
+			if err := k8s.Update(context.Background(), obj); err != nil {
+				t.Errorf("%s -> %s with a volume: %v", from["mode"], to["mode"], err)
+			}
+		}
+	}
+}
+
 func TestDefaultsAreApplied(t *testing.T) {
 	ctx := context.Background()
 	obj := newObject(map[string]any{"mode": "uring", "uring": map[string]any{}})
@@ -155,12 +223,25 @@ func TestDefaultsAreApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := rp.Spec.Uring
-	got := fmt.Sprintf("ack=%s queueDepth=%d maxWorkers=%d profile=%s size=%s exporter=%v podMonitor=%v interval=%s",
-		u.Ack, u.QueueDepth, u.MaxWorkers, rp.Spec.Storage.Profile, rp.Spec.Storage.Size,
+	got := fmt.Sprintf("ack=%s queueDepth=%d maxWorkers=%d storage=%v exporter=%v podMonitor=%v interval=%s",
+		u.Ack, u.QueueDepth, u.MaxWorkers, rp.Spec.Storage,
 		*rp.Spec.Exporter.Enabled, *rp.Spec.Monitoring.PodMonitor.Enabled, rp.Spec.Monitoring.PodMonitor.Interval)
-	want := "ack=durable queueDepth=256 maxWorkers=2 profile=custom size=8Gi exporter=true podMonitor=true interval=30s"
+	want := "ack=durable queueDepth=256 maxWorkers=2 storage=<nil> exporter=true podMonitor=true interval=30s"
 	if got != want {
 		t.Errorf("defaults:\n got %s\nwant %s", got, want)
+	}
+
+	// An empty storage block is a volume with the defaults; no block is no
+	// volume for mode: none, and the same defaults for the other modes.
+	withStorage := newObject(map[string]any{"mode": "none", "storage": map[string]any{}})
+	if err := k8s.Create(ctx, withStorage); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(withStorage), rp); err != nil {
+		t.Fatal(err)
+	}
+	if s := rp.Spec.Storage; s == nil || s.Profile != v1alpha1.StorageCustom || s.Size.String() != "8Gi" {
+		t.Errorf("storage defaults: %+v", s)
 	}
 
 	aof := newObject(map[string]any{"mode": "aof", "aof": map[string]any{}, "auth": map[string]any{"secretRef": map[string]any{"name": "pw"}}})

@@ -427,7 +427,11 @@ func (in *RedisPersistenceSpec) DeepCopyInto(out *RedisPersistenceSpec) {
 		*out = new(UringSpec)
 		(*in).DeepCopyInto(*out)
 	}
-	in.Storage.DeepCopyInto(&out.Storage)
+	if in.Storage != nil {
+		in, out := &in.Storage, &out.Storage
+		*out = new(StorageSpec)
+		(*in).DeepCopyInto(*out)
+	}
 	in.Placement.DeepCopyInto(&out.Placement)
 	if in.Resources != nil {
 		in, out := &in.Resources, &out.Resources
