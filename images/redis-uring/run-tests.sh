@@ -35,9 +35,7 @@ fast=(--config appendfsync-engine uring --config aof-uring-ack fast)
 skips_aof_on=(
   "MULTI with config set appendonly|expects CONFIG SET appendonly yes to start a rewrite; the AOF is already on"
 )
-skips_durable=(
-  "Command being unblocked cause another command to get unblocked execution order test|durable mode executes a held client's pipelined commands only once its previous write is durable, so another client's SET lands between them (issue 12: run the pipeline, hold the replies)"
-)
+skips_durable=()
 # runtest finds free ports by probing, which races with another run started at
 # the same moment (a second checkout's make test): give each run its own range.
 baseport=${TEST_BASEPORT:-$((21111 + RANDOM % 20 * 1000))}

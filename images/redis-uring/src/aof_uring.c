@@ -54,12 +54,14 @@
  *    durable. Each gated client C (a normal client or a MONITOR; not a
  *    replication link, module or fake client) carries C->aof_uring_need, the
  *    AOF offset that must be durable before C gets output. While
- *    C->aof_uring_need > durable_fed, C
- *      1. gets no bytes written to its socket (handleClientsWithPendingWrites
- *         and the writable handler skip it; the handler is removed), and
- *      2. has no further input parsed or executed (pipelined commands wait in
- *         its query buffer, canParseCommand / processPendingCommandAndInputBuffer).
- *    Held clients are kept in a list and resumed in beforeSleep.
+ *    C->aof_uring_need > durable_fed, C gets no bytes written to its socket
+ *    (handleClientsWithPendingWrites and the writable handler skip it; the
+ *    handler is removed). Its pipelined commands still execute, as under
+ *    'always': their replies queue behind the held ones and their writes join
+ *    the same batch, so a pipeline pays one fsync per batch, not one per
+ *    command (the output waits in the client's buffer, within its
+ *    output-buffer limits). Held clients are kept in a list and put back in
+ *    the pending-write queue in beforeSleep.
  *    What a client needs is decided by what its execution unit (a command,
  *    MULTI/EXEC, a script, an unblocked command) did as the keyspace saw it,
  *    not by its key arguments. Three hooks in the keyspace feed the gate:
@@ -272,8 +274,6 @@ static struct pushed {
     long long need;
 } *pushed = NULL;
 static size_t pushed_len = 0, pushed_cap = 0;
-static uint64_t *release_ids = NULL;
-static size_t release_cap = 0;
 
 static void markDurable(long long fed) {
     if (fed > durable_fed) durable_fed = fed;
@@ -1175,27 +1175,22 @@ void aofUringBeforeSleep(void) {
         server.fsynced_reploff = atomic_load_explicit(&server.fsynced_reploff_pending, memory_order_relaxed);
     if (held_clients == NULL || listLength(held_clients) == 0) return;
 
-    /* Collect ids first: resuming one client may free another one. */
     size_t n = 0;
     listIter li;
     listNode *ln;
     listRewind(held_clients, &li);
     while ((ln = listNext(&li))) {
         client *c = listNodeValue(ln);
-        if (mustHold(c)) {
-            if (!holdTimedOut(c)) continue;
-            listDelNode(held_clients, ln);
-            c->aof_uring_held_node = NULL;
-            freeClientAsync(c);
-            continue;
-        }
-        if (n == release_cap) {
-            release_cap = release_cap ? release_cap * 2 : 64;
-            release_ids = zrealloc(release_ids, release_cap * sizeof(*release_ids));
-        }
-        release_ids[n++] = c->id;
+        int hold = mustHold(c);
+        if (hold && !holdTimedOut(c)) continue;
         listDelNode(held_clients, ln);
         c->aof_uring_held_node = NULL;
+        if (hold) {
+            freeClientAsync(c); /* Held too long: closed without its output. */
+            continue;
+        }
+        if (clientHasPendingReplies(c)) putClientInPendingWriteQueue(c);
+        n++;
     }
     /* Their next writes should join one batch: see "Coalescing". A quarter
      * of the last fsync time bounds the wait. */
@@ -1204,16 +1199,6 @@ void aofUringBeforeSleep(void) {
         if (wait_us > AOF_URING_COALESCE_MAX_US) wait_us = AOF_URING_COALESCE_MAX_US;
         coalesce_wait = n;
         coalesce_deadline = getMonotonicUs() + wait_us;
-    }
-    for (size_t i = 0; i < n; i++) {
-        client *c = lookupClientByID(release_ids[i]);
-        if (c == NULL) continue;
-        if (clientHasPendingReplies(c)) putClientInPendingWriteQueue(c);
-        if (c->flag.blocked) continue;
-        /* Run what the client pipelined while it was held (like
-         * processUnblockedClients). */
-        if (processPendingCommandAndInputBuffer(c) == C_ERR) continue;
-        beforeNextClient(c);
     }
 }
 
