@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -68,6 +69,8 @@ type RedisPersistenceReconciler struct {
 	Clock                   clock.PassiveClock
 	// ServerAddress is where the operator reaches a server pod (pod IP and port by default).
 	ServerAddress func(*corev1.Pod) string
+
+	snapshots snapshots
 }
 
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences,verbs=get;list;watch
@@ -79,6 +82,8 @@ type RedisPersistenceReconciler struct {
 // metadata-only informer that tells when a password changes.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// The data claim, read uncached: is there data a mode change must carry?
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;patch
 
 func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
@@ -138,9 +143,36 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 				"the volume keeps StorageClass %s; storage profile %q now maps to %s, which only a new RedisPersistence uses",
 				kept, storageOf(rp).Profile, wanted)
 		}
-	} else if !apierrors.IsNotFound(err) {
+	} else if apierrors.IsNotFound(err) {
+		existing = nil
+	} else {
 		return ctrl.Result{}, fmt.Errorf("reading StatefulSet %s: %w", sts.Name, err)
 	}
+	appliedConfig := &corev1.ConfigMap{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: configMapName(rp)}, appliedConfig); apierrors.IsNotFound(err) {
+		appliedConfig = nil
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading ConfigMap %s: %w", configMapName(rp), err)
+	}
+
+	obs := observation{
+		eligibleNodes: eligibleNodes(nodes.Items, &sts.Spec.Template.Spec),
+		requirement:   placementRequirement(minKernel(rp), keys, rp.Spec.Placement.NodeSelector),
+		statefulSet:   existing,
+	}
+	if err := r.observePod(ctx, rp, password, &obs); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// A new mode's server must find the data in the new mode's files: until the
+	// running server has written them, the old ConfigMap and StatefulSet stay.
+	if change := (modeChange{from: appliedMode(appliedConfig), to: rp.Spec.Mode}); change.needsServer() {
+		if obs.modeChange = r.switchMode(ctx, rp, password, change, obs.pod); obs.modeChange != nil {
+			r.updateStatus(rp, obs)
+			return ctrl.Result{RequeueAfter: modeChangeRetry}, nil
+		}
+	}
+
 	desired := []client.Object{
 		buildConfigMap(rp, config),
 		buildHeadlessService(rp),
@@ -159,21 +191,88 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)
 		}
 	}
+	obs.statefulSet = sts // the apply response carries the current status
 
-	obs := observation{
-		eligibleNodes: eligibleNodes(nodes.Items, &sts.Spec.Template.Spec),
-		requirement:   placementRequirement(minKernel(rp), keys, rp.Spec.Placement.NodeSelector),
-		statefulSet:   sts, // the apply response carries the current status
-	}
-	if err := r.observePod(ctx, rp, password, &obs); err != nil {
-		return ctrl.Result{}, err
+	// Runtime options go to a server of the current revision: a pod about to
+	// be replaced starts from the new ConfigMap anyway.
+	if obs.info != nil && runsCurrentRevision(obs.pod, sts) {
+		r.applyRuntimeConfig(ctx, rp, password, obs.pod)
 	}
 	r.updateStatus(rp, obs)
 
-	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring {
+	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != runtimeConfigHash(rp) {
 		return ctrl.Result{RequeueAfter: resyncInterval}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// switchMode prepares the running server for change and returns nil once a
+// server may start in the new mode, or the Ready condition that says what the
+// change waits for.
+func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, change modeChange, pod *corev1.Pod) *condition {
+	what := fmt.Sprintf("changing mode from %s to %s", change.from, change.to)
+	if !podReady(pod) || pod.Status.PodIP == "" {
+		// No server holds the data in memory: only a volume that was never
+		// bound may start over in the new mode.
+		inUse, err := r.volumeInUse(ctx, rp)
+		if err == nil && !inUse {
+			return nil
+		}
+		return &condition{metav1.ConditionFalse, ReasonModeChangeBlocked,
+			what + " needs the running server to write its data in the new mode's files first, and the server pod is not ready; the previous configuration stays until it is"}
+	}
+	done, progress, err := r.prepareModeChange(ctx, r.ServerAddress(pod), password, rp, change)
+	switch {
+	case done:
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchedPersistence", "%s: the running server has its data in the files of mode %s; applying the new configuration", what, change.to)
+		return nil
+	case err == nil:
+		return &condition{metav1.ConditionFalse, ReasonModeChangeInProgress, what + ": " + progress}
+	}
+	log.FromContext(ctx).Info("preparing a mode change failed", "redispersistence", klogRef(rp), "from", change.from, "to", change.to, "err", err)
+	r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedSwitchPersistence", "%s: %v", what, err)
+	reason := "the server did not answer (see the RedisPersistence's events)"
+	if errors.Is(err, errSnapshotFailed) || errors.Is(err, errRewriteFailed) {
+		reason = err.Error()
+	}
+	return &condition{metav1.ConditionFalse, ReasonModeChangeBlocked, what + " waits for the running server: " + reason + "; the previous configuration stays until it succeeds"}
+}
+
+// volumeInUse is true when the data volume's claim is bound: it may hold data
+// written in the previous mode.
+func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alpha1.RedisPersistence) (bool, error) {
+	if !hasVolume(rp) {
+		return false, nil
+	}
+	claim := &corev1.PersistentVolumeClaim{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: "data-" + rp.Name + "-0"}, claim)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return true, err
+	}
+	return claim.Status.Phase == corev1.ClaimBound, nil
+}
+
+// applyRuntimeConfig sets the runtime options on the running server and
+// records them in status.appliedConfigHash.
+func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, pod *corev1.Pod) {
+	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), password, runtimeSettings(rp))
+	if len(changed) > 0 {
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "AppliedConfig", "set %s on the running server (CONFIG SET), without a restart", strings.Join(changed, ", "))
+	}
+	if err != nil {
+		log.FromContext(ctx).Info("applying runtime options failed", "pod", klogRef(pod), "err", err)
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApplyConfig", "setting runtime options on the running server: %v", err)
+		return
+	}
+	rp.Status.AppliedConfigHash = runtimeConfigHash(rp)
+}
+
+// runsCurrentRevision is true when pod runs the StatefulSet's current template.
+func runsCurrentRevision(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
+	return pod != nil && sts.Status.ObservedGeneration >= sts.Generation && sts.Status.UpdateRevision != "" &&
+		pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision
 }
 
 // observePod gathers the pod, its node, its filesystem report and, once it is

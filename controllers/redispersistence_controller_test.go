@@ -261,7 +261,8 @@ func TestLifecycle(t *testing.T) {
 	// A reconcile of an unchanged spec writes nothing.
 	assertNoOpReconcile(t, ns, "cache")
 
-	// A spec change reaches the ConfigMap and rolls the pod through a new hash.
+	// A runtime option reaches the ConfigMap and the running server, and
+	// leaves the pod alone.
 	if err := get(t, rp, ns, "cache"); err != nil {
 		t.Fatal(err)
 	}
@@ -269,18 +270,33 @@ func TestLifecycle(t *testing.T) {
 	if err := k8s.Update(context.Background(), rp); err != nil {
 		t.Fatal(err)
 	}
+	server := newClient(serverAddress(t, ns, "cache-0"))
+	defer func() { _ = server.Close() }()
 	eventually(t, 30*time.Second, func() error {
-		if err := get(t, sts, ns, "cache"); err != nil {
-			return err
-		}
 		if !strings.Contains(renderedConfig(t, ns, "cache"), "appendfsync always\n") {
 			return fmt.Errorf("redis.conf still has the old policy")
 		}
-		if sts.Spec.Template.Annotations[annotationConfigHash] == firstHash {
-			return fmt.Errorf("config hash unchanged")
+		got, err := server.ConfigGet(context.Background(), "appendfsync").Result()
+		if err != nil || got["appendfsync"] != "always" {
+			return fmt.Errorf("the server's appendfsync is %v (err %w)", got, err)
 		}
 		return nil
 	})
+	if err := get(t, sts, ns, "cache"); err != nil {
+		t.Fatal(err)
+	}
+	if sts.Spec.Template.Annotations[annotationConfigHash] != firstHash {
+		t.Error("a runtime option changed the config hash: the pod would restart")
+	}
+
+	// What the server reads only at start rolls the pod.
+	if err := get(t, rp, ns, "cache"); err != nil {
+		t.Fatal(err)
+	}
+	rp.Spec.Image = "redis-uring:next"
+	if err := k8s.Update(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
 	waitCondition(t, ns, "cache", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRolloutInProgress)
 
 	// Deleting the RedisPersistence lets the real garbage collector remove what it owned.

@@ -44,6 +44,13 @@ const (
 
 	annotationConfigHash = "uringredis.io/config-hash"
 	annotationAuthHash   = "uringredis.io/auth-hash"
+	// annotationMode on the ConfigMap is the mode whose files hold the data:
+	// the operator writes a new mode there only once the running server has
+	// switched to it.
+	annotationMode = "uringredis.io/mode"
+	// annotationRuntimeConfigHash on the ConfigMap identifies its runtime
+	// options; status.appliedConfigHash equals it once the server runs them.
+	annotationRuntimeConfigHash = "uringredis.io/runtime-config-hash"
 
 	fieldOwner = "uring-redis-operator"
 )
@@ -133,9 +140,30 @@ func exporterEnabled(rp *v1alpha1.RedisPersistence) bool {
 	return ptr.Deref(rp.Spec.Exporter.Enabled, true)
 }
 
-// renderConfig renders redis.conf. Every persistence knob is written out,
-// defaults included, so the file alone says what the server does.
+// renderConfig renders redis.conf: what the server reads only at start, then
+// the options the operator also sets on the running server (runtimeSettings).
+// Every persistence knob is written out, defaults included, so the file alone
+// says what the server does after a restart.
 func renderConfig(rp *v1alpha1.RedisPersistence) string {
+	var b strings.Builder
+	b.WriteString(startupConfig(rp))
+	b.WriteString("# Runtime options: the operator applies changes to them with CONFIG SET, without a restart.\n")
+	for _, s := range runtimeSettings(rp) {
+		if s.implicit {
+			continue
+		}
+		value := s.value
+		if value == "" {
+			value = `""`
+		}
+		fmt.Fprintf(&b, "%s %s\n", s.name, value)
+	}
+	return b.String()
+}
+
+// startupConfig is the part of redis.conf the server reads only at start: a
+// change to it restarts the pod (configHash).
+func startupConfig(rp *v1alpha1.RedisPersistence) string {
 	var b strings.Builder
 	line := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 
@@ -150,61 +178,91 @@ func renderConfig(rp *v1alpha1.RedisPersistence) string {
 	// DEBUG only from inside the pod: a RedisBenchmark crash check execs
 	// "DEBUG SEGFAULT" there to crash the server the way kill -9 would.
 	line("enable-debug-command local")
-
-	save := `save ""`
-	if rp.Spec.RDB != nil {
-		rules := make([]string, 0, len(rp.Spec.RDB.Save))
-		for _, r := range rp.Spec.RDB.Save {
-			rules = append(rules, fmt.Sprintf("%d %d", r.Seconds, r.Changes))
-		}
-		save = "save " + strings.Join(rules, " ")
-	}
-	line("%s", save)
 	line("dbfilename dump.rdb")
+	line("appenddirname appendonlydir")
+	if rp.Spec.Auth != nil {
+		line("include %s/auth.conf", runDir)
+	}
+	return b.String()
+}
 
+// serverSetting is one server option the server can change at runtime.
+type serverSetting struct {
+	name, value string
+	// implicit marks the server's default, left out of redis.conf so modes
+	// other than uring run on a stock Valkey or Redis image; it is set only
+	// on a server that knows the option.
+	implicit bool
+}
+
+// runtimeSettings are the options the running server takes with CONFIG SET,
+// in the order they are applied: appendonly last, so that an AOF a mode change
+// starts is written with the policy and engine already in place.
+func runtimeSettings(rp *v1alpha1.RedisPersistence) []serverSetting {
+	settings := []serverSetting{{name: "save", value: saveRules(rp)}}
+	appendonly := "no"
 	switch rp.Spec.Mode {
 	case v1alpha1.ModeAOF:
 		fsync := v1alpha1.FsyncEverySec
 		if rp.Spec.AOF != nil && rp.Spec.AOF.Fsync != "" {
 			fsync = rp.Spec.AOF.Fsync
 		}
-		line("appendonly yes")
-		line("appenddirname appendonlydir")
-		// The posix engine is the server's default; leaving it unsaid keeps
-		// modes other than uring runnable on a stock Valkey or Redis image.
-		line("appendfsync %s", fsync)
+		appendonly = "yes"
+		settings = append(settings,
+			serverSetting{name: "appendfsync", value: string(fsync)},
+			serverSetting{name: "appendfsync-engine", value: "posix", implicit: true})
 	case v1alpha1.ModeUring:
 		u := rp.Spec.Uring
 		if u == nil {
 			u = &v1alpha1.UringSpec{}
 		}
+		appendonly = "yes"
+		sqpoll := u.SQPoll != nil && u.SQPoll.Enabled
 		// The uring engine syncs every batch; "always" is the policy whose
 		// guarantee it keeps, and what the server runs if the ring cannot start.
-		line("appendonly yes")
-		line("appenddirname appendonlydir")
-		line("appendfsync always")
-		line("appendfsync-engine uring")
-		line("aof-uring-ack %s", orDefault(string(u.Ack), string(v1alpha1.AckDurable)))
-		line("aof-uring-queue-depth %d", orDefaultInt(u.QueueDepth, 256))
-		sqpoll := u.SQPoll != nil && u.SQPoll.Enabled
-		line("aof-uring-sqpoll %s", yesNo(sqpoll))
+		settings = append(settings,
+			serverSetting{name: "appendfsync", value: "always"},
+			serverSetting{name: "appendfsync-engine", value: "uring"},
+			serverSetting{name: "aof-uring-ack", value: orDefault(string(u.Ack), string(v1alpha1.AckDurable))},
+			serverSetting{name: "aof-uring-queue-depth", value: strconv.Itoa(int(orDefaultInt(u.QueueDepth, 256)))},
+			serverSetting{name: "aof-uring-sqpoll", value: yesNo(sqpoll)})
 		if sqpoll && u.SQPoll.IdleMillis != nil {
-			line("aof-uring-sqpoll-idle-ms %d", *u.SQPoll.IdleMillis)
+			settings = append(settings, serverSetting{name: "aof-uring-sqpoll-idle-ms", value: strconv.Itoa(int(*u.SQPoll.IdleMillis))})
 		}
 		if sqpoll && u.SQPoll.CPU != nil {
-			line("aof-uring-sqpoll-cpu %d", *u.SQPoll.CPU)
+			settings = append(settings, serverSetting{name: "aof-uring-sqpoll-cpu", value: strconv.Itoa(int(*u.SQPoll.CPU))})
 		}
-		line("aof-uring-max-workers %d", orDefaultInt(u.MaxWorkers, 2))
+		settings = append(settings, serverSetting{name: "aof-uring-max-workers", value: strconv.Itoa(int(orDefaultInt(u.MaxWorkers, 2)))})
 		if u.MaxInFlight != nil {
-			line("aof-uring-max-inflight-bytes %d", u.MaxInFlight.Value())
+			settings = append(settings, serverSetting{name: "aof-uring-max-inflight-bytes", value: strconv.FormatInt(u.MaxInFlight.Value(), 10)})
 		}
 	default:
-		line("appendonly no")
+		settings = append(settings, serverSetting{name: "appendfsync-engine", value: "posix", implicit: true})
 	}
-	if rp.Spec.Auth != nil {
-		line("include %s/auth.conf", runDir)
+	return append(settings, serverSetting{name: "appendonly", value: appendonly})
+}
+
+// saveRules is the value of the save option: the snapshot rules, or "" for none.
+func saveRules(rp *v1alpha1.RedisPersistence) string {
+	if rp.Spec.RDB == nil {
+		return ""
 	}
-	return b.String()
+	rules := make([]string, 0, len(rp.Spec.RDB.Save))
+	for _, r := range rp.Spec.RDB.Save {
+		rules = append(rules, fmt.Sprintf("%d %d", r.Seconds, r.Changes))
+	}
+	return strings.Join(rules, " ")
+}
+
+// runtimeConfigHash identifies the runtime options; status.appliedConfigHash
+// carries it once the running server has them.
+func runtimeConfigHash(rp *v1alpha1.RedisPersistence) string {
+	var b strings.Builder
+	for _, s := range runtimeSettings(rp) {
+		fmt.Fprintf(&b, "%s=%s\n", s.name, s.value)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:8])
 }
 
 func orDefault(v, def string) string {
@@ -229,9 +287,11 @@ func yesNo(b bool) string {
 }
 
 // configHash changes whenever the pods must restart to pick up a change the
-// pod template itself does not show.
+// pod template itself does not show: the startup part of redis.conf and the
+// exporter's script. The runtime options are left out; the operator sets them
+// on the running server.
 func configHash(rp *v1alpha1.RedisPersistence) string {
-	sum := sha256.Sum256([]byte(renderConfig(rp) + exporterScript))
+	sum := sha256.Sum256([]byte(startupConfig(rp) + exporterScript))
 	return hex.EncodeToString(sum[:8])
 }
 
@@ -270,9 +330,11 @@ func (in podInputs) annotations() map[string]string {
 }
 
 func buildConfigMap(rp *v1alpha1.RedisPersistence, config string) *corev1.ConfigMap {
+	meta := objectMeta(rp, configMapName(rp))
+	meta.Annotations = map[string]string{annotationMode: string(rp.Spec.Mode), annotationRuntimeConfigHash: runtimeConfigHash(rp)}
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: objectMeta(rp, configMapName(rp)),
+		ObjectMeta: meta,
 		Data:       map[string]string{"redis.conf": config, exporterScriptFile: exporterScript},
 	}
 }

@@ -135,20 +135,6 @@ func TestRenderConfigUsesServerOptionNames(t *testing.T) {
 	}
 }
 
-func TestConfigHashFollowsConfig(t *testing.T) {
-	a := newRedisPersistence(goldenCases["aof-always"])
-	b := newRedisPersistence(goldenCases["aof-everysec"])
-	hash := func(rp *v1alpha1.RedisPersistence) string {
-		return buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, "")).Spec.Template.Annotations[annotationConfigHash]
-	}
-	if hash(a) == hash(b) {
-		t.Fatal("different fsync policies must give different config hashes, or the pod would not restart")
-	}
-	if hash(a) != hash(a.DeepCopy()) {
-		t.Fatal("the config hash is not deterministic")
-	}
-}
-
 func TestAuthHashFollowsPassword(t *testing.T) {
 	rp := newRedisPersistence(goldenCases["uring-durable"])
 	hash := func(rp *v1alpha1.RedisPersistence, password string) string {

@@ -30,6 +30,10 @@ const (
 	ReasonNotScheduled      = "NotScheduled"
 	ReasonApplyFailed       = "ApplyFailed"
 	ReasonAuthSecretMissing = "AuthSecretMissing"
+	// A mode change waits for the running server to rewrite or snapshot its data.
+	ReasonModeChangeInProgress = "ModeChangeInProgress"
+	// A mode change cannot be prepared: the server is not ready or failed.
+	ReasonModeChangeBlocked = "ModeChangeBlocked"
 )
 
 // observation is everything the status is computed from, gathered by the
@@ -43,6 +47,7 @@ type observation struct {
 	filesystem    string      // "" until the prepare container reported
 	info          *serverInfo // nil when the server was not asked
 	infoErr       error
+	modeChange    *condition // set while a mode change holds the old configuration
 }
 
 type condition struct {
@@ -129,6 +134,8 @@ func rolledOut(sts *appsv1.StatefulSet) bool {
 
 func readyCondition(scheduled, storage condition, obs observation) condition {
 	switch {
+	case obs.modeChange != nil:
+		return *obs.modeChange
 	case scheduled.status != metav1.ConditionTrue:
 		return condition{metav1.ConditionFalse, ReasonNotScheduled, scheduled.message}
 	case storage.status == metav1.ConditionFalse:

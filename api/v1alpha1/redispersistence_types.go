@@ -386,6 +386,14 @@ type RedisPersistenceStatus struct {
 	// +optional
 	Engine string `json:"engine,omitempty"`
 
+	// appliedConfigHash identifies the runtime options (save, appendonly,
+	// appendfsync, the aof-uring-* options) the running server was last
+	// confirmed to run; the operator sets a changed one with CONFIG SET instead
+	// of restarting the server. It equals the ConfigMap's
+	// uringredis.io/runtime-config-hash annotation once a change is applied.
+	// +optional
+	AppliedConfigHash string `json:"appliedConfigHash,omitempty"`
+
 	// endpoint clients connect to (the client Service, host:port).
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`

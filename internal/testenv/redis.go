@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -25,17 +26,48 @@ func ServerBin() string {
 // that only make sense in a pod (port, dir, include) are overridden.
 func StartServer(t *testing.T, config string) string {
 	t.Helper()
-	return startServer(t, config, false)
+	return runServer(t, t.TempDir(), config, false).Addr
 }
 
 // StartServerWithoutIOUring is StartServer under a seccomp filter that
 // denies io_uring_setup, as a container runtime's default profile does.
 func StartServerWithoutIOUring(t *testing.T, config string) string {
 	t.Helper()
-	return startServer(t, config, true)
+	return runServer(t, t.TempDir(), config, true).Addr
 }
 
-func startServer(t *testing.T, config string, denyIOUring bool) string {
+// Server is a running server process.
+type Server struct {
+	Addr string
+	Dir  string
+
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// RunServer is StartServer in dir, where an earlier server may have left
+// its files: a restart, as a pod's container restarts on its volume.
+func RunServer(t *testing.T, dir, config string) *Server {
+	t.Helper()
+	return runServer(t, dir, config, false)
+}
+
+// Stop sends SIGTERM, as a kubelet stopping the container does, and waits
+// for the server to shut down.
+func (s *Server) Stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.exited:
+		s.exited <- err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server did not stop within 30s of SIGTERM")
+	}
+}
+
+func runServer(t *testing.T, dir, config string, denyIOUring bool) *Server {
 	t.Helper()
 	bin := ServerBin()
 	if _, err := os.Stat(bin); err != nil {
@@ -48,7 +80,6 @@ func startServer(t *testing.T, config string, denyIOUring bool) string {
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 
-	dir := t.TempDir()
 	var kept []string
 	for _, line := range strings.Split(config, "\n") {
 		switch strings.SplitN(line, " ", 2)[0] {
@@ -62,7 +93,8 @@ func startServer(t *testing.T, config string, denyIOUring bool) string {
 	if err := os.WriteFile(confPath, []byte(strings.Join(kept, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log, err := os.Create(filepath.Join(dir, "server.log"))
+	logPath := filepath.Join(dir, "server.log")
+	log, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,34 +111,33 @@ func startServer(t *testing.T, config string, denyIOUring bool) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	s := &Server{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir, cmd: cmd, exited: make(chan error, 1)}
+	go func() { s.exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		if err := <-exited; t.Failed() {
+		if err := <-s.exited; t.Failed() {
 			t.Logf("server exited: %v", err)
 		}
 		if t.Failed() {
-			out, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			out, _ := os.ReadFile(logPath)
 			t.Logf("server log:\n%s", out)
 		}
 	})
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
+		if c, err := net.Dial("tcp", s.Addr); err == nil {
 			_ = c.Close()
-			return addr
+			return s
 		}
 		select {
-		case err := <-exited:
-			exited <- err
-			out, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+		case err := <-s.exited:
+			s.exited <- err
+			out, _ := os.ReadFile(logPath)
 			t.Fatalf("the server exited (%v):\n%s", err, out)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	out, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-	t.Fatalf("the server did not start on %s:\n%s", addr, out)
-	return ""
+	out, _ := os.ReadFile(logPath)
+	t.Fatalf("the server did not start on %s:\n%s", s.Addr, out)
+	return nil
 }

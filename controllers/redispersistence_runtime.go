@@ -1,0 +1,232 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// What the operator does on the running server, over the network: mode
+// changes that carry the dataset across the RDB/AOF line, and runtime options
+// applied with CONFIG SET instead of a restart.
+//
+// A mode change is a change of the files the data lives in. aof and uring
+// share the append-only file (only the engine that writes it differs); rdb
+// and none read dump.rdb at start (none never writes one on its own). A new
+// server started on the other kind of file would start from nothing, or from
+// a stale snapshot, so before the ConfigMap and the StatefulSet change the
+// operator brings the running server there live:
+//
+//   - into aof or uring from rdb or none: CONFIG SET appendonly yes, which
+//     rewrites the AOF from memory; done once the rewrite finished
+//     (aof_rewrite_in_progress:0, aof_rewrite_scheduled:0,
+//     aof_last_bgrewrite_status:ok).
+//   - into rdb or none from anything else: a snapshot (BGSAVE, waited for),
+//     then the new save rules and appendonly no. A restart of an rdb server
+//     then loads everything (a graceful stop snapshots again under its save
+//     rules); a none server comes back to the dataset of the switch.
+//   - aof <-> uring: nothing to prepare; the engine is a runtime option.
+//
+// Only when the server confirmed does the operator write the new mode to the
+// ConfigMap (annotationMode, the record of which files hold the data) and the
+// StatefulSet, which rolls the pod where the pod template changed. While the
+// server cannot be reached the old objects stay, Ready says why, and the
+// operator retries.
+
+// modeChangeRetry is how soon a mode change that waits on the server is looked at again.
+const modeChangeRetry = 2 * time.Second
+
+// modeChangeWait is how long one reconcile waits for a rewrite or snapshot
+// before it lets go of the worker and requeues.
+const modeChangeWait = 5 * time.Second
+
+// keepsAOF is true for the modes whose data is in the append-only file.
+func keepsAOF(mode v1alpha1.PersistenceMode) bool {
+	return mode == v1alpha1.ModeAOF || mode == v1alpha1.ModeUring
+}
+
+type modeChange struct {
+	from, to v1alpha1.PersistenceMode
+}
+
+// needsServer is true when the running server must write the data in the new
+// mode's files before a server may start in that mode.
+func (c modeChange) needsServer() bool {
+	if c.from == "" || c.from == c.to {
+		return false
+	}
+	return !keepsAOF(c.to) || !keepsAOF(c.from)
+}
+
+// renderedModeHeader finds the mode in the header of a redis.conf rendered
+// before the ConfigMap carried annotationMode.
+var renderedModeHeader = regexp.MustCompile(`^# Rendered by uring-redis-operator from RedisPersistence \S+ \(mode (none|rdb|aof|uring)\)`)
+
+// appliedMode is the mode of the configuration the server was last given:
+// the mode whose files hold the data. "" for a new instance.
+func appliedMode(cm *corev1.ConfigMap) v1alpha1.PersistenceMode {
+	if cm == nil {
+		return ""
+	}
+	if mode, ok := cm.Annotations[annotationMode]; ok {
+		return v1alpha1.PersistenceMode(mode)
+	}
+	if m := renderedModeHeader.FindStringSubmatch(cm.Data["redis.conf"]); m != nil {
+		return v1alpha1.PersistenceMode(m[1])
+	}
+	return ""
+}
+
+// snapshots remembers the BGSAVE a mode change asked each server for, so a
+// snapshot that outlasts one reconcile is waited for, not asked for again.
+// Forgetting it (an operator restart) only costs another snapshot.
+type snapshots struct {
+	sync.Mutex
+	requested map[types.UID]snapshotRequest
+}
+
+type snapshotRequest struct {
+	runID       string // the server process asked
+	savesBefore int64  // its rdb_saves before the request
+}
+
+var (
+	errSnapshotFailed = errors.New("the server's snapshot failed (rdb_last_bgsave_status:err); it is retried")
+	errRewriteFailed  = errors.New("the append-only file rewrite failed (aof_last_bgrewrite_status:err); the server retries it")
+)
+
+// snapshotTaken reports whether a snapshot started after the first call for
+// uid has completed on this server, asking for one if none is under way.
+func (s *snapshots) snapshotTaken(ctx context.Context, client *redis.Client, uid types.UID, info *serverInfo) (bool, error) {
+	s.Lock()
+	defer s.Unlock()
+	if s.requested == nil {
+		s.requested = map[types.UID]snapshotRequest{}
+	}
+	if req, ok := s.requested[uid]; ok && req.runID == info.runID {
+		switch {
+		case info.bgsaveInProgress || info.rdbSaves <= req.savesBefore:
+			return false, nil
+		case !info.lastBgsaveOK:
+			delete(s.requested, uid)
+			return false, errSnapshotFailed
+		}
+		delete(s.requested, uid)
+		return true, nil
+	}
+	if info.bgsaveInProgress {
+		// Started before the request: it may miss recent writes.
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
+	defer cancel()
+	// SCHEDULE: an AOF rewrite in progress delays the snapshot instead of refusing it.
+	if err := client.Do(ctx, "BGSAVE", "SCHEDULE").Err(); err != nil {
+		return false, fmt.Errorf("BGSAVE: %w", err)
+	}
+	s.requested[uid] = snapshotRequest{runID: info.runID, savesBefore: info.rdbSaves}
+	return false, nil
+}
+
+// prepareStep moves the server one step towards change.to and reports
+// whether it is there; progress says what it waits for.
+func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, client *redis.Client, rp *v1alpha1.RedisPersistence, change modeChange) (done bool, progress string, err error) {
+	info, err := infoOf(ctx, client)
+	if err != nil {
+		return false, "", err
+	}
+	if keepsAOF(change.to) {
+		switch {
+		case !info.aofEnabled:
+			if err := configSet(ctx, client, "appendonly", "yes"); err != nil {
+				return false, "", err
+			}
+			return false, "rewriting the append-only file from memory", nil
+		case info.rewriteRunning:
+			return false, "rewriting the append-only file from memory", nil
+		case !info.lastRewriteOK:
+			return false, "", errRewriteFailed
+		}
+		return true, "", nil
+	}
+	taken, err := r.snapshots.snapshotTaken(ctx, client, rp.UID, info)
+	if !taken || err != nil {
+		return false, "taking a snapshot of the dataset", err
+	}
+	if err := configSet(ctx, client, "save", saveRules(rp)); err != nil {
+		return false, "", err
+	}
+	if info.aofEnabled {
+		if err := configSet(ctx, client, "appendonly", "no"); err != nil {
+			return false, "", err
+		}
+	}
+	return true, "", nil
+}
+
+// prepareModeChange runs prepareStep until the server is there, an error, or
+// modeChangeWait.
+func (r *RedisPersistenceReconciler) prepareModeChange(ctx context.Context, addr, password string, rp *v1alpha1.RedisPersistence, change modeChange) (done bool, progress string, err error) {
+	client := dialServer(addr, password)
+	defer func() { _ = client.Close() }()
+	deadline := time.Now().Add(modeChangeWait)
+	for {
+		done, progress, err = r.prepareStep(ctx, client, rp, change)
+		if done || err != nil || time.Now().After(deadline) {
+			return done, progress, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, progress, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func configSet(ctx context.Context, client *redis.Client, name, value string) error {
+	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
+	defer cancel()
+	if err := client.ConfigSet(ctx, name, value).Err(); err != nil {
+		return fmt.Errorf("CONFIG SET %s: %w", name, err)
+	}
+	return nil
+}
+
+// applyRuntimeSettings sets every runtime option whose value on the running
+// server differs from settings, and returns the names it changed.
+func applyRuntimeSettings(ctx context.Context, addr, password string, settings []serverSetting) ([]string, error) {
+	client := dialServer(addr, password)
+	defer func() { _ = client.Close() }()
+	var changed []string
+	for _, s := range settings {
+		getCtx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
+		values, err := client.ConfigGet(getCtx, s.name).Result()
+		cancel()
+		if err != nil {
+			return changed, fmt.Errorf("CONFIG GET %s: %w", s.name, err)
+		}
+		current, known := values[s.name]
+		switch {
+		case !known && s.implicit:
+			continue
+		case !known:
+			return changed, fmt.Errorf("the server does not know the option %s", s.name)
+		case current == s.value:
+			continue
+		}
+		if err := configSet(ctx, client, s.name, s.value); err != nil {
+			return changed, err
+		}
+		changed = append(changed, s.name)
+	}
+	return changed, nil
+}

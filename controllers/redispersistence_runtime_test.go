@@ -1,0 +1,356 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+var specOfMode = map[v1alpha1.PersistenceMode]v1alpha1.RedisPersistenceSpec{
+	v1alpha1.ModeNone:  {Mode: v1alpha1.ModeNone, Storage: &v1alpha1.StorageSpec{}},
+	v1alpha1.ModeRDB:   {Mode: v1alpha1.ModeRDB, RDB: &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 3600, Changes: 1}}}},
+	v1alpha1.ModeAOF:   {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}},
+	v1alpha1.ModeUring: {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}},
+}
+
+var everyModeName = []v1alpha1.PersistenceMode{v1alpha1.ModeNone, v1alpha1.ModeRDB, v1alpha1.ModeAOF, v1alpha1.ModeUring}
+
+func TestModeChangeNeedsServer(t *testing.T) {
+	want := map[string]bool{
+		"none>rdb": true, "none>aof": true, "none>uring": true,
+		"rdb>none": true, "rdb>aof": true, "rdb>uring": true,
+		"aof>none": true, "aof>rdb": true, "aof>uring": false,
+		"uring>none": true, "uring>rdb": true, "uring>aof": false,
+	}
+	for _, from := range everyModeName {
+		for _, to := range everyModeName {
+			key := string(from) + ">" + string(to)
+			if got := (modeChange{from, to}).needsServer(); got != want[key] {
+				t.Errorf("%s: needsServer %v", key, got)
+			}
+		}
+	}
+	if (modeChange{"", v1alpha1.ModeAOF}).needsServer() {
+		t.Error("a new instance has nothing to carry")
+	}
+}
+
+func TestAppliedMode(t *testing.T) {
+	rp := newRedisPersistence(specOfMode[v1alpha1.ModeRDB])
+	if got := appliedMode(buildConfigMap(rp, renderConfig(rp))); got != v1alpha1.ModeRDB {
+		t.Errorf("annotated ConfigMap: %q", got)
+	}
+	// A ConfigMap an earlier operator rendered has the mode in its header only.
+	old := &corev1.ConfigMap{Data: map[string]string{"redis.conf": "# Rendered by uring-redis-operator from RedisPersistence apps/cache (mode uring); do not edit.\nport 6379\n"}}
+	if got := appliedMode(old); got != v1alpha1.ModeUring {
+		t.Errorf("header: %q", got)
+	}
+	if got := appliedMode(nil); got != "" {
+		t.Errorf("no ConfigMap: %q", got)
+	}
+}
+
+// Runtime options change the ConfigMap, never the pod template; what the
+// server reads only at start changes the template, so the pod restarts.
+func TestRuntimeOptionsKeepThePodTemplate(t *testing.T) {
+	template := func(rp *v1alpha1.RedisPersistence) string {
+		out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, testPassword(rp))).Spec.Template)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	base := newRedisPersistence(goldenCases["uring-durable"])
+	for desc, mutate := range map[string]func(*v1alpha1.RedisPersistenceSpec){
+		"queue depth": func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.QueueDepth = 1024 },
+		"io-wq bound": func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.MaxWorkers = 8 },
+		"ack mode":    func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.Ack = v1alpha1.AckFast },
+		"sqpoll": func(s *v1alpha1.RedisPersistenceSpec) {
+			s.Uring.SQPoll = &v1alpha1.SQPollSpec{Enabled: true, IdleMillis: ptr.To[int32](20)}
+		},
+		"save rules": func(s *v1alpha1.RedisPersistenceSpec) {
+			s.RDB = &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 900, Changes: 1}}}
+		},
+	} {
+		changed := base.DeepCopy()
+		mutate(&changed.Spec)
+		if template(changed) != template(base) {
+			t.Errorf("%s: the pod template changed; the server takes it at runtime", desc)
+		}
+		if renderConfig(changed) == renderConfig(base) || runtimeConfigHash(changed) == runtimeConfigHash(base) {
+			t.Errorf("%s: the ConfigMap or the runtime hash did not change; a restart would lose it", desc)
+		}
+	}
+	aof := newRedisPersistence(goldenCases["aof-always"])
+	everysec := aof.DeepCopy()
+	everysec.Spec.AOF.Fsync = v1alpha1.FsyncEverySec
+	if template(everysec) != template(aof) {
+		t.Error("appendfsync is a runtime option")
+	}
+	withoutAuth := base.DeepCopy()
+	withoutAuth.Spec.Auth = nil
+	if configHash(withoutAuth) == configHash(base) {
+		t.Error("auth is read at start: turning it off must restart the pod")
+	}
+}
+
+func newClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, MaxRetries: -1})
+}
+
+// waitLoaded waits until a restarted server has loaded its files.
+func waitLoaded(t *testing.T, c *redis.Client) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error { return c.Ping(context.Background()).Err() })
+}
+
+func writeKeys(t *testing.T, c *redis.Client, prefix string, n int) {
+	t.Helper()
+	for i := range n {
+		if err := c.Set(context.Background(), fmt.Sprintf("%s:%d", prefix, i), fmt.Sprintf("value-%d", i), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func missingKeys(t *testing.T, c *redis.Client, prefix string, n int) int {
+	t.Helper()
+	missing := 0
+	for i := range n {
+		v, err := c.Get(context.Background(), fmt.Sprintf("%s:%d", prefix, i)).Result()
+		if errors.Is(err, redis.Nil) || v != fmt.Sprintf("value-%d", i) {
+			missing++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return missing
+}
+
+// TestModeChangesCarryTheData runs every mode change on the real server the
+// way the operator does it: the server of the old mode holds data, the
+// operator prepares it live, more data is written, the server stops as a
+// kubelet stops it, and a server of the new mode starts on the same files.
+// Everything written before the change must be there; what was written after
+// it too, except with mode none, which by design restarts from the dataset it
+// had when it became none.
+func TestModeChangesCarryTheData(t *testing.T) {
+	for _, from := range everyModeName {
+		for _, to := range everyModeName {
+			if from == to {
+				continue
+			}
+			t.Run(string(from)+"-to-"+string(to), func(t *testing.T) {
+				dir := t.TempDir()
+				old := newRedisPersistence(specOfMode[from])
+				next := newRedisPersistence(specOfMode[to])
+				old.UID = types.UID("uid-" + string(from) + "-" + string(to))
+				next.UID = old.UID
+
+				server := testenv.RunServer(t, dir, renderConfig(old))
+				c := newClient(server.Addr)
+				defer func() { _ = c.Close() }()
+				writeKeys(t, c, "before", 500)
+
+				r := &RedisPersistenceReconciler{}
+				change := modeChange{from, to}
+				if change.needsServer() {
+					deadline := time.Now().Add(60 * time.Second)
+					for {
+						done, progress, err := r.prepareModeChange(context.Background(), server.Addr, "", next, change)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if done {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("not prepared after 60s: %s", progress)
+						}
+					}
+				}
+				writeKeys(t, c, "after", 100)
+				server.Stop(t)
+
+				restarted := testenv.RunServer(t, dir, renderConfig(next))
+				c2 := newClient(restarted.Addr)
+				defer func() { _ = c2.Close() }()
+				waitLoaded(t, c2)
+				if n := missingKeys(t, c2, "before", 500); n != 0 {
+					t.Fatalf("%d of 500 keys written before the change are missing in mode %s", n, to)
+				}
+				if n := missingKeys(t, c2, "after", 100); to != v1alpha1.ModeNone && n != 0 {
+					t.Fatalf("%d of 100 keys written after the change are missing in mode %s", n, to)
+				}
+				// The next restart of a persistent mode keeps what is written now.
+				if to == v1alpha1.ModeNone {
+					return
+				}
+				writeKeys(t, c2, "later", 100)
+				restarted.Stop(t)
+				again := testenv.RunServer(t, dir, renderConfig(next))
+				c3 := newClient(again.Addr)
+				defer func() { _ = c3.Close() }()
+				waitLoaded(t, c3)
+				if n := missingKeys(t, c3, "before", 500) + missingKeys(t, c3, "later", 100); n != 0 {
+					t.Fatalf("%d keys missing after a second restart in mode %s", n, to)
+				}
+			})
+		}
+	}
+}
+
+// TestLiveTuningAndModeChangeThroughTheOperator drives both through the
+// reconciler against a real server: a queue depth change is set with CONFIG
+// SET and leaves the StatefulSet alone; a change from uring to rdb snapshots
+// the data before the ConfigMap says rdb.
+func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	createRP(t, ns, "tuned", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256}})
+	waitCondition(t, ns, "tuned", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	server := testenv.StartServer(t, renderedConfig(t, ns, "tuned"))
+	serverAddrs.Store(ns+"/tuned-0", server)
+	actAsKubelet(t, ns, "tuned-0", "ext4")
+	rp := waitCondition(t, ns, "tuned", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	if rp.Status.AppliedConfigHash == "" {
+		t.Fatal("status.appliedConfigHash is empty on a Ready server")
+	}
+	c := newClient(server)
+	defer func() { _ = c.Close() }()
+
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, "tuned"); err != nil {
+		t.Fatal(err)
+	}
+	template := sts.Spec.Template.DeepCopy()
+	rp.Spec.Uring.QueueDepth = 1024
+	if err := k8s.Update(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		got, err := c.ConfigGet(context.Background(), "aof-uring-queue-depth").Result()
+		if err != nil {
+			return err
+		}
+		if got["aof-uring-queue-depth"] != "1024" {
+			return fmt.Errorf("aof-uring-queue-depth %v on the server", got)
+		}
+		return nil
+	})
+	cm := &corev1.ConfigMap{}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, rp, ns, "tuned"); err != nil {
+			return err
+		}
+		if err := get(t, cm, ns, "tuned-config"); err != nil {
+			return err
+		}
+		if want := cm.Annotations[annotationRuntimeConfigHash]; rp.Status.AppliedConfigHash != want {
+			return fmt.Errorf("appliedConfigHash %q, the ConfigMap's %q", rp.Status.AppliedConfigHash, want)
+		}
+		return nil
+	})
+	if !strings.Contains(cm.Data["redis.conf"], "aof-uring-queue-depth 1024\n") {
+		t.Error("the ConfigMap lacks the new queue depth: a restart would lose it")
+	}
+	if err := get(t, sts, ns, "tuned"); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(sts.Spec.Template, *template) {
+		t.Errorf("a queue depth change changed the pod template, the pod would restart: %s", cmp.Diff(*template, sts.Spec.Template))
+	}
+
+	// uring -> rdb: the server snapshots and turns its AOF off before the
+	// ConfigMap says rdb.
+	writeKeys(t, c, "carried", 200)
+	if err := get(t, rp, ns, "tuned"); err != nil {
+		t.Fatal(err)
+	}
+	rp.Spec.Mode, rp.Spec.Uring = v1alpha1.ModeRDB, nil
+	rp.Spec.RDB = &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 3600, Changes: 1}}}
+	if err := k8s.Update(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, cm, ns, "tuned-config"); err != nil {
+			return err
+		}
+		if cm.Annotations[annotationMode] != string(v1alpha1.ModeRDB) {
+			return fmt.Errorf("the ConfigMap is still in mode %s", cm.Annotations[annotationMode])
+		}
+		return nil
+	})
+	info, err := c.Info(context.Background(), "persistence").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "aof_enabled:0") || !strings.Contains(info, "rdb_last_bgsave_status:ok") || strings.Contains(info, "rdb_saves:0\r") {
+		t.Errorf("the server did not snapshot and leave AOF before the ConfigMap changed:\n%s", info)
+	}
+}
+
+// A mode change whose server cannot be asked keeps the old configuration and says why.
+func TestModeChangeWaitsForTheServer(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	createRP(t, ns, "unreachable", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF})
+	waitCondition(t, ns, "unreachable", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	actAsKubelet(t, ns, "unreachable-0", "ext4") // ready, but no server behind it
+	rp := &v1alpha1.RedisPersistence{}
+	if err := get(t, rp, ns, "unreachable"); err != nil {
+		t.Fatal(err)
+	}
+	rp.Spec.Mode, rp.Spec.AOF = v1alpha1.ModeRDB, nil
+	rp.Spec.RDB = &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 60, Changes: 1}}}
+	if err := k8s.Update(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	got := waitCondition(t, ns, "unreachable", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonModeChangeBlocked)
+	msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady).Message
+	if !strings.Contains(msg, "changing mode from aof to rdb") || strings.Contains(msg, "127.0.0.1") {
+		t.Errorf("Ready message %q: want the change named and no address", msg)
+	}
+	if mode := appliedModeOf(t, ns, "unreachable"); mode != v1alpha1.ModeAOF {
+		t.Errorf("the ConfigMap moved to mode %s without the server's snapshot", mode)
+	}
+	if !strings.Contains(renderedConfig(t, ns, "unreachable"), "appendonly yes\n") {
+		t.Error("the ConfigMap lost appendonly yes before the server switched")
+	}
+}
+
+func appliedModeOf(t *testing.T, ns, name string) v1alpha1.PersistenceMode {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := get(t, cm, ns, name+"-config"); err != nil {
+		t.Fatal(err)
+	}
+	return appliedMode(cm)
+}
+
+// serverAddress is the address of the real server a test put behind a pod.
+func serverAddress(t *testing.T, ns, pod string) string {
+	t.Helper()
+	addr, ok := serverAddrs.Load(ns + "/" + pod)
+	if !ok {
+		t.Fatalf("no server runs behind %s/%s", ns, pod)
+	}
+	return addr.(string)
+}
