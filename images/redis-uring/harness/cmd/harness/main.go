@@ -203,7 +203,7 @@ func run(args []string) int {
 		usage()
 		return 2
 	}
-	fs.Parse(args)
+	_ = fs.Parse(args) // ExitOnError
 	e, err := c.env(sub)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "harness:", err)

@@ -113,11 +113,11 @@ func RunTool(path string, a ToolArgs) (ToolResult, string, error) {
 	cmdline := path + " " + strings.Join(argv, " ")
 	out, err := exec.Command(path, argv...).Output()
 	if err != nil {
-		return ToolResult{}, cmdline, fmt.Errorf("%s: %v: %s", cmdline, err, lastLines(string(out), 5))
+		return ToolResult{}, cmdline, fmt.Errorf("%s: %w: %s", cmdline, err, lastLines(string(out), 5))
 	}
 	r, err := ParseTool(string(out))
 	if err != nil {
-		return r, cmdline, fmt.Errorf("%s: %v: %s", cmdline, err, lastLines(string(out), 5))
+		return r, cmdline, fmt.Errorf("%s: %w: %s", cmdline, err, lastLines(string(out), 5))
 	}
 	return r, cmdline, nil
 }

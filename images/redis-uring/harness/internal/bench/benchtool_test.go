@@ -29,7 +29,10 @@ func TestParseToolRejectsTruncatedOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := string(data)[:strings.Index(string(data), "Summary:")]
+	cut, _, found := strings.Cut(string(data), "Summary:")
+	if !found {
+		t.Fatal("testdata/set.txt has no summary")
+	}
 	if _, err := ParseTool(cut); err == nil {
 		t.Error("output without a summary parsed without error")
 	}
