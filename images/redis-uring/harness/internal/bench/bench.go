@@ -14,45 +14,41 @@ package bench
 import (
 	"fmt"
 	"math"
-	"math/rand"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/fsprobe"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/loopfs"
-	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/resp"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
-	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/stats"
 )
-
-// Mixed is the test name of the SET load with concurrent GETs of untouched keys.
-const Mixed = "mixed"
 
 // Options of a benchmark run.
 type Options struct {
-	Bin          server.Binaries                  `json:"-"`
-	WorkDir      string                           `json:"-"`
-	LogDir       string                           `json:"-"` // server configs and logs
-	Modes        []server.Mode                    `json:"modes"`
-	UringSkip    string                           `json:"uring_skip,omitempty"`
-	Tests        []string                         `json:"tests"`
-	Volumes      []string                         `json:"volumes"`
-	Clients      int                              `json:"clients"`
-	Requests     int                              `json:"requests"`
-	Keyspace     int                              `json:"keyspace"`
-	DataSize     int                              `json:"data_size"`
-	Pipeline     int                              `json:"pipeline"`
-	Reps         int                              `json:"repetitions"`
-	GetClients   int                              `json:"get_clients"`
-	ReadOnlyKeys int                              `json:"read_only_keys"`
-	LoopSizeMiB  int                              `json:"loop_size_mib"`
-	FsyncSamples int                              `json:"fsync_samples"`
-	Log          func(format string, args ...any) `json:"-"`
+	Bin          server.Binaries `json:"-"`
+	WorkDir      string          `json:"-"`
+	LogDir       string          `json:"-"` // server configs and logs
+	Modes        []server.Mode   `json:"modes"`
+	UringSkip    string          `json:"uring_skip,omitempty"`
+	Tests        []string        `json:"tests"`
+	Workloads    []Workload      `json:"workloads"` // Tests parsed (ParseWorkloads)
+	Volumes      []string        `json:"volumes"`
+	Clients      int             `json:"clients"`
+	Requests     int             `json:"requests"`
+	Keyspace     int             `json:"keyspace"`
+	DataSize     int             `json:"data_size"`
+	Pipeline     int             `json:"pipeline"`
+	Reps         int             `json:"repetitions"`
+	GetClients   int             `json:"get_clients"`
+	ReadOnlyKeys int             `json:"read_only_keys"`
+	// ReadHeavySetClients write while the read-heavy run's GETs run.
+	ReadHeavySetClients int                              `json:"read_heavy_set_clients"`
+	LoopSizeMiB         int                              `json:"loop_size_mib"`
+	FsyncSamples        int                              `json:"fsync_samples"`
+	Log                 func(format string, args ...any) `json:"-"`
 }
 
 // Volume is one place the servers keep their files.
@@ -66,15 +62,6 @@ type Volume struct {
 	LMs        float64          `json:"l_ms"`
 	BoundOpsPS float64          `json:"c_over_l_ops_per_second"`
 	devPath    string
-}
-
-// GetStats are the latencies of GETs of untouched keys during the mixed run.
-type GetStats struct {
-	Count  int     `json:"count"`
-	P50Ms  float64 `json:"p50_ms"`
-	P99Ms  float64 `json:"p99_ms"`
-	P999Ms float64 `json:"p999_ms"`
-	Errors int     `json:"errors"`
 }
 
 // Run is one (volume, mode, test, repetition).
@@ -94,7 +81,7 @@ type Run struct {
 	DevFlushes  float64            `json:"device_flushes"`
 	DevFlushMs  float64            `json:"device_flush_avg_ms"`
 	DevWriteMiB float64            `json:"device_write_mib"`
-	Get         *GetStats          `json:"get,omitempty"`
+	Side        *SideStats         `json:"side,omitempty"`
 	InfoDelta   map[string]float64 `json:"info_delta,omitempty"`
 	Error       string             `json:"error,omitempty"`
 }
@@ -129,17 +116,19 @@ func Execute(o Options, version, command string) (*Report, error) {
 		switch name {
 		case "root":
 			v.Dir = filepath.Join(o.WorkDir, "bench-root")
-			os.RemoveAll(v.Dir)
+			if err := os.RemoveAll(v.Dir); err != nil {
+				return nil, err
+			}
 			if err := os.MkdirAll(v.Dir, 0o755); err != nil {
 				return nil, err
 			}
-			defer os.RemoveAll(v.Dir)
+			defer func() { _ = os.RemoveAll(v.Dir) }()
 		case "loop":
 			fs, err := loopfs.Create(o.WorkDir, "bench-loop", o.LoopSizeMiB)
 			if err != nil {
 				return nil, err
 			}
-			defer fs.Close()
+			defer func() { _ = fs.Close() }()
 			v.Dir = fs.Mount
 		default:
 			return nil, fmt.Errorf("unknown volume %q (root, loop)", name)
@@ -187,7 +176,7 @@ func Execute(o Options, version, command string) (*Report, error) {
 	}
 
 	for r := 0; r < o.Reps; r++ {
-		for ti, test := range o.Tests {
+		for ti, w := range o.Workloads {
 			for _, v := range rep.Volumes {
 				if r+ti > 0 {
 					// The disk is shared and its latency drifts: sample L
@@ -204,9 +193,13 @@ func Execute(o Options, version, command string) (*Report, error) {
 					if in == nil {
 						continue
 					}
-					run := runOne(o, in, test, r)
-					o.Log("%-4s %-20s %-5s rep %d: %8.0f ops/s  p50 %6.3f  p99 %7.3f  p999 %7.3f ms  cpu %.3f s/1k  %s",
-						v.Name, m.Name, test, r+1, run.Tool.RPS, run.Tool.P50Ms, run.Tool.P99Ms, run.Tool.P999Ms, run.CPUPer1k, run.Error)
+					run := runOne(o, in, w, r)
+					side := ""
+					if s := run.Side; s != nil {
+						side = fmt.Sprintf("  + %s %.0f ops/s p99 %.3f ms", s.Op, s.RPS, s.P99Ms)
+					}
+					o.Log("%-4s %-20s %-10s rep %d: %8.0f ops/s  p50 %6.3f  p99 %7.3f  p999 %7.3f ms  cpu %.3f s/1k%s  %s",
+						v.Name, m.Name, w.Name, r+1, run.Tool.RPS, run.Tool.P50Ms, run.Tool.P99Ms, run.Tool.P999Ms, run.CPUPer1k, side, run.Error)
 					rep.Runs = append(rep.Runs, run)
 				}
 			}
@@ -231,16 +224,14 @@ func Execute(o Options, version, command string) (*Report, error) {
 			v.BoundOpsPS = float64(o.Clients) / (v.LMs / 1000)
 		}
 	}
-	rep.Rows = summarize(rep)
-	rep.CPUCheck = checkCPU(rep.Runs)
-	rep.Targets = targets(rep.Rows)
+	rep.finish()
 	rep.Seconds = time.Since(rep.Started).Seconds()
 	return rep, nil
 }
 
-func runOne(o Options, in *instance, test string, r int) Run {
-	run := Run{Volume: in.vol.Name, Mode: in.mode.Name, Test: test, Rep: r + 1}
-	if err := measure(o, in, test, &run); err != nil {
+func runOne(o Options, in *instance, w Workload, r int) Run {
+	run := Run{Volume: in.vol.Name, Mode: in.mode.Name, Test: w.Name, Rep: r + 1}
+	if err := measure(o, in, w, &run); err != nil {
 		run.Error = err.Error()
 	}
 	if err := reset(in); err != nil && run.Error == "" {
@@ -249,9 +240,14 @@ func runOne(o Options, in *instance, test string, r int) Run {
 	return run
 }
 
-func measure(o Options, in *instance, test string, run *Run) error {
-	if test == Mixed {
-		if err := preload(in.srv, o.ReadOnlyKeys); err != nil {
+func measure(o Options, in *instance, w Workload, run *Run) error {
+	if w.Side == SideGet {
+		if err := preload(in.srv, o.ReadOnlyKeys, roKey); err != nil {
+			return err
+		}
+	}
+	if !w.writes() {
+		if err := preload(in.srv, w.Keyspace, toolKey); err != nil {
 			return err
 		}
 	}
@@ -262,17 +258,16 @@ func measure(o Options, in *instance, test string, run *Run) error {
 	dev0, devErr := ReadDev(in.vol.devPath)
 	sampler := StartSampler(in.srv.Pid(), 50*time.Millisecond)
 
-	tool := ToolArgs{Addr: in.srv.Addr, Clients: o.Clients, Requests: o.Requests, Keyspace: o.Keyspace,
-		DataSize: o.DataSize, Pipeline: o.Pipeline, Test: test}
-	var gets *getLoad
-	if test == Mixed {
-		tool.Test = "set"
-		gets = startGets(in.srv, o.GetClients, o.ReadOnlyKeys)
+	tool := ToolArgs{Addr: in.srv.Addr, Clients: w.Clients, Requests: w.Requests, Keyspace: w.Keyspace,
+		DataSize: o.DataSize, Pipeline: w.Pipeline, Test: w.Test}
+	var side *sideLoad
+	if w.Side != "" {
+		side = startSide(in.srv, w.Side, w.SideClients, o.ReadOnlyKeys, o.DataSize)
 	}
 	res, cmdline, toolErr := RunTool(o.Bin.Benchmark, tool)
-	if gets != nil {
-		g := gets.stop()
-		run.Get = &g
+	if side != nil {
+		s := side.stop()
+		run.Side = &s
 	}
 	run.Threads = sampler.Stop()
 	run.Tool, run.Cmdline = res, cmdline
@@ -290,11 +285,7 @@ func measure(o Options, in *instance, test string, run *Run) error {
 	}
 	run.CPUSec = cpu(info1) - cpu(info0)
 	run.ChildCPUSec = child(info1) - child(info0)
-	ops := float64(o.Requests)
-	if run.Get != nil {
-		ops += float64(run.Get.Count) // the GETs cost server CPU too
-	}
-	run.CPUPer1k = run.CPUSec / (ops / 1000)
+	run.CPUPer1k = run.CPUSec / (runOps(w, *run) / 1000)
 	run.RSSBytes = int64(num(info1, "used_memory_rss"))
 	run.InfoDelta = infoDelta(info0, info1)
 	run.Fsync = fsyncFigures(run.InfoDelta)
@@ -382,8 +373,8 @@ func reset(in *instance) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(3 * time.Minute))
+	defer func() { _ = c.Close() }()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Minute))
 	if _, err := c.Do("FLUSHALL"); err != nil {
 		return err
 	}
@@ -404,97 +395,6 @@ func reset(in *instance) error {
 		}
 	}
 	return fmt.Errorf("AOF rewrite did not finish")
-}
-
-func roKey(i int) string { return "ro:" + strconv.Itoa(i) }
-
-func preload(srv *server.Server, n int) error {
-	c, err := srv.Dial()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Minute))
-	const batch = 100
-	for lo := 0; lo < n; lo += batch {
-		args := []string{"MSET"}
-		for i := lo; i < min(lo+batch, n); i++ {
-			args = append(args, roKey(i), "ro-value-"+strconv.Itoa(i))
-		}
-		c.Send(args...)
-	}
-	if err := c.Flush(); err != nil {
-		return err
-	}
-	for lo := 0; lo < n; lo += batch {
-		if _, err := c.Receive(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-type getLoad struct {
-	stopCh chan struct{}
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	lat    []time.Duration
-	errs   int
-}
-
-// startGets runs `clients` readers of untouched keys, one connection each,
-// one GET at a time, until stop.
-func startGets(srv *server.Server, clients, keys int) *getLoad {
-	g := &getLoad{stopCh: make(chan struct{})}
-	for w := 0; w < clients; w++ {
-		g.wg.Add(1)
-		go func(seed int64) {
-			defer g.wg.Done()
-			rnd := rand.New(rand.NewSource(seed))
-			c, err := srv.Dial()
-			if err != nil {
-				g.mu.Lock()
-				g.errs++
-				g.mu.Unlock()
-				return
-			}
-			defer c.Close()
-			var lat []time.Duration
-			errs := 0
-			for {
-				select {
-				case <-g.stopCh:
-					g.mu.Lock()
-					g.lat = append(g.lat, lat...)
-					g.errs += errs
-					g.mu.Unlock()
-					return
-				default:
-				}
-				k := rnd.Intn(keys)
-				c.SetDeadline(time.Now().Add(30 * time.Second))
-				start := time.Now()
-				v, ok, err := c.String("GET", roKey(k))
-				if err != nil || !ok || v != "ro-value-"+strconv.Itoa(k) {
-					errs++
-					if err != nil && !resp.IsServerError(err) {
-						return // connection gone
-					}
-					continue
-				}
-				lat = append(lat, time.Since(start))
-			}
-		}(int64(w) + time.Now().UnixNano())
-	}
-	return g
-}
-
-func (g *getLoad) stop() GetStats {
-	close(g.stopCh)
-	g.wg.Wait()
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	return GetStats{Count: len(g.lat), Errors: g.errs,
-		P50Ms: ms(stats.Percentile(g.lat, 50)), P99Ms: ms(stats.Percentile(g.lat, 99)), P999Ms: ms(stats.Percentile(g.lat, 99.9))}
 }
 
 func hostInfo() string {

@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -22,6 +24,9 @@ type Row struct {
 	Volume          string  `json:"volume"`
 	Mode            string  `json:"mode"`
 	Test            string  `json:"test"`
+	Clients         int     `json:"clients"`
+	Pipeline        int     `json:"pipeline"`
+	Requests        int     `json:"requests"`
 	Runs            int     `json:"runs"`
 	Errors          int     `json:"errors"`
 	RPS             float64 `json:"ops_per_second"`
@@ -35,14 +40,38 @@ type Row struct {
 	FsyncP99Ms      float64 `json:"fsync_p99_ms"`
 	DevFlushesPer1k float64 `json:"device_flushes_per_1k_ops"`
 	DevFlushMs      float64 `json:"device_flush_avg_ms"`
-	GetP50Ms        float64 `json:"get_p50_ms,omitempty"`
-	GetP99Ms        float64 `json:"get_p99_ms,omitempty"`
-	GetP999Ms       float64 `json:"get_p999_ms,omitempty"`
+	SideOp          string  `json:"side_op,omitempty"`
+	SideClients     int     `json:"side_clients,omitempty"`
+	SideRPS         float64 `json:"side_ops_per_second,omitempty"`
+	SideP50Ms       float64 `json:"side_p50_ms,omitempty"`
+	SideP99Ms       float64 `json:"side_p99_ms,omitempty"`
+	SideP999Ms      float64 `json:"side_p999_ms,omitempty"`
 	VsEverysec      float64 `json:"throughput_vs_everysec"`
 	VsAlways        float64 `json:"throughput_vs_always"`
 	CPUVsEverysec   float64 `json:"cpu_per_op_vs_everysec"`
+	CPUVsAlways     float64 `json:"cpu_per_op_vs_always"`
+	BoundOpsPS      float64 `json:"c_over_l_ops_per_second,omitempty"`
 	OfBound         float64 `json:"throughput_of_c_over_l"`
-	GetP99VsNone    float64 `json:"get_p99_vs_none,omitempty"`
+	SideVsEverysec  float64 `json:"side_throughput_vs_everysec,omitempty"`
+	SideVsAlways    float64 `json:"side_throughput_vs_always,omitempty"`
+	SideP99VsNone   float64 `json:"side_p99_vs_none,omitempty"`
+}
+
+// workload returns the workload a test name of the report stands for.
+// Reports written before workloads were stored get them re-parsed from
+// their options.
+func (rep *Report) workload(name string) Workload {
+	for _, w := range rep.Options.Workloads {
+		if w.Name == name {
+			return w
+		}
+	}
+	w, err := ParseWorkload(name, rep.Options)
+	if err != nil {
+		return Workload{Name: name, Test: name, Clients: rep.Options.Clients, Pipeline: rep.Options.Pipeline,
+			Requests: rep.Options.Requests}
+	}
+	return w
 }
 
 func summarize(rep *Report) []Row {
@@ -56,10 +85,15 @@ func summarize(rep *Report) []Row {
 		}
 		group[k] = append(group[k], r)
 	}
+	lMs := map[string]float64{}
+	for _, v := range rep.Volumes {
+		lMs[v.Name] = v.LMs
+	}
 	rows := map[key]*Row{}
 	for _, k := range order {
 		runs := group[k]
-		row := &Row{Volume: k.vol, Mode: k.mode, Test: k.test}
+		w := rep.workload(k.test)
+		row := &Row{Volume: k.vol, Mode: k.mode, Test: k.test, Clients: w.Clients, Pipeline: w.Pipeline, Requests: w.Requests}
 		med := func(f func(Run) float64) float64 {
 			var xs []float64
 			for _, r := range runs {
@@ -75,7 +109,7 @@ func summarize(rep *Report) []Row {
 				row.Errors++
 			}
 		}
-		per1k := float64(rep.Options.Requests) / 1000
+		per1k := func(r Run) float64 { return runOps(w, r) / 1000 }
 		row.RPS = med(func(r Run) float64 { return r.Tool.RPS })
 		row.P50Ms = med(func(r Run) float64 { return r.Tool.P50Ms })
 		row.P99Ms = med(func(r Run) float64 { return r.Tool.P99Ms })
@@ -89,28 +123,31 @@ func summarize(rep *Report) []Row {
 				}
 				return r.Fsync
 			}
-			row.FsyncsPer1k = med(func(r Run) float64 { return fs(r).Count / per1k })
+			row.FsyncsPer1k = med(func(r Run) float64 { return fs(r).Count / per1k(r) })
 			row.FsyncAvgMs = med(func(r Run) float64 { return fs(r).AvgMs })
 			row.FsyncP99Ms = med(func(r Run) float64 { return fs(r).P99Ms })
 		}
-		row.DevFlushesPer1k = med(func(r Run) float64 { return r.DevFlushes / per1k })
+		row.DevFlushesPer1k = med(func(r Run) float64 { return r.DevFlushes / per1k(r) })
 		row.DevFlushMs = med(func(r Run) float64 { return r.DevFlushMs })
-		if k.test == Mixed {
-			row.GetP50Ms = med(func(r Run) float64 { return r.Get.P50Ms })
-			row.GetP99Ms = med(func(r Run) float64 { return r.Get.P99Ms })
-			row.GetP999Ms = med(func(r Run) float64 { return r.Get.P999Ms })
+		if w.Side != "" {
+			side := func(r Run) SideStats {
+				if r.Side == nil {
+					return SideStats{}
+				}
+				return *r.Side
+			}
+			row.SideOp, row.SideClients = w.Side, w.SideClients
+			row.SideRPS = med(func(r Run) float64 { return side(r).RPS })
+			row.SideP50Ms = med(func(r Run) float64 { return side(r).P50Ms })
+			row.SideP99Ms = med(func(r Run) float64 { return side(r).P99Ms })
+			row.SideP999Ms = med(func(r Run) float64 { return side(r).P999Ms })
+		}
+		// With perfect group commit each of C clients completes one write
+		// per fdatasync; pipelines and reads have no such bound.
+		if m, err := server.ModeByName(k.mode); err == nil && m.Durable() && w.writes() && w.Pipeline <= 1 && lMs[k.vol] > 0 {
+			row.BoundOpsPS = float64(w.Clients) / (lMs[k.vol] / 1000)
 		}
 		rows[k] = row
-	}
-	bound := map[string]float64{}
-	for _, v := range rep.Volumes {
-		bound[v.Name] = v.BoundOpsPS
-	}
-	ratio := func(a, b float64) float64 {
-		if b == 0 || a == 0 {
-			return 0
-		}
-		return a / b
 	}
 	var out []Row
 	for _, k := range order {
@@ -118,19 +155,28 @@ func summarize(rep *Report) []Row {
 		if e := rows[key{k.vol, "everysec", k.test}]; e != nil {
 			row.VsEverysec = ratio(row.RPS, e.RPS)
 			row.CPUVsEverysec = ratio(row.CPUPer1k, e.CPUPer1k)
+			row.SideVsEverysec = ratio(row.SideRPS, e.SideRPS)
 		}
 		if a := rows[key{k.vol, "always", k.test}]; a != nil {
 			row.VsAlways = ratio(row.RPS, a.RPS)
+			row.CPUVsAlways = ratio(row.CPUPer1k, a.CPUPer1k)
+			row.SideVsAlways = ratio(row.SideRPS, a.SideRPS)
 		}
-		if n := rows[key{k.vol, "none", k.test}]; n != nil && k.test == Mixed {
-			row.GetP99VsNone = ratio(row.GetP99Ms, n.GetP99Ms)
+		if n := rows[key{k.vol, "none", k.test}]; n != nil {
+			row.SideP99VsNone = ratio(row.SideP99Ms, n.SideP99Ms)
 		}
-		if m, err := server.ModeByName(k.mode); err == nil && m.Durable() {
-			row.OfBound = ratio(row.RPS, bound[k.vol])
-		}
+		row.OfBound = ratio(row.RPS, row.BoundOpsPS)
 		out = append(out, *row)
 	}
 	return out
+}
+
+// ratio is a/b, or 0 when either side was not measured.
+func ratio(a, b float64) float64 {
+	if b == 0 || a == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // CPUCheck verifies that INFO's used_cpu_* (getrusage RUSAGE_SELF) covers the
@@ -188,10 +234,32 @@ func Load(path string) (*Report, error) {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	rep.Rows = summarize(&rep)
-	rep.CPUCheck = checkCPU(rep.Runs)
-	rep.Targets = targets(rep.Rows)
+	// Reports from before the side loads were generalised kept the mixed
+	// run's GETs under "get".
+	var legacy struct {
+		Runs []struct {
+			Get *SideStats `json:"get"`
+		} `json:"runs"`
+	}
+	if err := json.Unmarshal(data, &legacy); err == nil && len(legacy.Runs) == len(rep.Runs) {
+		for i, r := range legacy.Runs {
+			if r.Get != nil && rep.Runs[i].Side == nil {
+				g := *r.Get
+				g.Op, g.Clients = SideGet, rep.Options.GetClients
+				rep.Runs[i].Side = &g
+			}
+		}
+	}
+	rep.finish()
 	return &rep, nil
+}
+
+// finish derives the rows, the CPU accounting check and the targets from
+// the runs.
+func (rep *Report) finish() {
+	rep.Rows = summarize(rep)
+	rep.CPUCheck = checkCPU(rep.Runs)
+	rep.Targets = targets(rep)
 }
 
 // WriteFiles stores bench.json, bench.csv and bench.txt in dir.
@@ -211,7 +279,7 @@ func (rep *Report) WriteFiles(dir string) error {
 		return err
 	}
 	if err := rep.WriteCSV(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
@@ -221,56 +289,70 @@ func (rep *Report) WriteFiles(dir string) error {
 	if err != nil {
 		return err
 	}
-	rep.WriteTable(t)
+	if err := rep.WriteTable(t); err != nil {
+		_ = t.Close()
+		return err
+	}
 	return t.Close()
 }
 
 // WriteCSV writes one line per Row.
 func (rep *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"volume", "mode", "test", "runs", "errors", "ops_per_second", "p50_ms", "p99_ms", "p999_ms",
-		"server_cpu_s_per_1k_ops", "rss_mib", "fsyncs_per_1k_ops", "fsync_avg_ms", "fsync_p99_ms", "device_flushes_per_1k_ops",
-		"device_flush_avg_ms", "get_p50_ms", "get_p99_ms", "get_p999_ms", "throughput_vs_everysec",
-		"throughput_vs_always", "cpu_per_op_vs_everysec", "throughput_of_c_over_l", "get_p99_vs_none",
-		"l_ms", "c_over_l_ops_per_second"})
+	_ = cw.Write([]string{"volume", "mode", "test", "clients", "pipeline", "requests", "runs", "errors",
+		"ops_per_second", "p50_ms", "p99_ms", "p999_ms", "server_cpu_s_per_1k_ops", "rss_mib", "fsyncs_per_1k_ops",
+		"fsync_avg_ms", "fsync_p99_ms", "device_flushes_per_1k_ops", "device_flush_avg_ms",
+		"side_op", "side_clients", "side_ops_per_second", "side_p50_ms", "side_p99_ms", "side_p999_ms",
+		"throughput_vs_everysec", "throughput_vs_always", "cpu_per_op_vs_everysec", "cpu_per_op_vs_always",
+		"c_over_l_ops_per_second", "throughput_of_c_over_l", "side_throughput_vs_everysec",
+		"side_throughput_vs_always", "side_p99_vs_none", "l_ms"})
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+	d := strconv.Itoa
 	for _, r := range rep.Rows {
-		var l, b float64
+		var l float64
 		for _, v := range rep.Volumes {
 			if v.Name == r.Volume {
-				l, b = v.LMs, v.BoundOpsPS
+				l = v.LMs
 			}
 		}
-		cw.Write([]string{r.Volume, r.Mode, r.Test, strconv.Itoa(r.Runs), strconv.Itoa(r.Errors), f(r.RPS), f(r.P50Ms),
-			f(r.P99Ms), f(r.P999Ms), f(r.CPUPer1k), f(r.RSSMiB), f(r.FsyncsPer1k), f(r.FsyncAvgMs), f(r.FsyncP99Ms), f(r.DevFlushesPer1k),
-			f(r.DevFlushMs), f(r.GetP50Ms), f(r.GetP99Ms), f(r.GetP999Ms), f(r.VsEverysec), f(r.VsAlways),
-			f(r.CPUVsEverysec), f(r.OfBound), f(r.GetP99VsNone), f(l), f(b)})
+		_ = cw.Write([]string{r.Volume, r.Mode, r.Test, d(r.Clients), d(r.Pipeline), d(r.Requests), d(r.Runs),
+			d(r.Errors), f(r.RPS), f(r.P50Ms), f(r.P99Ms), f(r.P999Ms), f(r.CPUPer1k), f(r.RSSMiB), f(r.FsyncsPer1k),
+			f(r.FsyncAvgMs), f(r.FsyncP99Ms), f(r.DevFlushesPer1k), f(r.DevFlushMs),
+			r.SideOp, d(r.SideClients), f(r.SideRPS), f(r.SideP50Ms), f(r.SideP99Ms), f(r.SideP999Ms),
+			f(r.VsEverysec), f(r.VsAlways), f(r.CPUVsEverysec), f(r.CPUVsAlways),
+			f(r.BoundOpsPS), f(r.OfBound), f(r.SideVsEverysec), f(r.SideVsAlways), f(r.SideP99VsNone), f(l)})
 	}
 	cw.Flush()
 	return cw.Error()
 }
 
 // WriteTable prints the human-readable report.
-func (rep *Report) WriteTable(w io.Writer) {
+func (rep *Report) WriteTable(w io.Writer) error {
+	p := &printer{w: w}
 	o := rep.Options
-	fmt.Fprintf(w, "redis-uring mode benchmark — %s\n", rep.Started.Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(w, "server %s; %s; %d clients, %d requests per run, pipeline %d, %d-byte values, keyspace %d, %d repetition(s), modes interleaved\n",
-		rep.Server, rep.Host, o.Clients, o.Requests, o.Pipeline, o.DataSize, o.Keyspace, o.Reps)
-	fmt.Fprintf(w, "command: %s\n", rep.Command)
-	fmt.Fprintln(w, "note: a shared 2-core VM; figures are noisy — compare modes within this run, not across runs.")
+	p.printf("redis-uring mode benchmark — %s, %.0f min\n", rep.Started.Format("2006-01-02 15:04 UTC"), rep.Seconds/60)
+	p.printf("server %s; %s; %d-byte values, %d repetition(s), modes interleaved (median per row)\n",
+		rep.Server, rep.Host, o.DataSize, o.Reps)
+	p.printf("command: %s\n", rep.Command)
+	p.printf("note: a shared 2-core VM; figures are noisy — compare modes within this run, not across runs.\n")
+	var tests []string
+	for _, name := range rep.testNames() {
+		tests = append(tests, describe(rep.workload(name)))
+	}
+	p.printf("tests: %s\n", strings.Join(tests, "; "))
 	for _, v := range rep.Volumes {
-		fmt.Fprintf(w, "volume %-4s %s (%s): 4 KiB append+fdatasync mean %.3f ms before / %.3f ms after the runs (p50 %.3f / %.3f, p99 %.3f / %.3f); L (mean of all %d probes) = %.3f ms, C/L = %.0f ops/s\n",
+		p.printf("volume %-4s %s (%s): 4 KiB append+fdatasync mean %.3f ms before / %.3f ms after the runs (p50 %.3f / %.3f, p99 %.3f / %.3f); L (mean of all %d probes) = %.3f ms, C/L = %.0f ops/s for C = %d\n",
 			v.Name, v.Dir, v.Device, ms(v.LBefore.Mean), ms(v.LAfter.Mean), ms(v.LBefore.P50), ms(v.LAfter.P50),
-			ms(v.LBefore.P99), ms(v.LAfter.P99), 2+len(v.LBetween), v.LMs, v.BoundOpsPS)
+			ms(v.LBefore.P99), ms(v.LAfter.P99), 2+len(v.LBetween), v.LMs, v.BoundOpsPS, o.Clients)
 	}
 	for _, s := range rep.Skipped {
-		fmt.Fprintf(w, "skipped: %s\n", s)
+		p.printf("skipped: %s\n", s)
 	}
-	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "volume\ttest\tmode\tops/s\tp50 ms\tp99 ms\tp99.9 ms\tcpu ms/1k\trss MiB\tfsync/1k\tfsync ms\tfsync p99 ms\tflush/1k\tflush ms\tx everysec\tx always\tcpu x evsec\tof C/L\terr\t")
+	p.printf("\n")
+	tw := p.table(tabwriter.AlignRight)
+	tw.printf("volume\ttest\tc\tP\tmode\tops/s\tp50 ms\tp99 ms\tp99.9 ms\tcpu ms/1k\trss MiB\tfsync/1k\tfsync ms\tfsync p99 ms\tflush/1k\tflush ms\tx everysec\tx always\tcpu x evsec\tcpu x always\tof C/L\terr\t\n")
 	for _, r := range rep.Rows {
-		if r.Test == Mixed {
+		if r.SideOp != "" {
 			continue
 		}
 		fsync, fsyncMs, fsyncP99 := "n/a", "n/a", "n/a"
@@ -278,33 +360,26 @@ func (rep *Report) WriteTable(w io.Writer) {
 			fsync, fsyncMs = fmt.Sprintf("%.1f", r.FsyncsPer1k), fmt.Sprintf("%.3f", r.FsyncAvgMs)
 			fsyncP99 = fmt.Sprintf("<=%g", r.FsyncP99Ms)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%s\t%s\t%s\t%.1f\t%.3f\t%s\t%s\t%s\t%s\t%d\t\n",
-			r.Volume, r.Test, r.Mode, r.RPS, r.P50Ms, r.P99Ms, r.P999Ms, r.CPUPer1k*1000, r.RSSMiB, fsync, fsyncMs, fsyncP99,
-			r.DevFlushesPer1k, r.DevFlushMs, x(r.VsEverysec), x(r.VsAlways), x(r.CPUVsEverysec), pct(r.OfBound), r.Errors)
+		tw.printf("%s\t%s\t%d\t%d\t%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%s\t%s\t%s\t%.1f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
+			r.Volume, r.Test, r.Clients, r.Pipeline, r.Mode, r.RPS, r.P50Ms, r.P99Ms, r.P999Ms, r.CPUPer1k*1000, r.RSSMiB,
+			fsync, fsyncMs, fsyncP99, r.DevFlushesPer1k, r.DevFlushMs, x(r.VsEverysec), x(r.VsAlways),
+			x(r.CPUVsEverysec), x(r.CPUVsAlways), pct(r.OfBound), r.Errors)
 	}
-	tw.Flush()
-	var mixed []Row
-	for _, r := range rep.Rows {
-		if r.Test == Mixed {
-			mixed = append(mixed, r)
+	tw.flush()
+	for _, name := range rep.testNames() {
+		if wl := rep.workload(name); wl.Side != "" {
+			writeSideTable(p, wl, rep.Rows)
 		}
 	}
-	if len(mixed) > 0 {
-		fmt.Fprintf(w, "\nmixed: SET load (%d clients) + %d clients GETting untouched keys\n", o.Clients, o.GetClients)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "volume\tmode\tSET ops/s\tSET p99 ms\tGET p50 ms\tGET p99 ms\tGET p99.9 ms\tGET p99 x none\terr\t")
-		for _, r := range mixed {
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%d\t\n",
-				r.Volume, r.Mode, r.RPS, r.P99Ms, r.GetP50Ms, r.GetP99Ms, r.GetP999Ms, x(r.GetP99VsNone), r.Errors)
-		}
-		tw.Flush()
-	}
-	writeTargets(w, rep.Targets)
-	fmt.Fprintf(w, "\nCPU accounting: %s\n", rep.CPUCheck.Detail)
-	fmt.Fprintln(w, "columns: cpu = INFO used_cpu_sys+user delta per 1k requests (mixed: SETs + GETs); fsync = uring engine INFO aof_uring_fsync_* deltas per 1k requests,")
-	fmt.Fprintln(w, "mean ms and p99 bucket bound (n/a for posix modes: upstream INFO counts no fsyncs; see flush);")
-	fmt.Fprintln(w, "flush = block-device flushes (/sys/dev/block/*/stat, whole device) per 1k requests and their mean time;")
-	fmt.Fprintln(w, "of C/L = ops/s over clients/L, durable modes only (L = mean append+fdatasync latency measured on the volume).")
+	writePivots(p, rep.Rows)
+	writeTargets(p, rep.Targets)
+	p.printf("\nCPU accounting: %s\n", rep.CPUCheck.Detail)
+	p.printf("columns: c, P = valkey-benchmark clients and pipeline; cpu = INFO used_cpu_sys+user delta per 1k requests;\n")
+	p.printf("fsync = uring engine INFO aof_uring_fsync_* deltas per 1k requests, mean ms and p99 bucket bound\n")
+	p.printf("(n/a for posix modes: upstream INFO counts no fsyncs; see flush);\n")
+	p.printf("flush = block-device flushes (/sys/dev/block/*/stat, whole device) per 1k requests and their mean time;\n")
+	p.printf("per 1k requests counts the side load's requests too; x = throughput (cpu x: CPU per request) over the mode's;\n")
+	p.printf("of C/L = ops/s over clients/L, durable modes in unpipelined write tests only (L = mean append+fdatasync latency measured on the volume).\n")
 	var errs []string
 	for _, r := range rep.Runs {
 		if r.Error != "" {
@@ -312,7 +387,170 @@ func (rep *Report) WriteTable(w io.Writer) {
 		}
 	}
 	if len(errs) > 0 {
-		fmt.Fprintf(w, "errors:\n  %s\n", strings.Join(errs, "\n  "))
+		p.printf("errors:\n  %s\n", strings.Join(errs, "\n  "))
+	}
+	return p.err
+}
+
+// testNames lists the report's tests in run order.
+func (rep *Report) testNames() []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, r := range rep.Rows {
+		if !seen[r.Test] {
+			seen[r.Test] = true
+			names = append(names, r.Test)
+		}
+	}
+	return names
+}
+
+// describe renders a workload as the valkey-benchmark arguments it runs.
+func describe(w Workload) string {
+	s := fmt.Sprintf("%s = -t %s -c %d -P %d -n %d -r %d", w.Name, w.Test, w.Clients, w.Pipeline, w.Requests, w.Keyspace)
+	if w.Side != "" {
+		s += fmt.Sprintf(" + %d %s clients", w.SideClients, w.Side)
+	}
+	return s
+}
+
+// writeSideTable prints the tests with a side load: the tool's figures and
+// the side load's, each against always and everysec.
+func writeSideTable(p *printer, wl Workload, rows []Row) {
+	tool := strings.ToUpper(wl.Test)
+	what := map[string]string{SideGet: "GETting preloaded keys nothing writes", SideSet: "SETting keys nothing reads"}[wl.Side]
+	p.printf("\n%s: %s load (%d clients, valkey-benchmark) + %d clients %s (the harness, one request at a time)\n",
+		wl.Name, tool, wl.Clients, wl.SideClients, what)
+	tw := p.table(tabwriter.AlignRight)
+	t, s := tool, wl.Side
+	tw.printf("volume\tmode\t%[1]s ops/s\t%[1]s p99 ms\t%[2]s ops/s\t%[2]s p50 ms\t%[2]s p99 ms\t%[2]s p99.9 ms\t%[1]s x always\t%[1]s x evsec\t%[2]s x always\t%[2]s x evsec\t%[2]s p99 x none\tcpu ms/1k\terr\t\n", t, s)
+	for _, r := range rows {
+		if r.Test != wl.Name {
+			continue
+		}
+		tw.printf("%s\t%s\t%.0f\t%.3f\t%.0f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t\n",
+			r.Volume, r.Mode, r.RPS, r.P99Ms, r.SideRPS, r.SideP50Ms, r.SideP99Ms, r.SideP999Ms, x(r.VsAlways),
+			x(r.VsEverysec), x(r.SideVsAlways), x(r.SideVsEverysec), x(r.SideP99VsNone), r.CPUPer1k*1000, r.Errors)
+	}
+	tw.flush()
+}
+
+// writePivots prints, per tool test run at several client counts or
+// pipelined, ops/s and the ratio to always side by side: the client sweep
+// (unpipelined, by clients) and the pipelined runs.
+func writePivots(p *printer, rows []Row) {
+	var tests []string
+	byTest := map[string][]Row{}
+	for _, r := range rows {
+		if r.SideOp != "" {
+			continue
+		}
+		tool := strings.SplitN(r.Test, "-", 2)[0]
+		if _, ok := byTest[tool]; !ok {
+			tests = append(tests, tool)
+		}
+		byTest[tool] = append(byTest[tool], r)
+	}
+	for _, t := range tests {
+		var sweep, piped []Row
+		clients := map[int]bool{}
+		for _, r := range byTest[t] {
+			if r.Pipeline > 1 {
+				piped = append(piped, r)
+			} else {
+				sweep = append(sweep, r)
+				clients[r.Clients] = true
+			}
+		}
+		if len(clients) > 1 {
+			writePivot(p, fmt.Sprintf("%s client sweep: ops/s and x always (medians)", strings.ToUpper(t)), sweep)
+		}
+		if len(piped) > 0 {
+			writePivot(p, fmt.Sprintf("%s pipelined: ops/s and x always (medians)", strings.ToUpper(t)), piped)
+		}
+	}
+}
+
+func writePivot(p *printer, title string, rows []Row) {
+	type shape struct{ clients, pipeline int }
+	label := func(s shape) string {
+		if s.pipeline > 1 {
+			return fmt.Sprintf("c=%d P=%d", s.clients, s.pipeline)
+		}
+		return fmt.Sprintf("c=%d", s.clients)
+	}
+	var cols []shape
+	var lines [][2]string // volume, mode
+	cell := map[[2]string]map[shape]Row{}
+	for _, r := range rows {
+		s, vm := shape{r.Clients, r.Pipeline}, [2]string{r.Volume, r.Mode}
+		if !slices.Contains(cols, s) {
+			cols = append(cols, s)
+		}
+		if cell[vm] == nil {
+			cell[vm] = map[shape]Row{}
+			lines = append(lines, vm)
+		}
+		cell[vm][s] = r
+	}
+	sort.Slice(cols, func(i, j int) bool {
+		if cols[i].pipeline != cols[j].pipeline {
+			return cols[i].pipeline < cols[j].pipeline
+		}
+		return cols[i].clients < cols[j].clients
+	})
+	p.printf("\n%s\n", title)
+	tw := p.table(tabwriter.AlignRight)
+	tw.printf("volume\tmode\t")
+	for _, c := range cols {
+		tw.printf("%s ops/s\tx always\t", label(c))
+	}
+	tw.printf("\n")
+	for _, vm := range lines {
+		tw.printf("%s\t%s\t", vm[0], vm[1])
+		for _, c := range cols {
+			if r, ok := cell[vm][c]; ok && r.Errors < r.Runs {
+				tw.printf("%.0f\t%s\t", r.RPS, x(r.VsAlways))
+			} else {
+				tw.printf("-\t\t")
+			}
+		}
+		tw.printf("\n")
+	}
+	tw.flush()
+}
+
+// printer writes the report and keeps the first write error, so the code
+// that renders it reads as a list of lines.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+// table starts an aligned table (cells end with a tab) on p.
+func (p *printer) table(flags uint) *table {
+	tw := tabwriter.NewWriter(p.w, 0, 0, 2, ' ', flags)
+	return &table{printer: printer{w: tw}, tw: tw, out: p}
+}
+
+type table struct {
+	printer
+	tw  *tabwriter.Writer
+	out *printer
+}
+
+func (t *table) flush() {
+	if t.err == nil {
+		t.err = t.tw.Flush()
+	}
+	if t.out.err == nil {
+		t.out.err = t.err
 	}
 }
 
