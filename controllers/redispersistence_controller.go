@@ -93,10 +93,14 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 	rp := &v1alpha1.RedisPersistence{}
 	if err := r.Get(ctx, req.NamespacedName, rp); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetInstanceMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rp.DeletionTimestamp.IsZero() {
 		// Everything the operator made is owned by rp; the garbage collector removes it.
+		forgetInstanceMetrics(rp.Namespace, rp.Name)
 		return ctrl.Result{}, nil
 	}
 
@@ -200,7 +204,14 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	r.updateStatus(rp, obs)
 
-	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != runtimeConfigHash(rp) {
+	if t := rp.Status.LastTermination; t != nil && meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) {
+		// Degraded clears once the window since the last restart has passed.
+		if left := degradedWindow - r.Clock.Since(t.FinishedAt.Time); left > 0 && left < resyncInterval {
+			return ctrl.Result{RequeueAfter: left + time.Second}, nil
+		}
+	}
+	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != runtimeConfigHash(rp) ||
+		meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) {
 		return ctrl.Result{RequeueAfter: resyncInterval}, nil
 	}
 	return ctrl.Result{}, nil
@@ -328,6 +339,7 @@ func (r *RedisPersistenceReconciler) password(ctx context.Context, rp *v1alpha1.
 }
 
 func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence, obs observation) {
+	r.reportRestarts(rp, obs.pod)
 	scheduled := scheduledCondition(obs)
 	storage := storageCondition(rp, obs)
 	r.setCondition(rp, v1alpha1.ConditionScheduled, scheduled)
@@ -354,6 +366,24 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	if obs.info != nil {
 		st.Engine = obs.info.engine
 	}
+}
+
+// reportRestarts records the server container's restarts and last
+// termination, with a Warning event for every termination not seen before.
+func (r *RedisPersistenceReconciler) reportRestarts(rp *v1alpha1.RedisPersistence, pod *corev1.Pod) {
+	cs := serverContainer(pod)
+	last := lastTermination(cs)
+	if seen := rp.Status.LastTermination; last != nil && (seen == nil || last.FinishedAt.After(seen.FinishedAt.Time)) {
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "Restarted", "%s at %s", describeTermination(last), last.FinishedAt.UTC().Format(time.RFC3339))
+		rp.Status.LastTermination = last
+	}
+	rp.Status.Restarts = 0
+	if cs != nil {
+		rp.Status.Restarts = cs.RestartCount
+	}
+	degraded := degradedCondition(cs, rp.Status.LastTermination, r.Clock.Now())
+	r.setCondition(rp, v1alpha1.ConditionDegraded, degraded)
+	exportInstanceMetrics(rp, degraded.status == metav1.ConditionTrue)
 }
 
 func (r *RedisPersistenceReconciler) setCondition(rp *v1alpha1.RedisPersistence, conditionType string, c condition) {

@@ -3,6 +3,8 @@ package controllers
 import (
 	"fmt"
 	"strings"
+	"syscall"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +31,8 @@ const (
 	ReasonStorageNotReady   = "StorageNotReady"
 	ReasonNotScheduled      = "NotScheduled"
 	ReasonApplyFailed       = "ApplyFailed"
+	ReasonRestarting        = "Restarting"
+	ReasonStable            = "Stable"
 	ReasonAuthSecretMissing = "AuthSecretMissing"
 	// A mode change waits for the running server to rewrite or snapshot its data.
 	ReasonModeChangeInProgress = "ModeChangeInProgress"
@@ -165,4 +169,68 @@ func filesystemFromPod(pod *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// degradedWindow is how long after the server container last ended the
+// instance counts as Degraded.
+const degradedWindow = 10 * time.Minute
+
+// serverContainer is the server container's status in pod, or nil.
+func serverContainer(pod *corev1.Pod) *corev1.ContainerStatus {
+	if pod == nil {
+		return nil
+	}
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == containerRedis {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// lastTermination is how the server container last ended, from its current
+// state when it is down or from its last state, or nil if it never ended.
+func lastTermination(cs *corev1.ContainerStatus) *v1alpha1.ServerTermination {
+	if cs == nil {
+		return nil
+	}
+	t := cs.State.Terminated
+	if t == nil {
+		t = cs.LastTerminationState.Terminated
+	}
+	if t == nil {
+		return nil
+	}
+	signal := t.Signal
+	if signal == 0 && t.ExitCode > 128 {
+		// Runtimes report a process killed by a signal as exit code 128+n.
+		signal = t.ExitCode - 128
+	}
+	return &v1alpha1.ServerTermination{Reason: t.Reason, ExitCode: t.ExitCode, Signal: signal, FinishedAt: t.FinishedAt}
+}
+
+// describeTermination says how the server ended, in words a person reads.
+func describeTermination(t *v1alpha1.ServerTermination) string {
+	switch {
+	case t.Reason == "OOMKilled":
+		return fmt.Sprintf("the server was OOM-killed (exit code %d): its memory limit is too low for its dataset", t.ExitCode)
+	case t.Signal != 0:
+		return fmt.Sprintf("the server was killed by signal %d (%s), exit code %d", t.Signal, syscall.Signal(t.Signal), t.ExitCode)
+	}
+	return fmt.Sprintf("the server exited with code %d (%s)", t.ExitCode, orDefault(t.Reason, "no reason given"))
+}
+
+// degradedCondition is True while the server restarts: it ended within
+// degradedWindow of now, or the kubelet holds it in a crash loop.
+func degradedCondition(cs *corev1.ContainerStatus, last *v1alpha1.ServerTermination, now time.Time) condition {
+	crashLoop := cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "CrashLoopBackOff"
+	if last != nil && (crashLoop || now.Sub(last.FinishedAt.Time) < degradedWindow) {
+		restarts := int32(0)
+		if cs != nil {
+			restarts = cs.RestartCount
+		}
+		return condition{metav1.ConditionTrue, ReasonRestarting,
+			fmt.Sprintf("%s; %d restarts in this pod", describeTermination(last), restarts)}
+	}
+	return condition{metav1.ConditionFalse, ReasonStable, "the server has not restarted in the last 10 minutes"}
 }

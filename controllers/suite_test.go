@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -65,7 +64,7 @@ func TestMain(m *testing.M) {
 		Options:                 testOptions,
 		MaxConcurrentReconciles: 4,
 		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
-		Clock:                   clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+		Clock:                   clocktesting.NewFakePassiveClock(testNow),
 		ServerAddress: func(pod *corev1.Pod) string {
 			if addr, ok := serverAddrs.Load(pod.Namespace + "/" + pod.Name); ok {
 				return addr.(string)
@@ -83,7 +82,7 @@ func TestMain(m *testing.M) {
 		Client:   mgr.GetClient(),
 		Options:  BenchmarkOptions{Image: "uring-redis-bench:test"},
 		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
-		Clock:    clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+		Clock:    clocktesting.NewFakePassiveClock(testNow),
 	}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}

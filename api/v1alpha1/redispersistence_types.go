@@ -354,11 +354,28 @@ const (
 	ConditionStorageReady = "StorageReady"
 	// ConditionUringActive is true when the server writes its AOF through io_uring (mode: uring only).
 	ConditionUringActive = "UringActive"
+	// ConditionDegraded is true while the server container keeps restarting:
+	// it crashed, was OOM-killed or exited within the last ten minutes.
+	ConditionDegraded = "Degraded"
 )
+
+// ServerTermination is how the server container last ended.
+type ServerTermination struct {
+	// reason the container runtime gives: Error, OOMKilled, Completed.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// exitCode of the server process; 128+n when signal n killed it.
+	ExitCode int32 `json:"exitCode"`
+	// signal that killed the server process, 0 when it exited.
+	// +optional
+	Signal int32 `json:"signal,omitempty"`
+	// finishedAt is when the container ended.
+	FinishedAt metav1.Time `json:"finishedAt"`
+}
 
 // RedisPersistenceStatus is what the operator observed.
 type RedisPersistenceStatus struct {
-	// conditions: Ready, Scheduled, StorageReady and, for mode: uring, UringActive.
+	// conditions: Ready, Scheduled, StorageReady, Degraded and, for mode: uring, UringActive.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -394,6 +411,15 @@ type RedisPersistenceStatus struct {
 	// +optional
 	AppliedConfigHash string `json:"appliedConfigHash,omitempty"`
 
+	// restarts of the server container in the current pod.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+
+	// lastTermination is how the server container last ended, in this pod or
+	// an earlier one.
+	// +optional
+	LastTermination *ServerTermination `json:"lastTermination,omitempty"`
+
 	// endpoint clients connect to (the client Service, host:port).
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
@@ -408,6 +434,7 @@ type RedisPersistenceStatus struct {
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
 // +kubebuilder:printcolumn:name="FS",type=string,JSONPath=`.status.filesystem`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RedisPersistence struct {
