@@ -6,21 +6,22 @@
  * Purpose. Upstream 'appendfsync always' runs write()+fdatasync() inline in
  * beforeSleep(): the event loop sleeps in every fdatasync and every reply,
  * reads included, waits for it. 'everysec' hands the fsync to a bio thread and
- * acknowledges writes that a power cut can erase. This engine hands the AOF
- * buffer to an io_uring as a write at an explicit file offset linked
- * (IOSQE_IO_LINK) to an IORING_FSYNC_DATASYNC fsync, returns to the event loop
- * at once, and learns about completion through an eventfd registered with the
- * ring and watched by the ae loop. There is no completion thread.
+ * acknowledges writes that a power cut can erase. This engine writes the AOF
+ * buffer with write(2) where upstream does (flushAppendOnlyFile, with all of
+ * upstream's error handling), hands its IORING_FSYNC_DATASYNC fsync to an
+ * io_uring, returns to the event loop at once, and learns about completion
+ * through an eventfd registered with the ring and watched by the ae loop.
+ * There is no completion thread. (A write linked to the fsync in the ring was
+ * the first design; on ext4 the buffered write is punted to an io-wq worker
+ * anyway, so it only delayed the fsync: docs/measurements.md.)
  *
  * Batches (group commit). Everything appended to server.aof_buf between two
- * submissions forms one batch. The batch takes ownership of the sds (it is
- * swapped with a recycled spare buffer, so there is no copy and no per-write
- * malloc). At most ONE batch is in flight: while its write+fdatasync runs, new
- * commands accumulate in aof_buf and are submitted together as soon as it
- * completes (or after the coalescing wait below). With one batch the durable
- * offset is simply the end of the last completed batch, there are never holes
- * in the file, and a short write or an error concerns exactly one buffer.
- * Several batches in flight were built and measured: ext4 serializes its
+ * fdatasyncs forms one batch. At most ONE fdatasync is in flight. In durable
+ * mode, while it runs new commands accumulate in aof_buf, which is written
+ * and fdatasync'ed as soon as it completes (or after the coalescing wait
+ * below); fast mode writes every pass and paces its fdatasyncs (see "Ack
+ * modes"). With one fdatasync in flight the durable offset is simply what
+ * the last completed one covered. Several batches in flight were built and measured: ext4 serializes its
  * journal commits, so they only split the same clients into smaller batches,
  * at more fsyncs and more CPU per write (docs/measurements.md).
  *
@@ -36,9 +37,9 @@
  *
  * Offsets. Two are kept. aof_fed counts every byte feedAppendOnlyFile() ever
  * appended to aof_buf, and durable_fed is the prefix of it known to be
- * fdatasync'ed: a batch records aof_fed when it takes aof_buf (an fsync-only
- * batch: aof_fed minus what is still in aof_buf) and publishes it when its
- * fdatasync completes. The durable gate works on these AOF byte offsets, so
+ * fdatasync'ed: an fdatasync records aof_fed minus what is still in aof_buf
+ * (not written yet) when it is submitted, and publishes it when it
+ * completes. The durable gate works on these AOF byte offsets, so
  * anything that reaches the AOF counts, whether or not it also moves the
  * replication offset (a script's server.set_repl(server.REPL_AOF) does not).
  * For WAITAOF, each batch also records server.primary_repl_offset; when it
@@ -46,8 +47,8 @@
  * unwritten or unsynced, as upstream does when nothing is pending) goes to
  * server.fsynced_reploff_pending, published by beforeSleep as
  * server.fsynced_reploff. Bytes that write(2) left unsynced before a switch
- * to the engine or to durable mode are fdatasync'ed (an fsync-only batch)
- * before either offset counts them.
+ * to the engine or to durable mode are fdatasync'ed before either offset
+ * counts them.
  *
  * Ack modes (aof-uring-ack).
  *  - durable (default): nobody is told of, or shown, a write before it is
@@ -92,23 +93,19 @@
  *    readers on its own AOF: it serves what it has made durable, which says
  *    nothing of what its primary acknowledged. io-threads > 1 is refused with
  *    durable acks (I/O threads read and write clients behind the gate's back).
- *  - fast: replies go out before the fsync (the AOFUring thesis' choice), but
- *    the write itself is upstream's write(2) in flushAppendOnlyFile (with all
- *    its error handling); only the fdatasync goes through the ring, as an
- *    fsync-only batch, group-committed the same way. Writing inline keeps
- *    upstream's "a reply means the bytes are in the page cache": a killed
- *    process loses nothing (a ring write still queued when the process dies
- *    would be cancelled), and the upstream tests that read the AOF right after
- *    a reply hold. The power-cut loss window is the bytes written but not yet
- *    covered by a completed fdatasync; when that exceeds
- *    aof-uring-max-inflight-bytes the flush waits for the fsync in flight
- *    (back-pressure, counted in aof_uring_backpressure_events). Below that
- *    bound the fsyncs are paced: the next one starts no sooner than
- *    AOF_URING_FAST_FSYNC_SPACING (4) times the last one's duration after the
- *    last one started (10 ms at most, so one slow fsync does not stretch the
- *    next gap), so the device spends at most a quarter of its time in our
- *    fdatasyncs and the loss window is about 5 L; back-to-back fsyncs cost
- *    CPU in io-wq and event-loop wake-ups for no durability gain.
+ *  - fast: replies go out at write time, before the fdatasync (the AOFUring
+ *    thesis' choice; upstream's "a reply means the bytes are in the page
+ *    cache" holds, so a killed process loses nothing). The power-cut loss
+ *    window is the bytes written but not yet covered by a completed
+ *    fdatasync; when that exceeds aof-uring-max-inflight-bytes the flush
+ *    waits for the fdatasync in flight (back-pressure, counted in
+ *    aof_uring_backpressure_events). Below that bound the fdatasyncs are
+ *    paced: the next one starts no sooner than AOF_URING_FAST_FSYNC_SPACING
+ *    (4) times the last one's duration after the last one started (10 ms at
+ *    most, so one slow fsync does not stretch the next gap), so the device
+ *    spends at most a quarter of its time in our fdatasyncs and the loss
+ *    window is about 5 L; back-to-back fsyncs cost CPU in io-wq and
+ *    event-loop wake-ups for no durability gain.
  *
  * Threading. Everything runs on the main thread: submissions (one
  * io_uring_enter per loop pass; none with SQPOLL while the SQ thread is awake),
@@ -120,32 +117,24 @@
  * io_uring_register_iowq_max_workers (aof-uring-max-workers). The AOF fd is a
  * registered file (slot 0), updated whenever server.aof_fd changes.
  *
- * Ordering. One batch in flight, written at offset aof_last_incr_size (the
- * INCR file size), so bytes reach the file in aof_buf order. Ring writes do
- * not move the fd's file position, so before write(2) writes again (fast
- * mode, or the posix engine after a switch) the position is set to
- * aof_last_incr_size; a durable batch still in flight at a durable -> fast
- * switch is waited for first. Rotation
- * (BGREWRITEAOF opening a new INCR file), stopAppendOnly and shutdown call
- * flushAppendOnlyFile(1): the engine then submits aof_buf and waits until the
- * ring is idle and aof_buf is empty, so every byte belonging to the old file is
- * written and fdatasync'ed there before it is closed (by a plain bio close job:
- * a bio fsync job would later store a stale fsynced_reploff_pending).
+ * Ordering. Bytes reach the file through write(2) in aof_buf order, exactly
+ * as upstream. Rotation (BGREWRITEAOF opening a new INCR file),
+ * stopAppendOnly and shutdown call flushAppendOnlyFile(1): the engine then
+ * writes aof_buf and waits until its fdatasync is done, so every byte
+ * belonging to the old file is durable there before it is closed (by a plain
+ * bio close job: a bio fsync job would later store a stale
+ * fsynced_reploff_pending).
  *
  * Failure.
- *  - Short write: the rest is resubmitted at the right offset, with a new
- *    linked fsync (the first one completes with -ECANCELED).
- *    aof_uring_short_writes counts them.
- *  - Write error: the upstream contract. aof_last_write_status = C_ERR and
- *    aof_last_write_errno are set (write commands are refused), the unwritten
- *    rest of the batch is put back in front of aof_buf and retried at most
- *    every 100 ms; when a write succeeds the status is cleared. In durable mode
- *    no reply has left, so unlike 'always' there is no need to exit. In fast
- *    mode the write is upstream's write(2) and its error path is upstream's
- *    everysec one (flushAppendOnlyFile does not take the 'always' exit while
- *    the engine is active): replies already left at write time, as with
- *    everysec, the bytes stay in aof_buf and writes are refused until a
- *    retry succeeds.
+ *  - Write error or short write: upstream's own code path, the everysec one
+ *    (flushAppendOnlyFile does not take the 'always' exit while the engine is
+ *    active): a short write is truncated away, aof_last_write_status = C_ERR
+ *    and aof_last_write_errno are set (write commands are refused), the bytes
+ *    stay in aof_buf and are retried; when a write succeeds the status is
+ *    cleared. In durable mode no reply depending on those bytes has left, so
+ *    unlike 'always' there is no need to exit; in fast mode replies left at
+ *    write time, as with everysec. aof_uring_write_errors and
+ *    aof_uring_short_writes count them.
  *  - A client held longer than aof-uring-hold-timeout-ms (10 s by default;
  *    a full disk, a stalled device) is disconnected without its reply and
  *    counted in aof_uring_hold_timeouts: like a network timeout, it was never
@@ -181,16 +170,16 @@
  *   aof_uring_queue_depth             SQ entries
  *   aof_uring_sqpoll                  1 if an SQPOLL thread submits
  *   aof_uring_defer_taskrun           1 if SINGLE_ISSUER+DEFER_TASKRUN were accepted
- *   aof_uring_submitted_batches       batches handed to the ring
- *   aof_uring_completed_batches       batches durable (write + fdatasync done)
+ *   aof_uring_submitted_batches       fdatasyncs handed to the ring
+ *   aof_uring_completed_batches       fdatasyncs completed
  *   aof_uring_inflight_batches        0 or 1
- *   aof_uring_inflight_bytes          bytes of the batch in flight
+ *   aof_uring_inflight_bytes          bytes the fdatasync in flight covers
  *   aof_uring_pending_bytes           bytes waiting in aof_buf
- *   aof_uring_submitted_bytes         bytes handed to the ring
- *   aof_uring_written_bytes           bytes the kernel reported written
+ *   aof_uring_submitted_bytes         bytes covered by fdatasyncs submitted
+ *   aof_uring_written_bytes           bytes covered by fdatasyncs completed
  *   aof_uring_backpressure_events     fast mode: flushes that had to wait
- *   aof_uring_short_writes            writes resubmitted after a short write
- *   aof_uring_write_errors            failed writes (retried)
+ *   aof_uring_short_writes            short writes (truncated, retried)
+ *   aof_uring_write_errors            failed or short writes (retried)
  *   aof_uring_held_clients            clients currently held (durable mode)
  *   aof_uring_held_events             times a client was held
  *   aof_uring_gated_reads             commands whose reply waited for a dirty key
@@ -223,8 +212,6 @@
 #endif
 
 #define AOF_URING_DIRTY_SLOTS (1 << 16)   /* Power of two; 512 KiB of offsets. */
-#define AOF_URING_KEEP_BUF (1024 * 1024)  /* Recycle batch buffers up to this size. */
-#define AOF_URING_RETRY_MS 100            /* Write retry interval after an error. */
 #define AOF_URING_COALESCE_MAX_US 2000    /* Longest coalescing wait. */
 #define AOF_URING_FAST_FSYNC_SPACING 4    /* fast mode: fsync period >= 4x its duration, */
 #define AOF_URING_FAST_FSYNC_MAX_GAP_US 10000 /* but never longer than 10 ms. */
@@ -288,7 +275,7 @@ static long long last_fsync_us = 0;
 
 #ifdef HAVE_LIBURING
 
-enum { OP_WRITE = 1, OP_FSYNC = 2, OP_DELAY = 3, OP_COALESCE = 4 };
+enum { OP_FSYNC = 1, OP_DELAY = 2, OP_COALESCE = 3 };
 
 static struct {
     int active;
@@ -298,24 +285,17 @@ static struct {
     int sqpoll;
     int fixed;        /* Slot 0 is a registered file table. */
     int fixed_fd;     /* fd currently in slot 0, -1 if none. */
-    /* The batch in flight. */
+    /* The fdatasync in flight. */
     int inflight;
-    sds buf;
-    size_t written;
-    off_t offset;
-    int fd;
-    long long reploff;
-    long long fed_end; /* aof_fed covered once this batch is durable. */
+    long long fsync_bytes; /* AOF bytes it covers. */
+    long long reploff;     /* primary_repl_offset when it was submitted. */
+    long long fed_end;     /* aof_fed it makes durable. */
     monotime start;
     int pending_cqes;
-    int write_res, fsync_res;
-    long long fsync_bytes; /* fast mode: bytes the fsync-only batch covers. */
+    int fsync_res;
     int coalesce_timers;       /* Wake-up timeouts of coalescing waits queued. */
     monotime coalesce_armed;   /* Deadline the last one was queued for. */
     struct __kernel_timespec coalesce_ts;
-    int ring_wrote;        /* Ring writes don't move the fd's file position. */
-    sds spare;
-    mstime_t last_error_ms;
     struct __kernel_timespec delay_ts;
 } U = {.efd = -1, .fixed_fd = -1};
 
@@ -441,8 +421,8 @@ err:
 
 static struct io_uring_sqe *getSqe(void) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&U.ring);
-    /* The ring has >= 8 entries and a batch uses at most 3, so a full SQ means
-     * a bug, not load. */
+    /* The ring has >= 8 entries and a batch uses at most 3 (fsync, debug
+     * delay, coalescing timeout), so a full SQ means a bug, not load. */
     if (!sqe) serverPanic("io_uring AOF engine: submission queue full");
     return sqe;
 }
@@ -470,35 +450,13 @@ static int linkDebugDelay(struct io_uring_sqe *fsync_sqe) {
     return 1;
 }
 
-/* Queue write(rest of batch) -> fdatasync [-> debug delay], all linked. */
-static void submitRound(void) {
-    struct io_uring_sqe *sqe;
-    int fd = U.fixed ? 0 : U.fd;
-    unsigned char fixed = U.fixed ? IOSQE_FIXED_FILE : 0;
-    size_t len = sdslen(U.buf) - U.written;
-
-    U.ring_wrote = 1;
-    sqe = getSqe();
-    io_uring_prep_write(sqe, fd, U.buf + U.written, len, U.offset + U.written);
-    sqe->flags |= IOSQE_IO_LINK | fixed;
-    io_uring_sqe_set_data64(sqe, OP_WRITE);
-    sqe = getSqe();
-    io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-    sqe->flags |= fixed;
-    io_uring_sqe_set_data64(sqe, OP_FSYNC);
-    U.pending_cqes = 2 + linkDebugDelay(sqe);
-    U.write_res = U.fsync_res = 0;
-    submitRing();
-}
-
-/* fast mode: fdatasync [-> debug delay] for bytes already written. */
+/* fdatasync [-> debug delay] for the bytes write(2) put in the file. */
 static void submitFsync(void) {
     struct io_uring_sqe *sqe;
     int fd;
 
     setFixedFile(server.aof_fd);
     fd = U.fixed ? 0 : server.aof_fd;
-    U.buf = NULL;
     U.fsync_bytes = server.aof_last_incr_size - server.aof_last_incr_fsync_offset;
     U.reploff = server.primary_repl_offset;
     U.fed_end = aof_fed - (long long)sdslen(server.aof_buf);
@@ -509,19 +467,11 @@ static void submitFsync(void) {
     if (U.fixed) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, OP_FSYNC);
     U.pending_cqes = 1 + linkDebugDelay(sqe);
-    U.write_res = U.fsync_res = 0;
+    U.fsync_res = 0;
     U.inflight = 1;
     stats.submitted_batches++;
+    stats.submitted_bytes += U.fsync_bytes;
     submitRing();
-}
-
-static void recycleBuffer(sds buf) {
-    if (U.spare == NULL && sdsalloc(buf) <= AOF_URING_KEEP_BUF) {
-        sdsclear(buf);
-        U.spare = buf;
-    } else {
-        sdsfree(buf);
-    }
 }
 
 static void recordFsync(monotime start) {
@@ -537,31 +487,7 @@ static void recordFsync(monotime start) {
     latencyAddSampleIfNeeded("aof-uring-fsync", us / 1000);
 }
 
-static void writeFailed(int err) {
-    static time_t last_log = 0;
-    size_t rest = sdslen(U.buf) - U.written;
-
-    stats.write_errors++;
-    if (server.unixtime - last_log > 30) {
-        serverLog(LL_WARNING, "Error writing to the AOF file: %s", strerror(err));
-        last_log = server.unixtime;
-    }
-    server.aof_last_write_errno = err;
-    server.aof_last_write_status = C_ERR;
-    U.last_error_ms = server.mstime;
-    /* Put the unwritten rest back in front of aof_buf: it is retried in order
-     * by the next flush. This copy happens on the error path only. */
-    sds merged = sdsnewlen(U.buf + U.written, rest);
-    merged = sdscatsds(merged, server.aof_buf);
-    sdsfree(server.aof_buf);
-    server.aof_buf = merged;
-    recycleBuffer(U.buf);
-    U.buf = NULL;
-    U.inflight = 0;
-}
-
-/* An fsync-only batch completed (fast mode, or durable mode syncing what
- * write(2) left before a switch). */
+/* The fdatasync in flight completed. */
 static void fsyncDone(void) {
     if (U.fsync_res < 0) failStop("fdatasync of the AOF failed", -U.fsync_res);
     recordFsync(U.start);
@@ -572,69 +498,19 @@ static void fsyncDone(void) {
                             : U.reploff;
     atomic_store_explicit(&server.fsynced_reploff_pending, durable, memory_order_relaxed);
     markDurable(U.fed_end);
+    stats.written_bytes += U.fsync_bytes;
     U.fsync_bytes = 0;
-    U.inflight = 0;
-}
-
-/* All CQEs of the current round are in. */
-static void roundDone(void) {
-    if (U.buf == NULL) {
-        fsyncDone();
-        return;
-    }
-    size_t want = sdslen(U.buf) - U.written;
-    int wres = U.write_res;
-
-    if (wres == -EINTR || wres == -EAGAIN) {
-        submitRound();
-        return;
-    }
-    if (wres < 0) {
-        writeFailed(-wres);
-        return;
-    }
-    if (wres == 0) {
-        /* No progress on a regular file: treat like upstream's short write. */
-        writeFailed(ENOSPC);
-        return;
-    }
-    U.written += wres;
-    stats.written_bytes += wres;
-    server.aof_current_size += wres;
-    server.aof_last_incr_size += wres;
-    if ((size_t)wres < want) {
-        /* The linked fsync came back -ECANCELED: write the rest, fsync again. */
-        stats.short_writes++;
-        submitRound();
-        return;
-    }
-    if (U.fsync_res < 0) failStop("fdatasync of the AOF failed", -U.fsync_res);
-
-    recordFsync(U.start);
-    stats.completed_batches++;
-    server.aof_last_incr_fsync_offset = server.aof_last_incr_size;
-    server.aof_last_fsync = server.mstime;
-    if (server.aof_last_write_status == C_ERR) {
-        serverLog(LL_NOTICE, "AOF write error looks solved. The server can write again.");
-        server.aof_last_write_status = C_OK;
-    }
-    long long durable = sdslen(server.aof_buf) == 0 ? server.primary_repl_offset : U.reploff;
-    atomic_store_explicit(&server.fsynced_reploff_pending, durable, memory_order_relaxed);
-    markDurable(U.fed_end);
-    recycleBuffer(U.buf);
-    U.buf = NULL;
     U.inflight = 0;
 }
 
 static void handleCqe(struct io_uring_cqe *cqe) {
     switch (io_uring_cqe_get_data64(cqe)) {
-    case OP_WRITE: U.write_res = cqe->res; break;
     case OP_FSYNC: U.fsync_res = cqe->res; break;
     case OP_DELAY: break; /* -ETIME when it fired, -ECANCELED after a short write. */
     case OP_COALESCE: U.coalesce_timers--; return; /* The wake-up alone is the point. */
     default: serverPanic("io_uring AOF engine: unknown completion");
     }
-    if (--U.pending_cqes == 0) roundDone();
+    if (--U.pending_cqes == 0) fsyncDone();
 }
 
 /* Handle the CQEs already posted. With enter (eventfd handler) and
@@ -652,7 +528,7 @@ static void reapCompletions(int enter) {
     }
 }
 
-/* Block until the batch in flight is durable or failed. */
+/* Block until the fdatasync in flight completed. */
 static void waitInflight(void) {
     while (U.inflight) {
         struct io_uring_cqe *cqe;
@@ -687,25 +563,6 @@ static void setFixedFile(int fd) {
         return;
     }
     U.fixed_fd = fd;
-}
-
-static void submitBatch(void) {
-    if (server.aof_flush_sleep) usleep(server.aof_flush_sleep);
-    /* Take ownership of aof_buf: swap in the recycled buffer, no copy. */
-    U.buf = server.aof_buf;
-    server.aof_buf = U.spare ? U.spare : sdsempty();
-    U.spare = NULL;
-    U.written = 0;
-    U.fd = server.aof_fd;
-    U.offset = server.aof_last_incr_size;
-    U.reploff = server.primary_repl_offset;
-    U.fed_end = aof_fed;
-    U.start = getMonotonicUs();
-    setFixedFile(U.fd);
-    U.inflight = 1;
-    stats.submitted_batches++;
-    stats.submitted_bytes += sdslen(U.buf);
-    submitRound();
 }
 
 /* Durable mode: should the submission of aof_buf wait for the clients the
@@ -746,69 +603,19 @@ int aofUringEnsure(void) {
     return setupRing() == C_OK;
 }
 
-void aofUringFlush(int force) {
-    if (force) {
-        mstime_t latency;
-        latencyStartMonitor(latency);
-        /* Everything in aof_buf must be durable in the current file. */
-        while (U.inflight || (sdslen(server.aof_buf) && server.aof_fd != -1)) {
-            if (!U.inflight) {
-                submitBatch();
-            }
-            waitInflight();
-            if (server.aof_last_write_status == C_ERR) break;
-        }
-        if (server.aof_last_write_status == C_OK && server.aof_fd != -1 &&
-            server.aof_last_incr_size != server.aof_last_incr_fsync_offset) {
-            submitFsync();
-            waitInflight();
-        }
-        latencyEndMonitor(latency);
-        latencyAddSampleIfNeeded("aof-uring-drain", latency);
-        /* Drop the registered reference so the old file really closes. */
-        setFixedFile(-1);
-        return;
-    }
-    /* Group commit: aof_buf goes when the batch in flight is durable. */
-    if (U.inflight) return;
-    if (sdslen(server.aof_buf) == 0) {
-        if (server.aof_last_write_status != C_OK) return;
-        if (server.aof_last_incr_size != server.aof_last_incr_fsync_offset) {
-            /* Bytes written by write(2) before a switch (posix, or fast
-             * mode) are not known to be on disk: fdatasync them first. */
-            submitFsync();
-            return;
-        }
-        /* Nothing pending anywhere: all fed offsets are durable (upstream does
-         * the same, see flushAppendOnlyFile). */
-        atomic_store_explicit(&server.fsynced_reploff_pending, server.primary_repl_offset, memory_order_relaxed);
-        markDurable(aof_fed);
-        return;
-    }
-    if (server.aof_last_write_status == C_ERR && server.mstime - U.last_error_ms < AOF_URING_RETRY_MS) return;
-    if (coalesceWait()) return;
-    submitBatch();
-}
-
-/* Ring writes use explicit offsets and leave the fd's file position behind:
- * move it to the end of what was written before write(2) takes over. */
-static void syncFilePosition(void) {
-    if (!U.ring_wrote || server.aof_fd == -1) return;
-    if (lseek(server.aof_fd, server.aof_last_incr_size, SEEK_SET) == -1)
-        failStop("can't position the AOF for write(2)", errno);
-    U.ring_wrote = 0;
-}
-
-void aofUringBeforeWrite(void) {
-    /* A durable-mode batch from before a switch to fast must land first. */
-    if (U.inflight && U.buf) waitInflight();
-    syncFilePosition();
+int aofUringBeforeWrite(int force) {
+    /* durable mode, group commit: aof_buf is written once the fdatasync in
+     * flight completed (or after the coalescing wait), and goes with the
+     * next one. */
+    if (server.aof_uring_ack == AOF_URING_ACK_DURABLE && !force && (U.inflight || coalesceWait())) return 0;
+    return 1;
 }
 
 void aofUringFsync(int force) {
-    if (U.inflight && U.buf) waitInflight();
     long long unsynced = server.aof_last_incr_size - server.aof_last_incr_fsync_offset;
+    int durable = server.aof_uring_ack == AOF_URING_ACK_DURABLE;
     int waited = 0;
+    if (U.inflight && !force && durable) return; /* Group commit: the next one when it completes. */
     if (U.inflight && !force) {
         /* Group commit, unless the loss window would exceed its bound. */
         if (unsynced + U.fsync_bytes <= server.aof_uring_max_inflight_bytes) return;
@@ -824,7 +631,7 @@ void aofUringFsync(int force) {
     /* Pacing (see the DESIGN comment), unless the unsynced bytes reach their
      * bound. flushAppendOnlyFile runs at least every serverCron, so an idle
      * server still syncs. The test knob's delay is not device time. */
-    if (!force && !waited && unsynced > 0 && unsynced < server.aof_uring_max_inflight_bytes &&
+    if (!durable && !force && !waited && unsynced > 0 && unsynced < server.aof_uring_max_inflight_bytes &&
         server.aof_uring_debug_fsync_delay_ms == 0) {
         long long gap = AOF_URING_FAST_FSYNC_SPACING * last_fsync_us;
         if (gap > AOF_URING_FAST_FSYNC_MAX_GAP_US) gap = AOF_URING_FAST_FSYNC_MAX_GAP_US;
@@ -840,23 +647,23 @@ void aofUringFsync(int force) {
     if (force) setFixedFile(-1);
 }
 
+void aofUringWriteFailed(int short_write) {
+    if (!U.active) return;
+    stats.write_errors++;
+    if (short_write) stats.short_writes++;
+}
+
 void aofUringStop(void) {
     if (!U.active) return;
-    if (server.aof_fd != -1) aofUringFlush(1);
-    /* An error may have left the batch unfinished; wait for the kernel to be
-     * done with its buffer before freeing it. */
+    /* Everything in aof_buf written and fdatasync'ed through the ring. */
+    if (server.aof_fd != -1) flushAppendOnlyFile(1);
     waitInflight();
-    syncFilePosition();
     aeDeleteFileEvent(server.el, U.efd, AE_READABLE);
     io_uring_queue_exit(&U.ring);
     close(U.efd);
     U.efd = -1;
     U.fixed_fd = -1;
     U.active = 0;
-    if (U.spare) {
-        sdsfree(U.spare);
-        U.spare = NULL;
-    }
     serverLog(LL_NOTICE, "io_uring AOF engine stopped.");
 }
 
@@ -881,15 +688,17 @@ int aofUringEnsure(void) {
     return 0;
 }
 
-void aofUringFlush(int force) {
-    UNUSED(force);
-}
-
 void aofUringFsync(int force) {
     UNUSED(force);
 }
 
-void aofUringBeforeWrite(void) {
+int aofUringBeforeWrite(int force) {
+    UNUSED(force);
+    return 1;
+}
+
+void aofUringWriteFailed(int short_write) {
+    UNUSED(short_write);
 }
 
 void aofUringStop(void) {
@@ -1209,7 +1018,7 @@ sds aofUringInfo(sds info) {
     int active = aofUringActive(), sqpoll = 0, defer = 0;
 #ifdef HAVE_LIBURING
     inflight = U.inflight;
-    if (U.inflight) inflight_bytes = U.buf ? (long long)(sdslen(U.buf) - U.written) : U.fsync_bytes;
+    if (U.inflight) inflight_bytes = U.fsync_bytes;
     sqpoll = active && U.sqpoll;
     defer = active && U.defer_taskrun;
 #endif

@@ -14,13 +14,13 @@ struct client;
 
 /* True when the ring is up and carries the AOF writes. */
 int aofUringActive(void);
-/* durable mode: replaces the body of flushAppendOnlyFile(); force = write
- * and wait until aof_buf is durable (rotation, stopAppendOnly, shutdown). */
-void aofUringFlush(int force);
-/* fast mode: called before flushAppendOnlyFile() write(2)s aof_buf, and
- * instead of its fsync step (fdatasync through the ring, group commit,
- * back-pressure over aof-uring-max-inflight-bytes; force = wait). */
-void aofUringBeforeWrite(void);
+/* flushAppendOnlyFile(): before it write(2)s aof_buf (0: not now, durable
+ * mode's group commit waits for the fdatasync in flight), when that write
+ * failed, and instead of its fsync step (fdatasync through the ring; fast
+ * mode paces it and applies back-pressure over aof-uring-max-inflight-bytes;
+ * force = wait until everything written is durable). */
+int aofUringBeforeWrite(int force);
+void aofUringWriteFailed(int short_write);
 void aofUringFsync(int force);
 /* Try to bring the ring up if the engine is selected; no-op when it is up or
  * a previous attempt failed. Returns aofUringActive(). */
