@@ -4,7 +4,7 @@
 test-server: test-server-tcl test-server-harness ## All the server's tests: the Tcl suites and the durability harness.
 
 .PHONY: test-server-tcl
-test-server-tcl: server-build ## Upstream AOF Tcl suites with the posix engine and uring durable and fast, plus our Tcl tests.
+test-server-tcl: server-build ## Upstream AOF suites and a broad subset (posix always, uring durable, uring fast), plus our Tcl tests.
 	$(MAKE) -C images/redis-uring test
 
 .PHONY: test-server-full
@@ -20,7 +20,7 @@ durability: server-build ## >= 50 power-cut trials per durable mode (always, uri
 	$(MAKE) -C images/redis-uring/harness durability
 
 .PHONY: bench-server
-bench-server: server-build ## Benchmark every persistence mode on one volume: table, JSON and CSV.
+bench-server: server-build ## Every persistence mode side by side (commands, client sweep, pipelines, read-heavy; 3 interleaved reps): table, JSON, CSV.
 	$(MAKE) -C images/redis-uring/harness bench
 
 # `make test` runs the server's Tcl suites and the durability harness' quick
