@@ -170,9 +170,13 @@ func podExec(t *testing.T, pod, stdin string, command ...string) string {
 	args := append(append([]string{}, kubectl[1:]...), "-n", namespace, "exec", "-i", pod, "-c", "redis", "--")
 	cmd := exec.Command(kubectl[0], append(args, command...)...)
 	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
+	// kubectl's own warnings ("Unknown stream id 1, discarding message") go
+	// to stderr; only the command's output is the answer.
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("exec %v in %s: %v\n%s", command, pod, err, out)
+		t.Fatalf("exec %v in %s: %v\n%s%s", command, pod, err, out, stderr.Bytes())
 	}
 	return strings.TrimSpace(string(out))
 }
