@@ -787,6 +787,14 @@ static int gateOn(void) {
     if (on && !gate_was_on) {
         dirty_all = aof_fed;
         last_write_off = aof_fed;
+        /* Allocated now rather than at the first write, so that used_memory
+         * does not jump by 512 KiB in the middle of a workload. */
+        if (dirty_off == NULL) dirty_off = zcalloc(sizeof(long long) * AOF_URING_DIRTY_SLOTS);
+        if (dirty_db == NULL) {
+            dirty_dbs = server.dbnum;
+            dirty_db = zcalloc(sizeof(long long) * dirty_dbs);
+            pending_dbs = zmalloc(sizeof(int) * dirty_dbs);
+        }
     }
     gate_was_on = on;
     return on;
@@ -840,8 +848,8 @@ static void noteRead(long long off) {
 void aofUringKeyRead(serverDb *db, sds key) {
     if (!gateOn()) return;
     unit_read_any = 1;
-    if (dirty_off) noteRead(dirty_off[keySlot(db->id, key, sdslen(key))]);
-    if (dirty_db) noteRead(dirty_db[db->id]);
+    noteRead(dirty_off[keySlot(db->id, key, sdslen(key))]);
+    if (db->id < dirty_dbs) noteRead(dirty_db[db->id]);
 }
 
 void aofUringKeyModified(serverDb *db, robj *key) {
@@ -850,7 +858,6 @@ void aofUringKeyModified(serverDb *db, robj *key) {
     size_t len;
 
     if (!gateOn()) return;
-    if (dirty_off == NULL) dirty_off = zcalloc(sizeof(long long) * AOF_URING_DIRTY_SLOTS);
     if (sdsEncodedObject(key)) {
         p = key->ptr;
         len = sdslen(key->ptr);
@@ -869,11 +876,6 @@ void aofUringKeyModified(serverDb *db, robj *key) {
 
 void aofUringDbModified(serverDb *db) {
     if (!gateOn()) return;
-    if (dirty_db == NULL) {
-        dirty_dbs = server.dbnum;
-        dirty_db = zcalloc(sizeof(long long) * dirty_dbs);
-        pending_dbs = zmalloc(sizeof(int) * dirty_dbs);
-    }
     if (db->id >= dirty_dbs || dirty_db[db->id] == AOF_URING_UNRESOLVED) return;
     dirty_db[db->id] = AOF_URING_UNRESOLVED;
     pending_dbs[pending_dbs_len++] = db->id;
