@@ -61,8 +61,12 @@
  *    'always': their replies queue behind the held ones and their writes join
  *    the same batch, so a pipeline pays one fsync per batch, not one per
  *    command (the output waits in the client's buffer, within its
- *    output-buffer limits). Held clients are kept in a list and put back in
- *    the pending-write queue in beforeSleep.
+ *    output-buffer limits). Held clients are kept in a list (joined as soon
+ *    as they need a write that is not durable) and put back in the
+ *    pending-write queue in beforeSleep. Their output, like aof_buf, is
+ *    memory waiting for the disk and is not counted against maxmemory
+ *    (otherwise the invalidations an eviction pushes, held until its DELs
+ *    are durable, would trigger more evictions).
  *    What a client needs is decided by what its execution unit (a command,
  *    MULTI/EXEC, a script, an unblocked command) did as the keyspace saw it,
  *    not by its key arguments. Three hooks in the keyspace feed the gate:
@@ -182,6 +186,7 @@
  *   aof_uring_write_errors            failed or short writes (retried)
  *   aof_uring_held_clients            clients currently held (durable mode)
  *   aof_uring_held_events             times a client was held
+ *   aof_uring_held_output_bytes       output held (not counted against maxmemory)
  *   aof_uring_gated_reads             commands whose reply waited for a dirty key
  *   aof_uring_gated_pushes            pushed outputs that waited for a write
  *   aof_uring_hold_timeouts           clients closed after aof-uring-hold-timeout-ms
@@ -822,6 +827,16 @@ int aofUringHoldClient(client *c) {
     return 1;
 }
 
+size_t aofUringHeldOutputMemory(void) {
+    size_t sum = 0;
+    listIter li;
+    listNode *ln;
+    if (held_clients == NULL) return 0;
+    listRewind(held_clients, &li);
+    while ((ln = listNext(&li))) sum += getClientOutputBufferMemoryUsage(listNodeValue(ln));
+    return sum;
+}
+
 void aofUringClientFreed(client *c) {
     if (c->aof_uring_held_node == NULL) return;
     listDelNode(held_clients, c->aof_uring_held_node);
@@ -905,6 +920,7 @@ void aofUringPushed(client *c) {
     pushed_len++;
     /* Held from now on; resolveUnit() sets what it waits for. */
     c->aof_uring_need = AOF_URING_UNRESOLVED;
+    aofUringHoldClient(c);
 }
 
 /* The execution unit is over and propagated (or, target NULL, beforeSleep):
@@ -936,6 +952,9 @@ static void resolveUnit(client *target) {
     if (target && gatedClient(target) && need > target->aof_uring_need) {
         if (!wrote && need > durable_fed) stats.gated_reads++;
         target->aof_uring_need = need;
+        /* In the held list at once, so that its output counts as held
+         * (aofUringHeldOutputMemory) before the next eviction check. */
+        aofUringHoldClient(target);
     }
     unit_read_off = 0;
     unit_read_unresolved = unit_read_any = 0;
@@ -1050,6 +1069,7 @@ sds aofUringInfo(sds info) {
                         "aof_uring_write_errors:%lld\r\n"
                         "aof_uring_held_clients:%lu\r\n"
                         "aof_uring_held_events:%lld\r\n"
+                        "aof_uring_held_output_bytes:%zu\r\n"
                         "aof_uring_gated_reads:%lld\r\n"
                         "aof_uring_gated_pushes:%lld\r\n"
                         "aof_uring_hold_timeouts:%lld\r\n"
@@ -1069,7 +1089,7 @@ sds aofUringInfo(sds info) {
                         stats.completed_batches, inflight, inflight_bytes,
                         server.aof_buf ? sdslen(server.aof_buf) : 0, stats.submitted_bytes, stats.written_bytes,
                         stats.backpressure_events, stats.short_writes, stats.write_errors,
-                        held_clients ? listLength(held_clients) : 0UL, stats.held_events, stats.gated_reads, stats.gated_pushes,
+                        held_clients ? listLength(held_clients) : 0UL, stats.held_events, aofUringHeldOutputMemory(), stats.gated_reads, stats.gated_pushes,
                         stats.hold_timeouts, stats.coalesce_waits, aof_fed, durable_fed, durable,
                         durable >= 0 ? server.primary_repl_offset - durable : 0, stats.completed_batches,
                         stats.fsync_usec_sum, p50, p99, max);

@@ -48,6 +48,9 @@ void aofUringAfterCommand(struct client *c);
 void aofUringPushed(struct client *c);
 /* postExecutionUnitOperations(): the unit has propagated. */
 void aofUringExecutionUnitDone(void);
+/* freeMemoryGetNotCountedMemory(): output the gate holds, like aof_buf
+ * memory waiting for the disk. */
+size_t aofUringHeldOutputMemory(void);
 /* freeClient(): forget a held client. */
 void aofUringClientFreed(struct client *c);
 /* Config apply callbacks. */

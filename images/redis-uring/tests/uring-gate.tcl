@@ -284,6 +284,40 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         gate_release
     }
 
+    test {uring durable: held output does not count against maxmemory (no eviction feedback loop)} {
+        # Upstream's scenario (unit/maxmemory): evictions push invalidations
+        # to tracking clients; held until the evictions' DELs are durable,
+        # they must not make the next commands evict again.
+        r flushall
+        r config set maxmemory-policy allkeys-lru
+        r config set maxmemory-eviction-tenacity 100
+        set clients {}
+        for {set j 0} {$j < 10} {incr j} {
+            set rd [valkey_deferring_client]
+            $rd HELLO 3
+            $rd read
+            $rd CLIENT TRACKING on
+            $rd read
+            lappend clients $rd
+        }
+        for {set j 0} {$j < 300} {incr j} {
+            set key $j[string repeat x 1000]
+            r set $key x
+            foreach rd $clients {
+                $rd get $key
+                $rd read
+            }
+        }
+        after 1100
+        gate_hold
+        r config set maxmemory [expr {[s used_memory] - 40000}]
+        assert_range [r dbsize] 200 300
+        assert_range [s evicted_keys] 10 50
+        r config set maxmemory 0
+        foreach rd $clients { $rd close }
+        gate_release
+    }
+
     test {uring durable: a client held longer than aof-uring-hold-timeout-ms is disconnected without its reply} {
         r config set aof-uring-hold-timeout-ms 300
         set timeouts0 [s aof_uring_hold_timeouts]
