@@ -42,6 +42,16 @@ skips_aof_on=(
   "SHUTDOWN will abort if rdb save failed on signal|expects SHUTDOWN to depend on the RDB save alone; with the AOF on it does not"
   "SHUTDOWN will abort if rdb save failed on shutdown command|expects SHUTDOWN to depend on the RDB save alone; with the AOF on it does not"
   "SHUTDOWN can proceed if shutdown command was with nosave|follows the two SHUTDOWN tests above"
+  "/^corrupt payload: load corrupted rdb|loads a corrupted RDB fixture; with the AOF on the server loads the AOF"
+  "/^PSYNC2: Partial resync after (Master )?restart using RDB aux fields|restarts from the RDB's replication aux fields; with the AOF on the restart loads the AOF"
+  "PSYNC2: Full resync after Master restart when too many key expired|restarts from the RDB; with the AOF on the restart loads the AOF"
+  "test old version rdb file|loads an RDB fixture; with the AOF on the server loads the AOF"
+  "RDB encoding loading test|loads an RDB fixture; with the AOF on the server loads the AOF"
+  "RDB future version loading, strict version check|loads an RDB fixture; with the AOF on the server loads the AOF"
+  "RDB future version loading, relaxed version check|loads an RDB fixture; with the AOF on the server loads the AOF"
+  "Server should not start if RDB is corrupted|loads an RDB fixture; with the AOF on the server loads the AOF"
+  "client freed during loading|expects an RDB load; with the AOF on the server loads the AOF"
+  "Test RDB load info|expects an RDB load; with the AOF on the server loads the AOF"
 )
 # Whole test files that load an RDB fixture at startup: with the AOF on the
 # server loads the AOF instead, and one of them aborts runtest with an
