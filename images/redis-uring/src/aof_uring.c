@@ -90,7 +90,8 @@
  *    tracking invalidations, MONITOR lines, replies to blocked clients that
  *    time out) is a push: the receiver is held at once and, when the unit
  *    resolves (or at the latest in beforeSleep), needs every write executed
- *    before the push. Deletes by expiry and eviction are writes like any
+ *    before the push. A client whose WATCHed key another client changes is
+ *    treated the same way (its EXEC's nil reply tells it of the write). Deletes by expiry and eviction are writes like any
  *    other (they propagate a DEL). When the gate turns on (engine or ack
  *    switched at runtime, AOF enabled) nothing earlier was tracked, so every
  *    read first waits for the next durable point. A replica gates its own
@@ -260,7 +261,8 @@ static size_t pending_dbs_len = 0;
 static long long unit_read_off = 0;
 static int unit_read_unresolved = 0, unit_read_any = 0;
 /* Clients that were pushed data (pub/sub, notifications, tracking,
- * MONITOR) since the last resolution, with the offset they needed before. */
+ * MONITOR) or had a WATCHed key changed since the last resolution, with the
+ * offset they needed before. */
 static struct pushed {
     uint64_t id;
     long long need;

@@ -44,7 +44,8 @@ void aofUringKeyModified(struct serverDb *db, struct serverObject *key);
 void aofUringDbModified(struct serverDb *db);
 /* call() ran a command (nested ones too), before the unit's propagation; */
 void aofUringAfterCommand(struct client *c);
-/* output is queued for a client other than the one whose command runs; */
+/* output is queued for, or a WATCHed key changed under, a client other than
+ * the one whose command runs; */
 void aofUringPushed(struct client *c);
 /* postExecutionUnitOperations(): the unit has propagated. */
 void aofUringExecutionUnitDone(void);

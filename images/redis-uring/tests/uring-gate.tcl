@@ -248,6 +248,32 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         gate_release
     }
 
+    # An EXEC aborted by another client's write tells its client that the
+    # write happened, as a read would: the nil reply waits for the write.
+    foreach {what write} {SET {set watched new} FLUSHDB {flushdb}} {
+        test "uring durable: EXEC aborted by a WATCHed key's $what waits for that write" {
+            r set watched old
+            set obs [valkey_deferring_client]
+            foreach cmd {{watch watched} {multi} {get watched}} {
+                $obs {*}$cmd
+                $obs read
+            }
+            gate_hold
+            set w [valkey_deferring_client]
+            set t0 [clock milliseconds]
+            $w {*}$write
+            $w flush
+            wait_for_condition 100 10 {[s aof_uring_held_clients] >= 1} else { fail "writer not held" }
+            $obs exec
+            $obs flush
+            assert_equal {} [gate_read_late $obs $t0 "the EXEC aborted by $what"]
+            assert_equal OK [$w read]
+            $w close
+            $obs close
+            gate_release
+        }
+    }
+
     test {uring durable: read-only commands over the whole keyspace wait for every write} {
         gate_hold
         set w [valkey_deferring_client]
