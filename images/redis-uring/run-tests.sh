@@ -14,8 +14,8 @@
 #
 # full: the whole upstream suite (./runtest, every unit) with the AOF on, once
 # per uring ack mode, instead of the subsets (make test-server-full; about an
-# hour here). Upstream tests that cannot hold with the engine forced are
-# skipped by name below, each with its reason, printed at every run.
+# hour per mode here; TEST_FULL_MODES=durable or =fast runs one). Upstream
+# tests that cannot hold with the engine forced are skipped by name below, each with its reason, printed at every run.
 # Prints a final "N passed, N failed" line; exits non-zero on any failure.
 set -uo pipefail
 
@@ -133,8 +133,13 @@ if [[ $suite == full ]]; then
   for unit in "${skipunits_aof_on[@]}"; do
     echo "skipped upstream test file: $unit (loads an RDB fixture; with the AOF on the server loads the AOF)"
   done
-  run full-uring-durable "${aof_on[@]}" "${durable[@]}" "${skip_durable[@]}" "${skip_units[@]}"
-  run full-uring-fast "${aof_on[@]}" "${fast[@]}" "${skip_fast[@]}" "${skip_units[@]}"
+  for mode in ${TEST_FULL_MODES:-durable fast}; do
+    case $mode in
+      durable) run full-uring-durable "${aof_on[@]}" "${durable[@]}" "${skip_durable[@]}" "${skip_units[@]}" ;;
+      fast) run full-uring-fast "${aof_on[@]}" "${fast[@]}" "${skip_fast[@]}" "${skip_units[@]}" ;;
+      *) echo "TEST_FULL_MODES: unknown mode $mode (durable, fast)" >&2; exit 2 ;;
+    esac
+  done
 else
   run upstream-posix "${singles[@]}"
   run upstream-uring-durable "${singles[@]}" "${durable[@]}"
