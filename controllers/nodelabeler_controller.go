@@ -27,7 +27,9 @@ type NodeLabeler struct {
 	client.Client
 }
 
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// Patching nodes is not a marker: config/rbac/node_labeler_role.yaml grants
+// it apart from the operator's role, bound only where the labeler runs.
 
 func (r *NodeLabeler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	node := &corev1.Node{}

@@ -2,9 +2,8 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
+	"sync"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -15,27 +14,37 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
 )
 
-// resultWait is how long a succeeded Job's pod may be missing from the cache
-// before the operator looks again.
-const resultWait = 2 * time.Second
-
 // RedisBenchmarkReconciler runs a RedisBenchmark: one Job per target, one at
 // a time in spec order, and collects each Job's result into the status and
-// the operator's metrics.
+// the operator's metrics. A target runs only when it opted in, is Ready and
+// no other benchmark drives it.
 type RedisBenchmarkReconciler struct {
 	client.Client
-	Options  BenchmarkOptions
-	Recorder record.EventRecorder
-	Clock    clock.PassiveClock
+	// APIReader reads Jobs and pods from the API server where the cache may
+	// be behind: whether another benchmark's Job drives a target, and the
+	// result of a Job whose pod the cache does not show.
+	APIReader client.Reader
+	Options   BenchmarkOptions
+	// MaxConcurrentReconciles is how many RedisBenchmarks reconcile at once.
+	MaxConcurrentReconciles int
+	Recorder                record.EventRecorder
+	Clock                   clock.PassiveClock
+
+	// starting makes "is the target free?" and "start its Job" one step, so
+	// two benchmarks reconciled at once never both start on one target.
+	starting sync.Mutex
 }
 
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redisbenchmarks,verbs=get;list;watch
@@ -43,12 +52,11 @@ type RedisBenchmarkReconciler struct {
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;patch
-// The crash check's Role grants exec into the target pods; the operator must hold what it grants.
-// +kubebuilder:rbac:groups="",resources=pods/exec,verbs=create
 
 func (r *RedisBenchmarkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
+	defer cancel()
+
 	rb := &v1alpha1.RedisBenchmark{}
 	if err := r.Get(ctx, req.NamespacedName, rb); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -70,7 +78,9 @@ func (r *RedisBenchmarkReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		if retErr == nil {
 			rb.Status.ObservedGeneration = rb.Generation
 		}
-		if err := r.Status().Patch(ctx, rb, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+		patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
+		defer cancel()
+		if err := r.Status().Patch(patchCtx, rb, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
 			log.FromContext(ctx).Error(err, "patching status", "redisbenchmark", klogRef(rb))
 			if retErr == nil {
 				retErr = err
@@ -80,18 +90,11 @@ func (r *RedisBenchmarkReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		exportBenchmarkMetrics(rb)
 	}()
 
-	if rb.Spec.CrashCheck != nil {
-		for _, obj := range buildCrashCheckAccess(rb) {
-			if err := r.apply(ctx, rb, obj); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-	}
 	for int(rb.Status.CompletedTargets) < len(rb.Spec.Targets) {
 		index := int(rb.Status.CompletedTargets)
 		done, err := r.runTarget(ctx, rb, index)
 		if err != nil || !done {
-			return ctrl.Result{RequeueAfter: requeueFor(err)}, ignoreWaiting(err)
+			return ctrl.Result{}, err
 		}
 		if benchmarkFinished(rb) {
 			return ctrl.Result{}, nil
@@ -108,47 +111,17 @@ func (r *RedisBenchmarkReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	return ctrl.Result{}, nil
 }
 
-// errWaiting means the step cannot go on until something outside changes;
-// it is not an error to back off from.
-var errWaiting = errors.New("waiting")
-
-func requeueFor(err error) time.Duration {
-	if errors.Is(err, errWaiting) {
-		return resultWait
-	}
-	return 0
-}
-
-func ignoreWaiting(err error) error {
-	if errors.Is(err, errWaiting) {
-		return nil
-	}
-	return err
-}
-
-// runTarget advances target number index: it creates its Job, or waits for
+// runTarget advances target number index: it starts its Job, or waits for
 // it, or records its result. done is true once the target's result is in the
-// status (or the benchmark failed on it).
+// status (or the benchmark failed on it). Waiting needs no requeue: a change
+// of the target or of any benchmark Job in the namespace brings the
+// benchmark back.
 func (r *RedisBenchmarkReconciler) runTarget(ctx context.Context, rb *v1alpha1.RedisBenchmark, index int) (done bool, err error) {
 	target := rb.Spec.Targets[index]
 	name := benchmarkJobName(rb, index)
 	job := &batchv1.Job{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: name}, job); apierrors.IsNotFound(err) {
-		rp := &v1alpha1.RedisPersistence{}
-		if err := r.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: target}, rp); apierrors.IsNotFound(err) {
-			r.setBenchmarkConditions(rb,
-				condition{metav1.ConditionFalse, ReasonTargetNotFound, fmt.Sprintf("waiting for RedisPersistence %s, target %d of %d", target, index+1, len(rb.Spec.Targets))},
-				condition{metav1.ConditionFalse, ReasonNoFailure, "no target failed"})
-			return false, nil // a RedisPersistence that appears triggers a reconcile
-		} else if err != nil {
-			return false, err
-		}
-		if err := r.apply(ctx, rb, buildBenchmarkJob(rb, index, rp, r.Options)); err != nil {
-			return false, err
-		}
-		r.Recorder.Eventf(rb, corev1.EventTypeNormal, "StartedJob", "started Job %s for target %s", name, target)
-		r.setRunning(rb, index)
-		return false, nil
+		return false, r.startTarget(ctx, rb, index)
 	} else if err != nil {
 		return false, err
 	}
@@ -167,13 +140,17 @@ func (r *RedisBenchmarkReconciler) runTarget(ctx context.Context, rb *v1alpha1.R
 		return true, nil
 	}
 
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(rb.Namespace), client.MatchingLabels{labelJobName: name}); err != nil {
+	msg, found, err := r.jobResult(ctx, rb.Namespace, name)
+	if err != nil {
 		return false, err
 	}
-	msg := terminationMessage(pods.Items)
-	if msg == "" {
-		return false, fmt.Errorf("%w for the result of Job %s", errWaiting, name)
+	if !found {
+		rb.Status.CurrentJob = ""
+		r.setBenchmarkConditions(rb,
+			condition{metav1.ConditionFalse, ReasonBenchmarkFailed, "a target's result was lost; no further target runs"},
+			condition{metav1.ConditionTrue, ReasonResultLost, fmt.Sprintf("Job %s for target %s succeeded, but its pod was deleted before the operator read the result; create the benchmark again", name, target)})
+		r.Recorder.Eventf(rb, corev1.EventTypeWarning, "ResultLost", "the pod of Job %s for target %s is gone", name, target)
+		return true, nil
 	}
 	res, err := bench.Decode(msg, target)
 	if err != nil {
@@ -187,6 +164,98 @@ func (r *RedisBenchmarkReconciler) runTarget(ctx context.Context, rb *v1alpha1.R
 	rb.Status.CompletedTargets++
 	r.Recorder.Eventf(rb, corev1.EventTypeNormal, "CollectedResult", "collected the result of Job %s for target %s", name, target)
 	return true, nil
+}
+
+// startTarget starts the Job of target number index once the target exists,
+// opted in, is Ready and is free; until then it says what it waits for.
+func (r *RedisBenchmarkReconciler) startTarget(ctx context.Context, rb *v1alpha1.RedisBenchmark, index int) error {
+	target := rb.Spec.Targets[index]
+	rp := &v1alpha1.RedisPersistence{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: target}, rp); apierrors.IsNotFound(err) {
+		r.setWaiting(rb, ReasonTargetNotFound, fmt.Sprintf("waiting for RedisPersistence %s, target %d of %d", target, index+1, len(rb.Spec.Targets)))
+		return nil // a RedisPersistence that appears triggers a reconcile
+	} else if err != nil {
+		return err
+	}
+	if reason, message, ok := targetAvailable(rb, index, rp); !ok {
+		r.setWaiting(rb, reason, message)
+		return nil
+	}
+
+	r.starting.Lock()
+	defer r.starting.Unlock()
+	other, err := r.benchmarkDriving(ctx, rb, target)
+	if err != nil {
+		return err
+	}
+	if other != "" {
+		r.setWaiting(rb, ReasonTargetBusy, fmt.Sprintf("RedisBenchmark %s is running against RedisPersistence %s; target %d of %d starts after it", other, target, index+1, len(rb.Spec.Targets)))
+		return nil
+	}
+	if err := r.apply(ctx, rb, buildBenchmarkJob(rb, index, rp, r.Options)); err != nil {
+		return err
+	}
+	r.Recorder.Eventf(rb, corev1.EventTypeNormal, "StartedJob", "started Job %s for target %s", benchmarkJobName(rb, index), target)
+	r.setRunning(rb, index)
+	return nil
+}
+
+// targetAvailable decides whether rp, target number index of rb, may be
+// benchmarked now: it must have opted in (and allow the crash check if rb
+// runs one) and be Ready for its current spec.
+func targetAvailable(rb *v1alpha1.RedisBenchmark, index int, rp *v1alpha1.RedisPersistence) (reason, message string, ok bool) {
+	access := rp.Spec.Benchmark
+	ready := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionReady)
+	switch {
+	case access == nil:
+		return ReasonTargetNotOptedIn, fmt.Sprintf("RedisPersistence %s does not allow benchmarks: set its spec.benchmark (a benchmark writes to a database of its own, %d by default, and empties it)", rp.Name, defaultBenchmarkDatabase), false
+	case rb.Spec.CrashCheck != nil && !access.CrashCheck:
+		return ReasonCrashCheckNotAllowed, fmt.Sprintf("RedisPersistence %s does not allow the crash check, which kills its server: set its spec.benchmark.crashCheck: true, or run the benchmark without spec.crashCheck", rp.Name), false
+	case ready == nil || ready.Status != metav1.ConditionTrue || rp.Status.ObservedGeneration != rp.Generation:
+		return ReasonTargetNotReady, fmt.Sprintf("waiting for RedisPersistence %s to be Ready, target %d of %d", rp.Name, index+1, len(rb.Spec.Targets)), false
+	}
+	return "", "", true
+}
+
+// benchmarkDriving names the other RedisBenchmark whose Job runs against
+// target, or "". It asks the API server, not the cache: a Job another worker
+// has just started must count.
+func (r *RedisBenchmarkReconciler) benchmarkDriving(ctx context.Context, rb *v1alpha1.RedisBenchmark, target string) (string, error) {
+	var jobs batchv1.JobList
+	if err := r.APIReader.List(ctx, &jobs, client.InNamespace(rb.Namespace), client.MatchingLabels{labelBenchmarkTarget: target}); err != nil {
+		return "", fmt.Errorf("listing the Jobs of target %s: %w", target, err)
+	}
+	for _, job := range jobs.Items {
+		owner := metav1.GetControllerOf(&job)
+		if outcome, _ := benchmarkJobOutcome(&job); outcome != jobRunning || owner == nil || owner.UID == rb.UID {
+			continue
+		}
+		return owner.Name, nil
+	}
+	return "", nil
+}
+
+// jobResult is the runner's result from the succeeded pod of Job name. found
+// is false when that pod is gone: deleted, or garbage-collected before the
+// operator read it. The cache may not show the pod's last status yet, so a
+// miss there is asked of the API server.
+func (r *RedisBenchmarkReconciler) jobResult(ctx context.Context, namespace, name string) (msg string, found bool, err error) {
+	for _, reader := range []client.Reader{r.Client, r.APIReader} {
+		var pods corev1.PodList
+		if err := reader.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{labelJobName: name}); err != nil {
+			return "", false, fmt.Errorf("listing the pods of Job %s: %w", name, err)
+		}
+		if msg, found := terminationMessage(pods.Items); found {
+			return msg, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+func (r *RedisBenchmarkReconciler) setWaiting(rb *v1alpha1.RedisBenchmark, reason, message string) {
+	r.setBenchmarkConditions(rb,
+		condition{metav1.ConditionFalse, reason, message},
+		condition{metav1.ConditionFalse, ReasonNoFailure, "no target failed"})
 }
 
 func (r *RedisBenchmarkReconciler) setRunning(rb *v1alpha1.RedisBenchmark, index int) {
@@ -218,17 +287,27 @@ func (r *RedisBenchmarkReconciler) apply(ctx context.Context, rb *v1alpha1.Redis
 	return nil
 }
 
-// SetupWithManager watches RedisBenchmarks, their Jobs and the RedisPersistences they wait for.
+// SetupWithManager watches RedisBenchmarks, the benchmark Jobs (a benchmark
+// waits for its own and for those of other benchmarks on its targets) and the
+// RedisPersistences they wait for.
 func (r *RedisBenchmarkReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.RedisBenchmark{}).
-		Owns(&batchv1.Job{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(r.benchmarksInNamespace), builder.WithPredicates(benchmarkJobs)).
 		Watches(&v1alpha1.RedisPersistence{}, handler.EnqueueRequestsFromMapFunc(r.benchmarksInNamespace)).
 		Complete(r)
 }
+
+var benchmarkJobs = predicate.NewPredicateFuncs(func(obj client.Object) bool {
+	return obj.GetLabels()[labelBenchmarkTarget] != ""
+})
 
 func (r *RedisBenchmarkReconciler) benchmarksInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {
 	var list v1alpha1.RedisBenchmarkList

@@ -15,19 +15,41 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
-// createTarget creates a RedisPersistence for a benchmark to drive. Its
-// volume claim names a class no volume has, so it never takes one of the
-// volumes the RedisPersistence tests schedule onto.
+// createTarget creates a RedisPersistence that allows benchmarks (and their
+// crash check) and brings it to Ready: the real scheduler binds its pod to a
+// volume of its own, a real server runs behind it and the test reports the
+// pod running, as a kubelet would.
 func createTarget(t *testing.T, ns, name string, spec v1alpha1.RedisPersistenceSpec) {
 	t.Helper()
-	spec.Storage = &v1alpha1.StorageSpec{StorageClassName: "benchmark-targets-unbound"}
+	if spec.Benchmark == nil {
+		spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{CrashCheck: true}
+	}
 	createRP(t, ns, name, spec)
+	makeReady(t, ns, name)
+}
+
+// makeReady runs a real server behind the RedisPersistence's pod and reports
+// the pod running once it is scheduled.
+func makeReady(t *testing.T, ns, name string) {
+	t.Helper()
+	ensureNodes(t)
+	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	serverAddrs.Store(ns+"/"+name+"-0", testenv.StartServer(t, renderedConfig(t, ns, name)))
+	actAsKubelet(t, ns, name+"-0", "ext4")
+	waitCondition(t, ns, name, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
 }
 
 func createBenchmark(t *testing.T, ns, name string, spec v1alpha1.RedisBenchmarkSpec) {
@@ -139,6 +161,12 @@ func TestBenchmarkRunsTargetsOneAfterAnother(t *testing.T) {
 	}
 	if img := first.Spec.Template.Spec.Containers[0].Image; img != "uring-redis-bench:test" {
 		t.Errorf("runner image = %q, want the operator's --bench-image", img)
+	}
+	if d := first.Spec.ActiveDeadlineSeconds; d == nil || *d != 3600 {
+		t.Errorf("the Job's activeDeadlineSeconds = %v, want the default 3600", d)
+	}
+	if !strings.Contains(args, "--db=15") {
+		t.Errorf("first Job's args %q do not write to the target's benchmark database 15", args)
 	}
 	waitBenchmark(t, ns, "compare", func(rb *v1alpha1.RedisBenchmark) error {
 		if rb.Status.CurrentJob != "compare-0" {
@@ -257,15 +285,18 @@ func TestBenchmarkCrashCheck(t *testing.T) {
 		CrashCheck: &v1alpha1.CrashCheckSpec{},
 	})
 	job := waitJob(t, ns, "crash-0")
-	if sa := job.Spec.Template.Spec.ServiceAccountName; sa != "crash-crash-check" {
-		t.Errorf("runner ServiceAccount = %q", sa)
+	// The runner kills the server over the Redis protocol: it gets no
+	// Kubernetes credentials, and the operator makes no RBAC objects.
+	pod := job.Spec.Template.Spec
+	if pod.ServiceAccountName != "" || pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Errorf("runner ServiceAccount %q, automount %v: the crash check needs no API access", pod.ServiceAccountName, pod.AutomountServiceAccountToken)
 	}
-	role := &rbacv1.Role{}
-	if err := get(t, role, ns, "crash-crash-check"); err != nil {
-		t.Fatal(err)
+	if args := strings.Join(pod.Containers[0].Args, " "); !strings.Contains(args, "--crash-check") || strings.Contains(args, "--crash-pod") {
+		t.Errorf("runner args %q", args)
 	}
-	if pods := role.Rules[1].ResourceNames; !slices.Equal(pods, []string{"fast-0", "always-0"}) {
-		t.Errorf("the Role lets the runner exec into %v, want exactly the target pods", pods)
+	var roles rbacv1.RoleList
+	if err := k8s.List(context.Background(), &roles, client.InNamespace(ns)); err != nil || len(roles.Items) != 0 {
+		t.Errorf("the benchmark made %d Roles (err %v)", len(roles.Items), err)
 	}
 	// A fast ack may lose writes: reported, not a failure.
 	finishJobPod(t, ns, "crash-0", 0, runnerResult(t, "fast", "uring-fast", []string{"set"}, 10, &bench.CrashResult{Acknowledged: 5000, Lost: 12}))
@@ -282,4 +313,169 @@ func TestBenchmarkCrashCheck(t *testing.T) {
 	if !slices.Equal(rb.Status.CrashChecks, want) {
 		t.Errorf("crashChecks = %+v, want %+v", rb.Status.CrashChecks, want)
 	}
+}
+
+// TestBenchmarkNeedsTheTargetsConsent: a RedisPersistence without
+// spec.benchmark is not benchmarked, and one that allows benchmarks but not
+// the crash check is not killed; each benchmark says why it waits, and goes
+// on once the owner allows it.
+func TestBenchmarkNeedsTheTargetsConsent(t *testing.T) {
+	ns := newNamespace(t)
+	createRP(t, ns, "private", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF})
+	makeReady(t, ns, "private")
+	createBenchmark(t, ns, "uninvited", v1alpha1.RedisBenchmarkSpec{Targets: []string{"private"}})
+	waitBenchmark(t, ns, "uninvited", func(rb *v1alpha1.RedisBenchmark) error {
+		c := meta.FindStatusCondition(rb.Status.Conditions, v1alpha1.ConditionComplete)
+		if c == nil || !strings.Contains(c.Message, "set its spec.benchmark") {
+			return fmt.Errorf("Complete = %+v, want a message naming spec.benchmark", c)
+		}
+		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionFalse, ReasonTargetNotOptedIn)
+	})
+	assertNoJob(t, ns, "uninvited-0")
+
+	rp := &v1alpha1.RedisPersistence{}
+	if err := get(t, rp, ns, "private"); err != nil {
+		t.Fatal(err)
+	}
+	rp.Spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{}
+	if err := k8s.Update(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, ns, "uninvited-0")
+	finishJobPod(t, ns, "uninvited-0", 0, runnerResult(t, "private", "aof-everysec", []string{"set"}, 10, nil))
+	waitBenchmark(t, ns, "uninvited", func(rb *v1alpha1.RedisBenchmark) error {
+		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionTrue, ReasonBenchmarkSucceeded)
+	})
+
+	createBenchmark(t, ns, "killer", v1alpha1.RedisBenchmarkSpec{Targets: []string{"private"}, CrashCheck: &v1alpha1.CrashCheckSpec{}})
+	waitBenchmark(t, ns, "killer", func(rb *v1alpha1.RedisBenchmark) error {
+		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionFalse, ReasonCrashCheckNotAllowed)
+	})
+	assertNoJob(t, ns, "killer-0")
+	if config := renderedConfig(t, ns, "private"); !strings.Contains(config, "enable-debug-command no\n") {
+		t.Errorf("a server that does not allow the crash check runs DEBUG:\n%s", config)
+	}
+}
+
+// TestBenchmarkWaitsForAReadyTarget: a target that exists but does not serve
+// yet gets no Job (whose backoffLimit 0 would fail the benchmark at once).
+func TestBenchmarkWaitsForAReadyTarget(t *testing.T) {
+	ns := newNamespace(t)
+	createRP(t, ns, "starting", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, Benchmark: &v1alpha1.BenchmarkAccessSpec{}})
+	createBenchmark(t, ns, "eager", v1alpha1.RedisBenchmarkSpec{Targets: []string{"starting"}})
+	waitBenchmark(t, ns, "eager", func(rb *v1alpha1.RedisBenchmark) error {
+		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionFalse, ReasonTargetNotReady)
+	})
+	assertNoJob(t, ns, "eager-0")
+	makeReady(t, ns, "starting")
+	waitJob(t, ns, "eager-0")
+}
+
+// TestOneBenchmarkPerTarget: a second benchmark of a target waits, naming
+// the one that runs, and starts when it is done.
+func TestOneBenchmarkPerTarget(t *testing.T) {
+	ns := newNamespace(t)
+	createTarget(t, ns, "shared", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
+	createBenchmark(t, ns, "first", v1alpha1.RedisBenchmarkSpec{Targets: []string{"shared"}})
+	waitJob(t, ns, "first-0")
+	createBenchmark(t, ns, "second", v1alpha1.RedisBenchmarkSpec{Targets: []string{"shared"}})
+	waitBenchmark(t, ns, "second", func(rb *v1alpha1.RedisBenchmark) error {
+		c := meta.FindStatusCondition(rb.Status.Conditions, v1alpha1.ConditionComplete)
+		if c == nil || !strings.Contains(c.Message, "RedisBenchmark first") {
+			return fmt.Errorf("Complete = %+v, want a message naming the running benchmark", c)
+		}
+		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionFalse, ReasonTargetBusy)
+	})
+	assertNoJob(t, ns, "second-0")
+	finishJobPod(t, ns, "first-0", 0, runnerResult(t, "shared", "none", []string{"set"}, 10, nil))
+	waitJob(t, ns, "second-0")
+}
+
+// TestBenchmarkWhoseResultIsGoneFails: a Job that succeeded but whose pod is
+// gone (garbage-collected, deleted by hand) fails the benchmark with a reason
+// instead of waiting for the pod forever.
+func TestBenchmarkWhoseResultIsGoneFails(t *testing.T) {
+	ns := newNamespace(t)
+	createBenchmark(t, ns, "lost", v1alpha1.RedisBenchmarkSpec{Targets: []string{"gone"}})
+	rb := waitBenchmark(t, ns, "lost", func(rb *v1alpha1.RedisBenchmark) error {
+		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionFalse, ReasonTargetNotFound)
+	})
+	// The Job of the first target, finished, its pod gone: suspended, the real
+	// Job controller never makes one.
+	job := buildBenchmarkJob(rb, 0, &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: ns}}, BenchmarkOptions{Image: "uring-redis-bench:test"})
+	job.Spec.Suspend = ptr.To(true)
+	if err := k8s.Create(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, job, ns, job.Name); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		job.Status.StartTime, job.Status.CompletionTime, job.Status.Succeeded = &now, &now, 1
+		job.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+		}
+		return k8s.Status().Update(context.Background(), job)
+	})
+	waitBenchmark(t, ns, "lost", func(rb *v1alpha1.RedisBenchmark) error {
+		return hasCondition(rb, v1alpha1.ConditionFailed, metav1.ConditionTrue, ReasonResultLost)
+	})
+}
+
+// TestBenchmarkReconcilesAreBounded: RedisBenchmarks reconcile on several
+// workers, and every call a reconcile makes carries a deadline, as the
+// RedisPersistence controller's do.
+func TestBenchmarkReconcilesAreBounded(t *testing.T) {
+	if got := workersOf(t, "redisbenchmark"); got < 2 {
+		t.Errorf("the RedisBenchmark controller runs %v workers, want more than one", got)
+	}
+	var deadlines []time.Duration
+	admin, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounded := &RedisBenchmarkReconciler{
+		Client: interceptor.NewClient(admin, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			deadline, ok := ctx.Deadline()
+			if !ok {
+				deadlines = append(deadlines, -1)
+			} else {
+				deadlines = append(deadlines, time.Until(deadline))
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}}),
+		APIReader: k8s,
+		Recorder:  &record.FakeRecorder{},
+	}
+	if _, err := bounded.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "default", Name: "absent"}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(deadlines) == 0 || deadlines[0] <= 0 || deadlines[0] > reconcileTimeout {
+		t.Errorf("the reconcile's API calls ran with deadlines %v, want at most %s", deadlines, reconcileTimeout)
+	}
+}
+
+// workersOf reads controller-runtime's controller_runtime_max_concurrent_reconciles of a controller.
+func workersOf(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_max_concurrent_reconciles" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == name {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no controller_runtime_max_concurrent_reconciles for controller %s", name)
+	return 0
 }

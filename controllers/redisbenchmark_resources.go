@@ -7,10 +7,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -36,10 +34,6 @@ const (
 func benchmarkJobName(rb *v1alpha1.RedisBenchmark, index int) string {
 	return fmt.Sprintf("%s-%d", rb.Name, index)
 }
-
-// crashCheckAccountName is the runner's ServiceAccount when a crash check
-// needs to exec into the server pods.
-func crashCheckAccountName(rb *v1alpha1.RedisBenchmark) string { return rb.Name + "-crash-check" }
 
 func benchmarkLabels(rb *v1alpha1.RedisBenchmark) map[string]string {
 	return map[string]string{
@@ -90,6 +84,20 @@ func persistenceMode(rp *v1alpha1.RedisPersistence) string {
 // durableMode is true for the modes that promise never to lose an acknowledged write.
 func durableMode(mode string) bool { return mode == "aof-always" || mode == "uring-durable" }
 
+// benchmarkDatabase is the database rp set aside for benchmarks.
+func benchmarkDatabase(rp *v1alpha1.RedisPersistence) int32 {
+	if rp.Spec.Benchmark == nil {
+		return defaultBenchmarkDatabase
+	}
+	return orDefaultInt(rp.Spec.Benchmark.Database, defaultBenchmarkDatabase)
+}
+
+// defaultBenchmarkDatabase is the API's default of spec.benchmark.database.
+const defaultBenchmarkDatabase = 15
+
+// defaultBenchmarkDeadline is the API's default of spec.activeDeadlineSeconds.
+const defaultBenchmarkDeadline = 3600
+
 // benchmarkArgs is the runner's command line for one target.
 func benchmarkArgs(rb *v1alpha1.RedisBenchmark, rp *v1alpha1.RedisPersistence) []string {
 	w := rb.Spec.Workload
@@ -102,6 +110,7 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, rp *v1alpha1.RedisPersistence) [
 	}
 	args := []string{
 		"--addr=" + fmt.Sprintf("%s.%s.svc:%d", rp.Name, rp.Namespace, redisPort),
+		"--db=" + strconv.Itoa(int(benchmarkDatabase(rp))),
 		"--target=" + rp.Name,
 		"--mode=" + persistenceMode(rp),
 		"--commands=" + strings.Join(commands, ","),
@@ -120,8 +129,6 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, rp *v1alpha1.RedisPersistence) [
 			"--crash-check",
 			"--crash-clients="+strconv.Itoa(int(orDefaultInt(cc.Clients, 50))),
 			"--crash-seconds="+strconv.Itoa(int(orDefaultInt(cc.WriteSeconds, 5))),
-			"--crash-pod="+rp.Name+"-0",
-			"--crash-container="+containerRedis,
 		)
 	}
 	return args
@@ -130,7 +137,9 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, rp *v1alpha1.RedisPersistence) [
 // buildBenchmarkJob runs the benchmark against target number index, rp. The
 // runner prints its result as the termination message, which the operator
 // reads from the finished pod; backoffLimit 0 because a retried benchmark
-// would measure a server the failed run already loaded.
+// would measure a server the failed run already loaded. The runner needs no
+// Kubernetes API: it kills the server for the crash check over the Redis
+// protocol, so its pod gets no ServiceAccount token.
 func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, index int, rp *v1alpha1.RedisPersistence, opts BenchmarkOptions) *batchv1.Job {
 	meta := benchmarkObjectMeta(rb, benchmarkJobName(rb, index))
 	meta.Labels[labelBenchmarkTarget] = rp.Name
@@ -160,15 +169,12 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, index int, rp *v1alpha1.Redi
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
-	if rb.Spec.CrashCheck != nil {
-		pod.ServiceAccountName = crashCheckAccountName(rb)
-		pod.AutomountServiceAccountToken = ptr.To(true)
-	}
 	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: meta,
 		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To(int32(0)),
+			BackoffLimit:          ptr.To(int32(0)),
+			ActiveDeadlineSeconds: ptr.To(orDefaultInt(rb.Spec.ActiveDeadlineSeconds, defaultBenchmarkDeadline)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: benchmarkLabels(rb)},
 				Spec:       pod,
@@ -177,34 +183,4 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, index int, rp *v1alpha1.Redi
 	}
 	job.Spec.Template.Labels[labelBenchmarkTarget] = rp.Name
 	return job
-}
-
-// buildCrashCheckAccess lets the runner kill the targets' servers: exec into
-// exactly those pods, nothing else.
-func buildCrashCheckAccess(rb *v1alpha1.RedisBenchmark) []client.Object {
-	name := crashCheckAccountName(rb)
-	pods := make([]string, 0, len(rb.Spec.Targets))
-	for _, t := range rb.Spec.Targets {
-		pods = append(pods, t+"-0")
-	}
-	return []client.Object{
-		&corev1.ServiceAccount{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-			ObjectMeta: benchmarkObjectMeta(rb, name),
-		},
-		&rbacv1.Role{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-			ObjectMeta: benchmarkObjectMeta(rb, name),
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: pods, Verbs: []string{"get"}},
-				{APIGroups: []string{""}, Resources: []string{"pods/exec"}, ResourceNames: pods, Verbs: []string{"create"}},
-			},
-		},
-		&rbacv1.RoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-			ObjectMeta: benchmarkObjectMeta(rb, name),
-			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: rb.Namespace}},
-		},
-	}
 }

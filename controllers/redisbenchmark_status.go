@@ -13,15 +13,20 @@ import (
 
 // RedisBenchmark condition reasons.
 const (
-	ReasonBenchmarkRunning    = "Running"
-	ReasonTargetNotFound      = "TargetNotFound"
-	ReasonBenchmarkSucceeded  = "Succeeded"
-	ReasonBenchmarkFailed     = "Failed"
-	ReasonJobFailed           = "JobFailed"
-	ReasonResultInvalid       = "ResultInvalid"
-	ReasonAcknowledgedLost    = "AcknowledgedWritesLost"
-	ReasonNoFailure           = "NoFailure"
-	ReasonBenchmarkNotStarted = "NotStarted"
+	ReasonBenchmarkRunning     = "Running"
+	ReasonTargetNotFound       = "TargetNotFound"
+	ReasonTargetNotOptedIn     = "TargetNotOptedIn"
+	ReasonCrashCheckNotAllowed = "CrashCheckNotAllowed"
+	ReasonTargetNotReady       = "TargetNotReady"
+	ReasonTargetBusy           = "TargetBusy"
+	ReasonResultLost           = "ResultLost"
+	ReasonBenchmarkSucceeded   = "Succeeded"
+	ReasonBenchmarkFailed      = "Failed"
+	ReasonJobFailed            = "JobFailed"
+	ReasonResultInvalid        = "ResultInvalid"
+	ReasonAcknowledgedLost     = "AcknowledgedWritesLost"
+	ReasonNoFailure            = "NoFailure"
+	ReasonBenchmarkNotStarted  = "NotStarted"
 )
 
 // jobOutcome is where a benchmark Job stands.
@@ -48,20 +53,21 @@ func benchmarkJobOutcome(job *batchv1.Job) (jobOutcome, string) {
 	return jobRunning, ""
 }
 
-// terminationMessage is the runner's result from the Job's succeeded pod, or
-// "" when the cache has not seen it yet.
-func terminationMessage(pods []corev1.Pod) string {
+// terminationMessage is the runner's result from the Job's succeeded pod;
+// found is false when no pod of pods succeeded.
+func terminationMessage(pods []corev1.Pod) (msg string, found bool) {
 	for _, pod := range pods {
 		if pod.Status.Phase != corev1.PodSucceeded {
 			continue
 		}
 		for _, cs := range pod.Status.ContainerStatuses {
 			if cs.Name == containerBench && cs.State.Terminated != nil {
-				return cs.State.Terminated.Message
+				return cs.State.Terminated.Message, true
 			}
 		}
+		return "", true
 	}
-	return ""
+	return "", false
 }
 
 // recordResult appends one target's result to the status.

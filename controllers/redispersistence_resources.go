@@ -175,9 +175,9 @@ func startupConfig(rp *v1alpha1.RedisPersistence) string {
 	line("daemonize no")
 	line("loglevel notice")
 	line(`logfile ""`)
-	// DEBUG only from inside the pod: a RedisBenchmark crash check execs
-	// "DEBUG SEGFAULT" there to crash the server the way kill -9 would.
-	line("enable-debug-command local")
+	// DEBUG only where the owner allowed a RedisBenchmark's crash check,
+	// which kills the server with DEBUG SEGFAULT.
+	line("enable-debug-command %s", yesNo(rp.Spec.Benchmark != nil && rp.Spec.Benchmark.CrashCheck))
 	line("dbfilename dump.rdb")
 	line("appenddirname appendonlydir")
 	if rp.Spec.Auth != nil {
@@ -272,7 +272,7 @@ func orDefault(v, def string) string {
 	return v
 }
 
-func orDefaultInt(v, def int32) int32 {
+func orDefaultInt[T int32 | int64](v, def T) T {
 	if v == 0 {
 		return def
 	}

@@ -79,10 +79,12 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	if err := (&RedisBenchmarkReconciler{
-		Client:   mgr.GetClient(),
-		Options:  BenchmarkOptions{Image: "uring-redis-bench:test"},
-		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
-		Clock:    clocktesting.NewFakePassiveClock(testNow),
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Options:                 BenchmarkOptions{Image: "uring-redis-bench:test"},
+		MaxConcurrentReconciles: 4,
+		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
+		Clock:                   clocktesting.NewFakePassiveClock(testNow),
 	}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
@@ -100,23 +102,29 @@ func TestMain(m *testing.M) {
 
 const operatorUser = "uring-redis-operator"
 
-// bindOperatorRole installs config/rbac/role.yaml and binds it to operatorUser.
+// bindOperatorRole installs config/rbac/role.yaml and, as the node labeler
+// runs here, config/rbac/node_labeler_role.yaml, and binds them to operatorUser.
 func bindOperatorRole() error {
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
-	if err != nil {
-		return err
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(data, role); err != nil {
-		return err
-	}
 	ctx := context.Background()
-	if err := k8s.Create(ctx, role); err != nil {
-		return err
+	for _, file := range []string{"role.yaml", "node_labeler_role.yaml"} {
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", file))
+		if err != nil {
+			return err
+		}
+		role := &rbacv1.ClusterRole{}
+		if err := yaml.Unmarshal(data, role); err != nil {
+			return err
+		}
+		if err := k8s.Create(ctx, role); err != nil {
+			return err
+		}
+		if err := k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: operatorUser}},
+		}); err != nil {
+			return err
+		}
 	}
-	return k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: operatorUser}},
-	})
+	return nil
 }

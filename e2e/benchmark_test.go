@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +27,10 @@ import (
 // check. Every target must report every command, the uring targets their
 // fsyncs, and the durable modes lose no acknowledged write when the server is
 // killed. The figures are printed; their size is not asserted (see
-// `make bench-server` for the measured comparison).
+// `make bench-server` for the measured comparison). The benchmark is safe
+// next to real data: it waits for a target that has not opted in, refuses a
+// second benchmark of a busy target, and leaves an application's keys in db 0
+// as they were and its own database empty.
 func TestBenchmarkComparesModes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the benchmark runs four targets one after another; it runs in the full suite only")
@@ -42,12 +46,24 @@ func TestBenchmarkComparesModes(t *testing.T) {
 		{"cmp-fast", "uring-fast", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast}}},
 	}
 	var names []string
-	for _, target := range targets {
+	for i, target := range targets {
+		// The first target opts in only once the benchmark waits for it.
+		if i > 0 {
+			target.spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{CrashCheck: true}
+		}
 		create(t, target.name, target.spec)
 		names = append(names, target.name)
 	}
 	for _, target := range targets {
 		waitReady(t, target.name)
+	}
+	if got := cli(t, "cmp-always", "CONFIG", "GET", "enable-debug-command"); !strings.HasSuffix(got, "no") {
+		t.Errorf("a server that did not allow the crash check has enable-debug-command %q", got)
+	}
+	// An application's keys, two named like valkey-benchmark's own.
+	appKeys := map[string]string{"key:000000000001": "app-1", "key:000000000002": "app-2", "counter:000000000001": "7", "session:a": "s", "user:1": "u"}
+	for k, v := range appKeys {
+		cli(t, "cmp-always", "SET", k, v)
 	}
 
 	commands := []v1alpha1.BenchmarkCommand{v1alpha1.CommandSet, v1alpha1.CommandHSet, v1alpha1.CommandLPush, v1alpha1.CommandIncr}
@@ -67,6 +83,41 @@ func TestBenchmarkComparesModes(t *testing.T) {
 	if err := k8s.Create(ctx, rb); err != nil {
 		t.Fatal(err)
 	}
+	waitBenchmark(t, rb, time.Minute, "TargetNotOptedIn")
+	optIn := &v1alpha1.RedisPersistence{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "cmp-always"}, optIn); err != nil {
+		t.Fatal(err)
+	}
+	optIn.Spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{CrashCheck: true}
+	if err := k8s.Update(ctx, optIn); err != nil {
+		t.Fatal(err)
+	}
+	// Allowing the crash check restarts the server with DEBUG on; the
+	// benchmark waits for it to be Ready again.
+	waitBenchmark(t, rb, 5*time.Minute, "Running")
+	if got := cli(t, "cmp-always", "CONFIG", "GET", "enable-debug-command"); !strings.HasSuffix(got, "yes") {
+		t.Errorf("after spec.benchmark.crashCheck: true, enable-debug-command is %q", got)
+	}
+	job := &batchv1.Job{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: rb.Status.CurrentJob}, job); err != nil {
+		t.Fatal(err)
+	}
+	if d := job.Spec.ActiveDeadlineSeconds; d == nil || *d != 3600 {
+		t.Errorf("the benchmark Job's activeDeadlineSeconds is %v, want 3600", d)
+	}
+	// A second benchmark of the busy target waits for the first.
+	second := &v1alpha1.RedisBenchmark{
+		ObjectMeta: metav1.ObjectMeta{Name: "modes-again", Namespace: namespace},
+		Spec:       v1alpha1.RedisBenchmarkSpec{Targets: []string{"cmp-always"}},
+	}
+	if err := k8s.Create(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	waitBenchmark(t, second, time.Minute, "TargetBusy")
+	if err := k8s.Delete(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+
 	deadline := time.Now().Add(20 * time.Minute)
 	for {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rb), rb); err != nil {
@@ -133,6 +184,21 @@ func TestBenchmarkComparesModes(t *testing.T) {
 		}
 	}
 
+	// The application's keys are untouched, and the benchmark's are gone.
+	if got := cli(t, "cmp-always", "DBSIZE"); got != fmt.Sprint(len(appKeys)) {
+		t.Errorf("db 0 of cmp-always holds %s keys after the benchmark, want the application's %d", got, len(appKeys))
+	}
+	for k, v := range appKeys {
+		if got := cli(t, "cmp-always", "GET", k); got != v {
+			t.Errorf("%s = %q after the benchmark, want %q", k, got, v)
+		}
+	}
+	for _, target := range targets {
+		if got := cli(t, target.name, "-n", "15", "DBSIZE"); got != "0" {
+			t.Errorf("%s: the benchmark left %s keys in its database 15", target.name, got)
+		}
+	}
+
 	// The operator exports the results for the "Persistence modes compared"
 	// dashboard; read them where Prometheus would.
 	metrics := operatorMetrics(t)
@@ -141,6 +207,26 @@ func TestBenchmarkComparesModes(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("the operator's metrics lack %s", want)
 		}
+	}
+}
+
+// waitBenchmark waits until the benchmark's Complete condition has reason.
+func waitBenchmark(t *testing.T, rb *v1alpha1.RedisBenchmark, timeout time.Duration, reason string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rb), rb); err != nil {
+			t.Fatal(err)
+		}
+		c := meta.FindStatusCondition(rb.Status.Conditions, v1alpha1.ConditionComplete)
+		if c != nil && c.Reason == reason {
+			t.Logf("RedisBenchmark %s: %s: %s", rb.Name, c.Reason, c.Message)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("RedisBenchmark %s: Complete is %+v after %s, want reason %s", rb.Name, c, timeout, reason)
+		}
+		time.Sleep(time.Second)
 	}
 }
 

@@ -234,7 +234,10 @@ func hasEmptyDirData(volumes []corev1.Volume) bool {
 // TestCrashReported crashes a uring durable server with a signal and expects
 // the RedisPersistence to say so within a minute.
 func TestCrashReported(t *testing.T) {
-	create(t, "crash", specFor(v1alpha1.ModeUring))
+	spec := specFor(v1alpha1.ModeUring)
+	// DEBUG is off unless the instance allows a benchmark's crash check.
+	spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{CrashCheck: true}
+	create(t, "crash", spec)
 	waitReady(t, "crash")
 	// DEBUG SEGFAULT faults for real; a container's PID 1 ignores kill -SEGV
 	// from inside its namespace. The exec fails with the connection.

@@ -83,6 +83,7 @@ metadata: {name: $t, namespace: $ns}
 spec:
   ${specs[$t]}
   storage: {profile: local-nvme, size: 1Gi}
+  benchmark: {crashCheck: true}
 EOF
   done | tee "$work/instances.yaml" | kubectl apply -f -
   kubectl -n "$ns" wait redispersistence --all --for=condition=Ready --timeout=10m

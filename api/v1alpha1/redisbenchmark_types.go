@@ -24,7 +24,9 @@ const (
 type RedisBenchmarkSpec struct {
 	// targets are RedisPersistence names in the benchmark's namespace, run one
 	// after another (never two at once, so they do not share the node's disk),
-	// in this order.
+	// in this order. Each must opt in with spec.benchmark and be Ready before
+	// its Job starts, and runs one benchmark at a time: a benchmark whose
+	// target another one drives waits for it.
 	// +required
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=8
@@ -48,9 +50,18 @@ type RedisBenchmarkSpec struct {
 	Repetitions int32 `json:"repetitions,omitempty"`
 
 	// crashCheck kills each target's server after the workload and verifies the
-	// writes it acknowledged survived the restart.
+	// writes it acknowledged survived the restart. Every target must allow it
+	// with spec.benchmark.crashCheck.
 	// +optional
 	CrashCheck *CrashCheckSpec `json:"crashCheck,omitempty"`
+
+	// activeDeadlineSeconds bounds each target's Job: a target that runs
+	// longer is stopped and fails the benchmark.
+	// +optional
+	// +kubebuilder:default=3600
+	// +kubebuilder:validation:Minimum=60
+	// +kubebuilder:validation:Maximum=86400
+	ActiveDeadlineSeconds int64 `json:"activeDeadlineSeconds,omitempty"`
 
 	// image overrides the runner image (the operator's --bench-image flag).
 	// +optional

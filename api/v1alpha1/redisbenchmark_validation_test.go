@@ -39,6 +39,8 @@ func TestInvalidBenchmarksAreRejected(t *testing.T) {
 		{"no clients", "", map[string]any{"targets": targets, "workload": map[string]any{"clients": 0}}, "spec.workload.clients in body should be greater than or equal to 1"},
 		{"too many repetitions", "", map[string]any{"targets": targets, "repetitions": 11}, "spec.repetitions in body should be less than or equal to 10"},
 		{"crash check too long", "", map[string]any{"targets": targets, "crashCheck": map[string]any{"writeSeconds": 601}}, "spec.crashCheck.writeSeconds in body should be less than or equal to 600"},
+		{"deadline shorter than a minute", "", map[string]any{"targets": targets, "activeDeadlineSeconds": 10}, "spec.activeDeadlineSeconds in body should be greater than or equal to 60"},
+		{"deadline longer than a day", "", map[string]any{"targets": targets, "activeDeadlineSeconds": 86401}, "spec.activeDeadlineSeconds in body should be less than or equal to 86400"},
 		{"name too long for its Jobs", strings.Repeat("n", 57), map[string]any{"targets": targets}, "a RedisBenchmark name is at most 56 characters"},
 	}
 	for i, tc := range cases {
@@ -66,8 +68,8 @@ func TestBenchmarkDefaultsAndImmutability(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := rb.Spec.Workload
-	got := fmt.Sprint(w.Commands, w.Requests, w.Clients, w.Pipeline, w.ValueSize, w.Keyspace, rb.Spec.Repetitions, rb.Spec.CrashCheck.Clients, rb.Spec.CrashCheck.WriteSeconds)
-	if want := "[set hset lpush incr] 100000 50 1 64 100000 1 50 5"; got != want {
+	got := fmt.Sprint(w.Commands, w.Requests, w.Clients, w.Pipeline, w.ValueSize, w.Keyspace, rb.Spec.Repetitions, rb.Spec.CrashCheck.Clients, rb.Spec.CrashCheck.WriteSeconds, rb.Spec.ActiveDeadlineSeconds)
+	if want := "[set hset lpush incr] 100000 50 1 64 100000 1 50 5 3600"; got != want {
 		t.Errorf("defaults: got %s, want %s", got, want)
 	}
 	rb.Spec.Workload.Clients = 10

@@ -119,6 +119,32 @@ type RedisPersistenceSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Monitoring MonitoringSpec `json:"monitoring,omitempty"`
+
+	// benchmark opts the server in to RedisBenchmarks. A RedisBenchmark that
+	// targets a server without it waits, and its Complete condition says why:
+	// a benchmark loads the server, writes a database of its own and, with
+	// crashCheck, kills the server.
+	// +optional
+	Benchmark *BenchmarkAccessSpec `json:"benchmark,omitempty"`
+}
+
+// BenchmarkAccessSpec is what RedisBenchmarks may do to the server.
+type BenchmarkAccessSpec struct {
+	// database is the logical database (the SELECT index) benchmarks write
+	// to; no application may use it. A benchmark refuses to start while it
+	// holds keys no benchmark wrote, and empties it when it ends.
+	// +optional
+	// +kubebuilder:default=15
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=15
+	Database int32 `json:"database,omitempty"`
+
+	// crashCheck lets a benchmark's crash check kill the server while clients
+	// write, with DEBUG SEGFAULT. It turns on the DEBUG command for every
+	// client that holds the password (enable-debug-command yes), so keep it
+	// off on servers whose data matters. Changing it restarts the server.
+	// +optional
+	CrashCheck bool `json:"crashCheck,omitempty"`
 }
 
 // AOFSpec configures the upstream append-only file.

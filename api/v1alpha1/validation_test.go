@@ -100,6 +100,8 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"malformed scrape interval", map[string]any{"mode": "aof", "monitoring": map[string]any{"podMonitor": map[string]any{"interval": "30 seconds"}}}, "spec.monitoring.podMonitor.interval in body should match"},
 		{"absolute seccomp profile", uring(map[string]any{"localhostProfile": "/etc/seccomp/io_uring.json"}), "uring.localhostProfile is a path relative to the kubelet's seccomp directory"},
 		{"seccomp profile escaping its directory", uring(map[string]any{"localhostProfile": "../io_uring.json"}), "uring.localhostProfile is a path relative to the kubelet's seccomp directory"},
+		{"benchmarks in db 0", map[string]any{"mode": "aof", "benchmark": map[string]any{"database": 0}}, "spec.benchmark.database in body should be greater than or equal to 1"},
+		{"benchmarks past db 15", map[string]any{"mode": "aof", "benchmark": map[string]any{"database": 16}}, "spec.benchmark.database in body should be less than or equal to 15"},
 		{"misspelt field", map[string]any{"mode": "aof", "aof": map[string]any{"fsynk": "always"}}, `unknown field "spec.aof.fsynk"`},
 	}
 	if len(cases) < 30 {
@@ -253,6 +255,21 @@ func TestDefaultsAreApplied(t *testing.T) {
 	}
 	if rp.Spec.AOF.Fsync != v1alpha1.FsyncEverySec || rp.Spec.Auth.SecretRef.Key != "password" {
 		t.Errorf("aof defaults: fsync=%s key=%s", rp.Spec.AOF.Fsync, rp.Spec.Auth.SecretRef.Key)
+	}
+	if rp.Spec.Benchmark != nil {
+		t.Errorf("a server is opted in to benchmarks by default: %+v", rp.Spec.Benchmark)
+	}
+
+	// Opting in to benchmarks gives them db 15, and no crash check.
+	benchmarked := newObject(map[string]any{"mode": "aof", "benchmark": map[string]any{}})
+	if err := k8s.Create(ctx, benchmarked); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(benchmarked), rp); err != nil {
+		t.Fatal(err)
+	}
+	if b := rp.Spec.Benchmark; b == nil || b.Database != 15 || b.CrashCheck {
+		t.Errorf("benchmark defaults: %+v", b)
 	}
 }
 

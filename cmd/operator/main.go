@@ -34,7 +34,7 @@ func main() {
 	flag.StringVar(&opts.UringSeccompProfile, "uring-seccomp-profile", "uring-redis/io_uring.json", "Localhost seccomp profile of uring pods, relative to the kubelet's seccomp directory.")
 	flag.StringVar(&opts.LocalNVMeStorageClass, "local-nvme-storage-class", "uring-local-nvme", "StorageClass of the local-nvme storage profile.")
 	flag.StringVar(&opts.GP3StorageClass, "gp3-storage-class", "uring-gp3", "StorageClass of the gp3 storage profile.")
-	flag.IntVar(&maxConcurrentReconciles, "max-concurrent-reconciles", 4, "RedisPersistences reconciled at once; a slow server or API call then delays only its own instance.")
+	flag.IntVar(&maxConcurrentReconciles, "max-concurrent-reconciles", 4, "RedisPersistences, and RedisBenchmarks, reconciled at once; a slow server or API call then delays only its own object.")
 	flag.StringVar(&benchOpts.Image, "bench-image", "uring-redis-bench:dev", "RedisBenchmark runner image (cmd/bench with valkey-benchmark).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -68,9 +68,11 @@ func main() {
 		os.Exit(1)
 	}
 	if err := (&controllers.RedisBenchmarkReconciler{
-		Client:   mgr.GetClient(),
-		Options:  benchOpts,
-		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Options:                 benchOpts,
+		MaxConcurrentReconciles: maxConcurrentReconciles,
+		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "setting up the RedisBenchmark controller")
 		os.Exit(1)

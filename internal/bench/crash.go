@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -13,6 +14,27 @@ import (
 // Killer crashes the server the way kill -9 would: no shutdown path runs, so
 // nothing still in the server's buffers or io_uring ring reaches the file.
 type Killer func(ctx context.Context) error
+
+// DebugSegfault is the Killer of a server that allows DEBUG to clients
+// (enable-debug-command yes, which a RedisPersistence's
+// spec.benchmark.crashCheck turns on): the server faults on a real SIGSEGV,
+// which, like kill -9, runs no shutdown path and flushes nothing. Deleting
+// the pod would not do: even with a grace period of 0 the kubelet sends
+// SIGTERM first, and the server shuts down cleanly, syncing its AOF.
+func (r Runner) DebugSegfault(ctx context.Context) error {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, MaxRetries: -1, DialTimeout: 5 * time.Second})
+	defer func() { _ = c.Close() }()
+	if err := c.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("reaching the server to kill it: %w", err)
+	}
+	err := c.Do(ctx, "DEBUG", "SEGFAULT").Err()
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		return fmt.Errorf("DEBUG SEGFAULT: %w (the RedisPersistence must allow it with spec.benchmark.crashCheck: true)", err)
+	}
+	// The server dies before it replies: the connection drops.
+	return nil
+}
 
 // CrashCheck writes distinct keys from clients connections for write, kills
 // the server while they write, waits until it serves again (restartWait at
@@ -29,7 +51,7 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 			defer wg.Done()
 			// No retries: a retried write could be acknowledged by the restarted
 			// server and would blur what the crashed one acknowledged.
-			conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, PoolSize: 1, MaxRetries: -1, DialTimeout: time.Second})
+			conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DB: r.DB, PoolSize: 1, MaxRetries: -1, DialTimeout: time.Second})
 			defer func() { _ = conn.Close() }()
 			for seq := 0; ; seq++ {
 				select {

@@ -33,10 +33,12 @@ type Runner struct {
 	Tool     string
 	Addr     string // host:port
 	Password string
+	// DB is the database every key is written to, never an application's.
+	DB int
 }
 
 func (r Runner) client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
+	return redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DB: r.DB, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
 }
 
 // Sample reads the server's INFO cpu, memory and persistence.
@@ -84,7 +86,7 @@ func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandRes
 	if err != nil {
 		return CommandResult{}, "", err
 	}
-	args := ToolArgs{Host: host, Port: port, Clients: w.Clients, Requests: w.Requests, Keyspace: w.Keyspace,
+	args := ToolArgs{Host: host, Port: port, DB: r.DB, Clients: w.Clients, Requests: w.Requests, Keyspace: w.Keyspace,
 		ValueSize: w.ValueSize, Pipeline: w.Pipeline, Password: r.Password, Test: cmd}
 	before, err := r.Sample(ctx)
 	if err != nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
@@ -165,5 +168,127 @@ func TestCrashCheckCountsLoss(t *testing.T) {
 	}
 	if res.Acknowledged == 0 || res.Lost != res.Acknowledged {
 		t.Errorf("a server without persistence kept %d of %d keys", res.Acknowledged-res.Lost, res.Acknowledged)
+	}
+}
+
+// TestRunWritesOnlyItsDatabase runs every write test next to an
+// application's keys in db 0, some named like the tool's own: they keep
+// their values, and nothing the run wrote remains anywhere.
+func TestRunWritesOnlyItsDatabase(t *testing.T) {
+	ctx := context.Background()
+	addr := testenv.StartServer(t, "save \"\"\nappendonly yes\nappendfsync always\n")
+	app := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = app.Close() }()
+	user := map[string]string{"key:000000000001": "mine", "key:000000000002": "mine too", "counter:000000000001": "7", "session": "s", "user:1": "u"}
+	for k, v := range user {
+		if err := app.Set(ctx, k, v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := Runner{Tool: toolBin(t), Addr: addr, DB: 15}
+	if err := r.ClaimDatabase(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := Workload{Target: "t", Mode: "aof-always", Commands: []string{"set", "hset", "lpush", "incr"}, Requests: 2000, Clients: 4, Pipeline: 1,
+		ValueSize: 16, Keyspace: 10, Repetitions: 1}
+	if _, err := r.Run(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	bench := redis.NewClient(&redis.Options{Addr: addr, DB: 15})
+	defer func() { _ = bench.Close() }()
+	if n := bench.DBSize(ctx).Val(); n < 2 {
+		t.Fatalf("database 15 holds %d keys during the run: the tool did not write there", n)
+	}
+	if err := r.EmptyDatabase(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := bench.DBSize(ctx).Val(); n != 0 {
+		t.Errorf("database 15 holds %d keys after the run", n)
+	}
+	if n := app.DBSize(ctx).Val(); n != int64(len(user)) {
+		t.Errorf("database 0 holds %d keys, want the application's %d", n, len(user))
+	}
+	for k, v := range user {
+		if got := app.Get(ctx, k).Val(); got != v {
+			t.Errorf("%s = %q, want the application's %q", k, got, v)
+		}
+	}
+}
+
+// TestClaimDatabaseRefusesAnApplicationsKeys: a database with a key no
+// benchmark wrote is not the benchmark's; one an interrupted benchmark left
+// behind is.
+func TestClaimDatabaseRefusesAnApplicationsKeys(t *testing.T) {
+	ctx := context.Background()
+	addr := testenv.StartServer(t, "save \"\"\n")
+	c := redis.NewClient(&redis.Options{Addr: addr, DB: 3})
+	defer func() { _ = c.Close() }()
+	if err := c.Set(ctx, "orders:1", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := Runner{Addr: addr, DB: 3}
+	if err := r.ClaimDatabase(ctx); err == nil || !strings.Contains(err.Error(), "database 3 holds 1 keys that no benchmark wrote") {
+		t.Fatalf("claiming a database in use: %v", err)
+	}
+	if c.Get(ctx, "orders:1").Val() != "x" {
+		t.Fatal("the refused claim touched the application's key")
+	}
+
+	if err := c.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ClaimDatabase(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Set(ctx, "key:000000000042", "left behind", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ClaimDatabase(ctx); err != nil {
+		t.Fatalf("claiming what an interrupted benchmark left: %v", err)
+	}
+	if n := c.Exists(ctx, "key:000000000042").Val(); n != 0 {
+		t.Error("the leftover key survived the claim")
+	}
+}
+
+// TestCrashCheckDebugSegfault kills the real server the way the runner does
+// in a cluster: DEBUG SEGFAULT over the network, allowed by
+// enable-debug-command yes. A durable mode keeps every acknowledged key.
+func TestCrashCheckDebugSegfault(t *testing.T) {
+	ctx := context.Background()
+	s := startRestartable(t, "enable-debug-command yes\nappendonly yes\nappendfsync always\n")
+	r := Runner{Addr: s.addr, DB: 15}
+	if err := r.waitServing(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var exit error
+	kill := func(ctx context.Context) error {
+		if err := r.DebugSegfault(ctx); err != nil {
+			return err
+		}
+		exit = s.cmd.Wait()
+		s.start()
+		return nil
+	}
+	res, err := r.CrashCheck(ctx, 8, time.Second, 30*time.Second, kill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exitErr *exec.ExitError
+	if !errors.As(exit, &exitErr) || exitErr.Sys().(syscall.WaitStatus).Signal() != syscall.SIGSEGV {
+		t.Errorf("the server ended with %v, want SIGSEGV", exit)
+	}
+	if res.Acknowledged < 100 || res.Lost != 0 {
+		t.Errorf("aof-always: %d acknowledged, %d lost", res.Acknowledged, res.Lost)
+	}
+}
+
+// TestDebugSegfaultNeedsTheOptIn: without enable-debug-command the kill is
+// refused, and the runner says how to allow it.
+func TestDebugSegfaultNeedsTheOptIn(t *testing.T) {
+	r := Runner{Addr: testenv.StartServer(t, "save \"\"\nenable-debug-command no\n")}
+	err := r.DebugSegfault(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "spec.benchmark.crashCheck") {
+		t.Fatalf("DEBUG SEGFAULT on a server that does not allow it: %v", err)
 	}
 }

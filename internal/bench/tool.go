@@ -83,8 +83,10 @@ func millisToMicros(ms float64) int64 { return int64(ms*1000 + 0.5) }
 
 // ToolArgs are valkey-benchmark's arguments for one test.
 type ToolArgs struct {
-	Host                string
-	Port                int
+	Host string
+	Port int
+	// DB is the database the test SELECTs (--dbnum).
+	DB                  int
 	Clients, Requests   int
 	Keyspace, ValueSize int
 	Pipeline            int
@@ -100,7 +102,7 @@ type ToolArgs struct {
 // Argv is valkey-benchmark's command line without the program name.
 func (a ToolArgs) Argv() []string {
 	argv := []string{"-h", a.Host, "-p", strconv.Itoa(a.Port), "-c", strconv.Itoa(a.Clients), "-n", strconv.Itoa(a.Requests),
-		"-r", strconv.Itoa(a.Keyspace), "-d", strconv.Itoa(a.ValueSize), "-P", strconv.Itoa(a.Pipeline)}
+		"-r", strconv.Itoa(a.Keyspace), "-d", strconv.Itoa(a.ValueSize), "-P", strconv.Itoa(a.Pipeline), "--dbnum", strconv.Itoa(a.DB)}
 	if a.Password != "" {
 		argv = append(argv, "-a", a.Password)
 	}

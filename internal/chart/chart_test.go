@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -532,6 +534,128 @@ storageClasses: {gp3: {create: true, iops: 100, throughput: 5000}}`))
 	for _, want := range []string{"seccomp.localhostProfile", "storageClasses.gp3.iops", "storageClasses.gp3.throughput"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %s", err, want)
+		}
+	}
+}
+
+// permissions expands RBAC rules into "group resource verb" lines, so a table
+// may group them differently from the rules.
+func permissions(rules []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					out = append(out, g+" "+res+" "+v)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// readmePermissions reads the README's Permissions table, by scope.
+func readmePermissions(t *testing.T) map[string][]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(Dir(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n## Permissions\n")
+	if !ok {
+		t.Fatal("the chart README has no Permissions section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	byScope := map[string][]rbacv1.PolicyRule{}
+	for _, line := range strings.Split(section, "\n") {
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if !strings.HasPrefix(line, "|") || len(cells) != 5 || strings.TrimSpace(cells[0]) == "Scope" || strings.HasPrefix(cells[0], "---") {
+			continue
+		}
+		list := func(cell string) []string {
+			var out []string
+			for _, f := range strings.Split(cell, ",") {
+				out = append(out, strings.Trim(strings.TrimSpace(f), "`"))
+			}
+			return out
+		}
+		group := strings.TrimSpace(cells[1])
+		if group == "core" {
+			group = ""
+		}
+		if strings.TrimSpace(cells[4]) == "" {
+			t.Errorf("the README gives no reason for %s", line)
+		}
+		scope := strings.TrimSpace(cells[0])
+		byScope[scope] = append(byScope[scope], rbacv1.PolicyRule{APIGroups: []string{group}, Resources: list(cells[2]), Verbs: list(cells[3])})
+	}
+	out := map[string][]string{}
+	for scope, rules := range byScope {
+		out[scope] = permissions(rules)
+	}
+	return out
+}
+
+// TestREADMEListsEveryPermission: the chart README's Permissions table holds
+// exactly what config/rbac/role.yaml grants, what the node labeler's role
+// adds and what the leader-election Role grants, each with a reason.
+func TestREADMEListsEveryPermission(t *testing.T) {
+	objs := render(t, nil)
+	rules := func(file string) []rbacv1.PolicyRule {
+		raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		role := &rbacv1.ClusterRole{}
+		if err := sigsyaml.Unmarshal(raw, role); err != nil {
+			t.Fatal(err)
+		}
+		return role.Rules
+	}
+	want := map[string][]string{
+		"cluster":             permissions(rules("role.yaml")),
+		"cluster, labelNodes": permissions(rules("node_labeler_role.yaml")),
+		"namespace":           permissions(convert[rbacv1.Role](t, one(t, objs, "Role", "leader-election")).Rules),
+	}
+	got := readmePermissions(t)
+	for scope, perms := range want {
+		if !slices.Equal(got[scope], perms) {
+			t.Errorf("the README's %q permissions differ from what the chart grants:\n got %q\nwant %q", scope, got[scope], perms)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("the README lists scopes %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	if labeler := convert[rbacv1.ClusterRole](t, one(t, objs, "ClusterRole", "node-labeler")); !slices.Equal(permissions(labeler.Rules), want["cluster, labelNodes"]) {
+		t.Errorf("the chart's node labeler ClusterRole grants %q", permissions(labeler.Rules))
+	}
+}
+
+// TestLeastPrivilege: no rule the chart renders lets the operator exec into
+// pods or mint RBAC, and nodes are patched only where the labeler runs.
+func TestLeastPrivilege(t *testing.T) {
+	for _, labelNodes := range []bool{true, false} {
+		objs := render(t, values(t, fmt.Sprintf("labelNodes: %v", labelNodes)))
+		var granted []string
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "ClusterRole":
+				granted = append(granted, permissions(convert[rbacv1.ClusterRole](t, o).Rules)...)
+			case "Role":
+				granted = append(granted, permissions(convert[rbacv1.Role](t, o).Rules)...)
+			}
+		}
+		for _, p := range granted {
+			if strings.Contains(p, "pods/exec") || strings.HasPrefix(p, "rbac.authorization.k8s.io ") || strings.Contains(p, "serviceaccounts") || strings.Contains(p, "*") {
+				t.Errorf("labelNodes=%v: the chart grants %q", labelNodes, p)
+			}
+		}
+		if got := slices.Contains(granted, " nodes patch"); got != labelNodes {
+			t.Errorf("labelNodes=%v: nodes patch granted: %v", labelNodes, got)
+		}
+		if args := strings.Join(operatorArgs(t, objs), " "); !strings.Contains(args, fmt.Sprintf("--label-nodes=%v", labelNodes)) {
+			t.Errorf("labelNodes=%v: operator args %s", labelNodes, args)
 		}
 	}
 }
