@@ -15,7 +15,10 @@
 # full: the whole upstream suite (./runtest, every unit) with the AOF on, once
 # per uring ack mode, instead of the subsets (make test-server-full; about an
 # hour per mode here; TEST_FULL_MODES=durable or =fast runs one). Upstream
-# tests that cannot hold with the engine forced are skipped by name below, each with its reason, printed at every run.
+# tests that cannot hold with the engine forced are skipped by name below,
+# each with its reason, printed at every run. Never run two runtests in one
+# tree at once: each one's cleanup deletes the other's server directories
+# (the "cat: ./tests/tmp/server.N/stderr: No such file" exception).
 # Prints a final "N passed, N failed" line; exits non-zero on any failure.
 set -uo pipefail
 
