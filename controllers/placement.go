@@ -24,18 +24,6 @@ func parseMajorMinor(version string) (major, minor int, ok bool) {
 	return major, minor, errMajor == nil && errMinor == nil
 }
 
-// kernelLabelsFor picks the labels placement is expressed in: Node Feature
-// Discovery's when any node carries them (NFD is then the source of truth the
-// cluster already maintains), the operator's own node labeler's otherwise.
-func kernelLabelsFor(nodes []corev1.Node) KernelLabels {
-	for i := range nodes {
-		if _, ok := nodes[i].Labels[NFDKernelLabels.Major]; ok {
-			return NFDKernelLabels
-		}
-	}
-	return OperatorKernelLabels
-}
-
 // eligibleNodes counts the nodes the pod template could be scheduled on by
 // its required node affinity, node selector and NoSchedule/NoExecute taints.
 // Capacity is the scheduler's business, not eligibility.
@@ -62,10 +50,11 @@ func eligibleNodes(nodes []corev1.Node, spec *corev1.PodSpec) int {
 }
 
 // placementRequirement says in words what a node must offer.
-func placementRequirement(version string, keys KernelLabels, nodeSelector map[string]string) string {
+func placementRequirement(version string, nodeSelector map[string]string) string {
 	msg := "any node"
 	if version != "" {
-		msg = fmt.Sprintf("a node with kernel >= %s (labels %s, %s)", version, keys.Major, keys.Minor)
+		msg = fmt.Sprintf("a node with kernel >= %s (labels %s/%s or %s/%s)", version,
+			NFDKernelLabels.Major, NFDKernelLabels.Minor, OperatorKernelLabels.Major, OperatorKernelLabels.Minor)
 	}
 	for _, k := range sortedKeys(nodeSelector) {
 		msg += fmt.Sprintf(", %s=%s", k, nodeSelector[k])

@@ -64,7 +64,7 @@ func TestKernelEligibility(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
 			rp := newRedisPersistence(tc.spec)
-			sts := buildStatefulSet(rp, testOptions, newPodInputs(rp, kernelLabelsFor(tc.nodes), ""))
+			sts := buildStatefulSet(rp, testOptions, newPodInputs(rp, ""))
 			if got := eligibleNodes(tc.nodes, &sts.Spec.Template.Spec); got != tc.want {
 				t.Errorf("eligible nodes = %d, want %d", got, tc.want)
 			}
@@ -72,12 +72,22 @@ func TestKernelEligibility(t *testing.T) {
 	}
 }
 
-func TestNFDLabelsPreferredWhenPresent(t *testing.T) {
-	nfd := node("nfd", "6.8.0", map[string]string{NFDKernelLabels.Major: "6", NFDKernelLabels.Minor: "8"})
-	if got := kernelLabelsFor([]corev1.Node{node("plain", "6.1.0", nil), nfd}); got != NFDKernelLabels {
-		t.Errorf("got %v, want NFD labels", got)
-	}
-	if got := kernelLabelsFor([]corev1.Node{node("plain", "6.1.0", nil)}); got != OperatorKernelLabels {
-		t.Errorf("got %v, want the operator's labels", got)
+// Either set of kernel labels qualifies a node: NFD's alone (a cluster
+// without the node labeler), the operator's alone, or both.
+func TestEitherKernelLabelSetQualifies(t *testing.T) {
+	nfdOnly := node("nfd", "6.8.0", map[string]string{NFDKernelLabels.Major: "6", NFDKernelLabels.Minor: "8"})
+	delete(nfdOnly.Labels, OperatorKernelLabels.Major)
+	delete(nfdOnly.Labels, OperatorKernelLabels.Minor)
+	both := node("both", "6.8.0", map[string]string{NFDKernelLabels.Major: "6", NFDKernelLabels.Minor: "8"})
+	oldNFD := node("old-nfd", "5.15.0", map[string]string{NFDKernelLabels.Major: "5", NFDKernelLabels.Minor: "15"})
+	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
+	sts := buildStatefulSet(rp, testOptions, newPodInputs(rp, ""))
+	for _, tc := range []struct {
+		node corev1.Node
+		want int
+	}{{nfdOnly, 1}, {node("operator", "6.1.0", nil), 1}, {both, 1}, {oldNFD, 0}, {node("unlabelled", "", nil), 0}} {
+		if got := eligibleNodes([]corev1.Node{tc.node}, &sts.Spec.Template.Spec); got != tc.want {
+			t.Errorf("node %s (labels %v): eligible %d, want %d", tc.node.Name, tc.node.Labels, got, tc.want)
+		}
 	}
 }

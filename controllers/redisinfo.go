@@ -5,9 +5,13 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // serverInfo is what the operator reads back from a running server.
@@ -28,6 +32,17 @@ type serverInfo struct {
 // serverRequestTimeout bounds one request to a server, dial included.
 const serverRequestTimeout = 3 * time.Second
 
+// serverBudget bounds all the requests one reconcile makes to a server
+// (INFO, a mode change's steps, CONFIG GET/SET): a slow or stalled server
+// costs a worker this long at most, and the reconcile picks up where it
+// stopped the next time.
+const serverBudget = 8 * time.Second
+
+// infoMaxAge is how long a server's INFO answers every reconcile of its
+// instance: pod status updates and the events of owned objects come in
+// bursts, and each would otherwise ask the server again.
+const infoMaxAge = 10 * time.Second
+
 // dialServer returns a client for one server; every request through it is
 // bounded by serverRequestTimeout.
 func dialServer(addr, password string) *redis.Client {
@@ -40,7 +55,74 @@ func dialServer(addr, password string) *redis.Client {
 		MaxRetries:      -1,
 		PoolSize:        1,
 		DisableIdentity: true,
+		// The caller's deadline (serverBudget) cuts a request short too.
+		ContextTimeoutEnabled: true,
 	})
+}
+
+// serverProbes remembers, per instance, the server's last INFO and the
+// server process the runtime options were last applied to.
+type serverProbes struct {
+	sync.Mutex
+	clock     clock.PassiveClock
+	last      map[types.NamespacedName]serverProbe
+	appliedTo map[types.NamespacedName]string // run_id -> runtime options confirmed on that process
+}
+
+type serverProbe struct {
+	pod      types.UID
+	restarts int32 // of the server container: a restarted server is a new process
+	at       time.Time
+	info     *serverInfo
+	err      error
+}
+
+// info returns the INFO of the server behind pod, asking it at most once per
+// infoMaxAge per pod and server process.
+func (p *serverProbes) info(ctx context.Context, key types.NamespacedName, pod *corev1.Pod, ask func(context.Context) (*serverInfo, error)) (*serverInfo, error) {
+	restarts := int32(0)
+	if cs := serverContainer(pod); cs != nil {
+		restarts = cs.RestartCount
+	}
+	p.Lock()
+	last, ok := p.last[key]
+	p.Unlock()
+	if ok && last.pod == pod.UID && last.restarts == restarts && p.clock.Since(last.at) < infoMaxAge {
+		return last.info, last.err
+	}
+	info, err := ask(ctx)
+	p.Lock()
+	defer p.Unlock()
+	if p.last == nil {
+		p.last = map[types.NamespacedName]serverProbe{}
+	}
+	p.last[key] = serverProbe{pod: pod.UID, restarts: restarts, at: p.clock.Now(), info: info, err: err}
+	return info, err
+}
+
+// forget drops what is known of the server: the operator just changed it.
+func (p *serverProbes) forget(key types.NamespacedName) {
+	p.Lock()
+	defer p.Unlock()
+	delete(p.last, key)
+}
+
+// appliedOn reports whether the runtime options were applied to the server
+// process runID (the operator forgets it when it restarts, and applies them
+// once more).
+func (p *serverProbes) appliedOn(key types.NamespacedName, runID string) bool {
+	p.Lock()
+	defer p.Unlock()
+	return runID != "" && p.appliedTo[key] == runID
+}
+
+func (p *serverProbes) setAppliedOn(key types.NamespacedName, runID string) {
+	p.Lock()
+	defer p.Unlock()
+	if p.appliedTo == nil {
+		p.appliedTo = map[types.NamespacedName]string{}
+	}
+	p.appliedTo[key] = runID
 }
 
 // readServerInfo asks the server for its server and persistence INFO sections.

@@ -8,6 +8,8 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -20,8 +22,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -29,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -71,6 +76,14 @@ type RedisPersistenceReconciler struct {
 	ServerAddress func(*corev1.Pod) string
 
 	snapshots snapshots
+	probes    serverProbes
+
+	// controller and cache let the reconciler watch PodMonitors once their
+	// kind is served, which may be after the operator started.
+	controller         controller.Controller
+	cache              cache.Cache
+	watchingPodMonitor atomic.Bool
+	watchMu            sync.Mutex
 }
 
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences,verbs=get;list;watch
@@ -82,9 +95,12 @@ type RedisPersistenceReconciler struct {
 // metadata-only informer that tells when a password changes.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// The data claim, read uncached: is there data a mode change must carry?
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get
-// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;patch
+// The data claim, read uncached: is there data a mode change must carry, has
+// it the size spec.storage.size asks for? patch expands it.
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;patch
+// The claim's StorageClass, read uncached: does it allow volume expansion?
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;patch;delete
 
 func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	logger := log.FromContext(ctx)
@@ -136,12 +152,12 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err := r.List(ctx, &nodes); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	keys := kernelLabelsFor(nodes.Items)
 
 	config := renderConfig(rp)
-	sts := buildStatefulSet(rp, r.Options, newPodInputs(rp, keys, password))
+	sts := buildStatefulSet(rp, r.Options, newPodInputs(rp, password))
 	existing := &appsv1.StatefulSet{}
 	if err := r.Get(ctx, client.ObjectKeyFromObject(sts), existing); err == nil {
+		keepClaimSize(sts, existing)
 		if kept, wanted, differ := keepClaimClass(sts, existing); differ {
 			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "StorageClassKept",
 				"the volume keeps StorageClass %s; storage profile %q now maps to %s, which only a new RedisPersistence uses",
@@ -161,19 +177,23 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 	obs := observation{
 		eligibleNodes: eligibleNodes(nodes.Items, &sts.Spec.Template.Spec),
-		requirement:   placementRequirement(minKernel(rp), keys, rp.Spec.Placement.NodeSelector),
+		requirement:   placementRequirement(minKernel(rp), rp.Spec.Placement.NodeSelector),
 		statefulSet:   existing,
 	}
-	if err := r.observePod(ctx, rp, password, &obs); err != nil {
+	// Every request to the server in this reconcile shares one deadline.
+	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
+	defer cancelServer()
+	if err := r.observePod(ctx, serverCtx, rp, password, &obs); err != nil {
 		return ctrl.Result{}, err
 	}
 
 	// A new mode's server must find the data in the new mode's files: until the
 	// running server has written them, the old ConfigMap and StatefulSet stay.
 	if change := (modeChange{from: appliedMode(appliedConfig), to: rp.Spec.Mode}); change.needsServer() {
-		if obs.modeChange = r.switchMode(ctx, rp, password, change, obs.pod); obs.modeChange != nil {
+		var retry ctrl.Result
+		if obs.modeChange, retry = r.switchMode(serverCtx, rp, password, change, obs.pod); obs.modeChange != nil {
 			r.updateStatus(rp, obs)
-			return ctrl.Result{RequeueAfter: modeChangeRetry}, nil
+			return retry, nil
 		}
 	}
 
@@ -183,7 +203,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		buildClientService(rp),
 		sts,
 	}
-	if pm, err := r.podMonitorIfServed(rp); err != nil {
+	if pm, err := r.podMonitor(ctx, rp); err != nil {
 		return ctrl.Result{}, err
 	} else if pm != nil {
 		desired = append(desired, pm)
@@ -197,10 +217,22 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	obs.statefulSet = sts // the apply response carries the current status
 
-	// Runtime options go to a server of the current revision: a pod about to
-	// be replaced starts from the new ConfigMap anyway.
-	if obs.info != nil && runsCurrentRevision(obs.pod, sts) {
-		r.applyRuntimeConfig(ctx, rp, password, obs.pod)
+	resized, err := r.resizeVolume(ctx, rp)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if resized != nil {
+		r.setCondition(rp, v1alpha1.ConditionStorageResized, *resized)
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionStorageResized)
+	}
+
+	// Runtime options go to a server of the current revision (a pod about to
+	// be replaced starts from the new ConfigMap anyway), when they changed or
+	// the server process is one they were not applied to.
+	if obs.info != nil && runsCurrentRevision(obs.pod, sts) &&
+		(rp.Status.AppliedConfigHash != runtimeConfigHash(rp) || !r.probes.appliedOn(req.NamespacedName, obs.info.runID)) {
+		r.applyRuntimeConfig(serverCtx, rp, password, obs.pod, obs.info.runID)
 	}
 	r.updateStatus(rp, obs)
 
@@ -211,7 +243,10 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 	}
 	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != runtimeConfigHash(rp) ||
-		meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) {
+		meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) ||
+		meta.IsStatusConditionFalse(rp.Status.Conditions, v1alpha1.ConditionStorageResized) {
+		// No event says that a volume finished expanding or that a
+		// StorageClass now allows it.
 		return ctrl.Result{RequeueAfter: resyncInterval}, nil
 	}
 	return ctrl.Result{}, nil
@@ -219,26 +254,35 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 // switchMode prepares the running server for change and returns nil once a
 // server may start in the new mode, or the Ready condition that says what the
-// change waits for.
-func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, change modeChange, pod *corev1.Pod) *condition {
+// change waits for and when to look again: in modeChangeRetry while the server
+// rewrites or snapshots (no event announces the end), at the pod's next event
+// while it is not ready, with the workqueue's exponential backoff while the
+// server fails.
+func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, change modeChange, pod *corev1.Pod) (*condition, ctrl.Result) {
 	what := fmt.Sprintf("changing mode from %s to %s", change.from, change.to)
 	if !podReady(pod) || pod.Status.PodIP == "" {
 		// No server holds the data in memory: only a volume that was never
 		// bound may start over in the new mode.
 		inUse, err := r.volumeInUse(ctx, rp)
 		if err == nil && !inUse {
-			return nil
+			return nil, ctrl.Result{}
+		}
+		retry := ctrl.Result{}
+		if err != nil {
+			retry.Requeue = true
 		}
 		return &condition{metav1.ConditionFalse, ReasonModeChangeBlocked,
-			what + " needs the running server to write its data in the new mode's files first, and the server pod is not ready; the previous configuration stays until it is"}
+			what + " needs the running server to write its data in the new mode's files first, and the server pod is not ready; the previous configuration stays until it is"}, retry
 	}
+	key := client.ObjectKeyFromObject(rp)
 	done, progress, err := r.prepareModeChange(ctx, r.ServerAddress(pod), password, rp, change)
+	r.probes.forget(key) // the server's persistence changed under its last INFO
 	switch {
 	case done:
 		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchedPersistence", "%s: the running server has its data in the files of mode %s; applying the new configuration", what, change.to)
-		return nil
+		return nil, ctrl.Result{}
 	case err == nil:
-		return &condition{metav1.ConditionFalse, ReasonModeChangeInProgress, what + ": " + progress}
+		return &condition{metav1.ConditionFalse, ReasonModeChangeInProgress, what + ": " + progress}, ctrl.Result{RequeueAfter: modeChangeRetry}
 	}
 	log.FromContext(ctx).Info("preparing a mode change failed", "redispersistence", klogRef(rp), "from", change.from, "to", change.to, "err", err)
 	r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedSwitchPersistence", "%s: %v", what, err)
@@ -246,7 +290,7 @@ func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha
 	if errors.Is(err, errSnapshotFailed) || errors.Is(err, errRewriteFailed) {
 		reason = err.Error()
 	}
-	return &condition{metav1.ConditionFalse, ReasonModeChangeBlocked, what + " waits for the running server: " + reason + "; the previous configuration stays until it succeeds"}
+	return &condition{metav1.ConditionFalse, ReasonModeChangeBlocked, what + " waits for the running server: " + reason + "; the previous configuration stays until it succeeds"}, ctrl.Result{Requeue: true}
 }
 
 // volumeInUse is true when the data volume's claim is bound: it may hold data
@@ -265,11 +309,13 @@ func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alph
 	return claim.Status.Phase == corev1.ClaimBound, nil
 }
 
-// applyRuntimeConfig sets the runtime options on the running server and
-// records them in status.appliedConfigHash.
-func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, pod *corev1.Pod) {
+// applyRuntimeConfig sets the runtime options on the running server process
+// runID and records them in status.appliedConfigHash.
+func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, pod *corev1.Pod, runID string) {
+	key := client.ObjectKeyFromObject(rp)
 	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), password, runtimeSettings(rp))
 	if len(changed) > 0 {
+		r.probes.forget(key)
 		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "AppliedConfig", "set %s on the running server (CONFIG SET), without a restart", strings.Join(changed, ", "))
 	}
 	if err != nil {
@@ -278,6 +324,7 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp 
 		return
 	}
 	rp.Status.AppliedConfigHash = runtimeConfigHash(rp)
+	r.probes.setAppliedOn(key, runID)
 }
 
 // runsCurrentRevision is true when pod runs the StatefulSet's current template.
@@ -287,8 +334,8 @@ func runsCurrentRevision(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
 }
 
 // observePod gathers the pod, its node, its filesystem report and, once it is
-// ready, the server's INFO.
-func (r *RedisPersistenceReconciler) observePod(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, obs *observation) error {
+// ready, the server's INFO (at most once per infoMaxAge, within serverCtx).
+func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, password string, obs *observation) error {
 	pod := &corev1.Pod{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name + "-0"}, pod); err != nil {
 		return client.IgnoreNotFound(err)
@@ -306,7 +353,9 @@ func (r *RedisPersistenceReconciler) observePod(ctx context.Context, rp *v1alpha
 	if !podReady(pod) || pod.Status.PodIP == "" {
 		return nil
 	}
-	obs.info, obs.infoErr = readServerInfo(ctx, r.ServerAddress(pod), password)
+	obs.info, obs.infoErr = r.probes.info(serverCtx, client.ObjectKeyFromObject(rp), pod, func(ctx context.Context) (*serverInfo, error) {
+		return readServerInfo(ctx, r.ServerAddress(pod), password)
+	})
 	if obs.infoErr != nil {
 		log.FromContext(ctx).Info("reading server INFO failed", "pod", klogRef(pod), "err", obs.infoErr)
 	}
@@ -397,25 +446,75 @@ func (r *RedisPersistenceReconciler) setCondition(rp *v1alpha1.RedisPersistence,
 	})
 }
 
-func (r *RedisPersistenceReconciler) podMonitorIfServed(rp *v1alpha1.RedisPersistence) (client.Object, error) {
-	if !exporterEnabled(rp) || rp.Spec.Monitoring.PodMonitor.Enabled != nil && !*rp.Spec.Monitoring.PodMonitor.Enabled {
-		return nil, nil
-	}
+// podMonitor returns the PodMonitor to apply, or nil when the cluster does
+// not serve the kind or the spec turns it off; then it deletes the one the
+// operator made before.
+func (r *RedisPersistenceReconciler) podMonitor(ctx context.Context, rp *v1alpha1.RedisPersistence) (client.Object, error) {
 	if _, err := r.RESTMapper().RESTMapping(podMonitorGVK.GroupKind(), podMonitorGVK.Version); err != nil {
 		if meta.IsNoMatchError(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("looking up the PodMonitor kind: %w", err)
 	}
-	return buildPodMonitor(rp), nil
+	if err := r.watchPodMonitors(ctx); err != nil {
+		return nil, err
+	}
+	if exporterEnabled(rp) && ptr.Deref(rp.Spec.Monitoring.PodMonitor.Enabled, true) {
+		return buildPodMonitor(rp), nil
+	}
+	pm := &unstructured.Unstructured{}
+	pm.SetGroupVersionKind(podMonitorGVK)
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, pm); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("reading PodMonitor %s: %w", rp.Name, err)
+	}
+	if !metav1.IsControlledBy(pm, rp) {
+		return nil, nil // not ours: left alone
+	}
+	if err := r.Delete(ctx, pm, client.Preconditions{UID: ptr.To(pm.GetUID())}); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("deleting PodMonitor %s: %w", rp.Name, err)
+	}
+	r.Recorder.Event(rp, corev1.EventTypeNormal, "DeletedPodMonitor", "monitoring is off: deleted the PodMonitor")
+	return nil, nil
+}
+
+// watchPodMonitors starts watching the PodMonitors the operator owns, once:
+// the kind may be served only after the operator started (the Prometheus
+// Operator installed later), so the watch cannot be set up with the others.
+// It returns once the watch delivers events, so nothing the reconcile applies
+// next goes unseen.
+func (r *RedisPersistenceReconciler) watchPodMonitors(ctx context.Context) error {
+	if r.watchingPodMonitor.Load() || r.controller == nil {
+		return nil
+	}
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	if r.watchingPodMonitor.Load() {
+		return nil
+	}
+	pm := &unstructured.Unstructured{}
+	pm.SetGroupVersionKind(podMonitorGVK)
+	owner := handler.EnqueueRequestForOwner(r.Scheme(), r.RESTMapper(), &v1alpha1.RedisPersistence{}, handler.OnlyControllerOwner())
+	src := source.Kind(r.cache, client.Object(pm), owner)
+	if err := r.controller.Watch(src); err != nil {
+		return fmt.Errorf("watching PodMonitors: %w", err)
+	}
+	// A source that did not sync in time is cancelled; the next reconcile starts another.
+	if err := src.WaitForSync(ctx); err != nil {
+		return fmt.Errorf("waiting for the PodMonitor watch: %w", err)
+	}
+	r.watchingPodMonitor.Store(true)
+	return nil
 }
 
 func buildPodMonitor(rp *v1alpha1.RedisPersistence) *unstructured.Unstructured {
+	// The operator's labels go last: the cache selects owned objects by them.
 	labels := map[string]any{}
-	for k, v := range objectLabels(rp) {
+	for k, v := range rp.Spec.Monitoring.PodMonitor.Labels {
 		labels[k] = v
 	}
-	for k, v := range rp.Spec.Monitoring.PodMonitor.Labels {
+	for k, v := range objectLabels(rp) {
 		labels[k] = v
 	}
 	selector := map[string]any{}
@@ -452,6 +551,8 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
+	// The INFO rate limit runs on real time even where a test fixes Clock.
+	r.probes.clock = clock.RealClock{}
 	if r.ServerAddress == nil {
 		r.ServerAddress = func(pod *corev1.Pod) string {
 			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort))
@@ -460,7 +561,8 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisPersistence{}, authSecretIndex, authSecretName); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	r.cache = mgr.GetCache()
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.RedisPersistence{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Owns(&appsv1.StatefulSet{}).
@@ -473,7 +575,9 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
 		// A node that appears or changes labels can make a waiting server schedulable.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allRedisPersistences), builder.WithPredicates(nodeChanged)).
-		Complete(r)
+		Build(r)
+	r.controller = c
+	return err
 }
 
 var managedPods = predicate.NewPredicateFuncs(func(obj client.Object) bool {

@@ -67,12 +67,18 @@ func createRP(t *testing.T, ns, name string, spec v1alpha1.RedisPersistenceSpec)
 // cluster's provisioner would; the real volume binder then binds them.
 func createVolumeFor(t *testing.T, ns, claim string) {
 	t.Helper()
+	createVolumeOfClass(t, ns, claim, storageClass)
+}
+
+// createVolumeOfClass is createVolumeFor with a StorageClass of the test's choosing.
+func createVolumeOfClass(t *testing.T, ns, claim, class string) {
+	t.Helper()
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + ns + "-" + claim},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Gi")},
 			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName:              storageClass,
+			StorageClassName:              class,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: claim},
 			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + claim}},
@@ -415,6 +421,39 @@ func TestPodMonitorOnlyWhenServed(t *testing.T) {
 	if ref := metav1.GetControllerOf(podMonitor); ref == nil || ref.Name != "monitored" {
 		t.Errorf("PodMonitor owner %v", ref)
 	}
+
+	// Owned PodMonitors are watched: one deleted behind the operator's back
+	// comes back.
+	if err := k8s.Delete(context.Background(), podMonitor); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, func() error {
+		fresh := &unstructured.Unstructured{}
+		fresh.SetGroupVersionKind(testenv.PodMonitorGVK)
+		if err := get(t, fresh, ns, "monitored"); err != nil {
+			return err
+		}
+		if fresh.GetUID() == podMonitor.GetUID() {
+			return fmt.Errorf("the deleted PodMonitor is still there")
+		}
+		return nil
+	})
+
+	// Turning monitoring off deletes the PodMonitor the operator made.
+	rp := &v1alpha1.RedisPersistence{}
+	if err := get(t, rp, ns, "monitored"); err != nil {
+		t.Fatal(err)
+	}
+	rp.Spec.Monitoring.PodMonitor.Enabled = ptr.To(false)
+	if err := k8s.Update(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor"}}, ns, "monitored"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the PodMonitor of a RedisPersistence with monitoring off is still there (err %w)", err)
+		}
+		return nil
+	})
 
 	// Turning it off in the spec removes nothing it did not create, and creates nothing.
 	noExporter := v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Exporter: v1alpha1.ExporterSpec{Enabled: ptr.To(false)}}

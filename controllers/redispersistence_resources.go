@@ -84,11 +84,14 @@ type KernelLabels struct {
 	Major, Minor string
 }
 
-// Kernel version labels: Node Feature Discovery's, used when nodes carry them,
-// and the operator's own node labeler's otherwise.
+// Kernel version labels: Node Feature Discovery's and the operator's own node
+// labeler's. The kernel requirement admits a node that either set of labels
+// qualifies, so the pod template is the same whether NFD is installed, added
+// later or removed: relabelling nodes never restarts a server.
 var (
 	NFDKernelLabels      = KernelLabels{Major: "feature.node.kubernetes.io/kernel-version.major", Minor: "feature.node.kubernetes.io/kernel-version.minor"}
 	OperatorKernelLabels = KernelLabels{Major: "uringredis.io/kernel-version.major", Minor: "uringredis.io/kernel-version.minor"}
+	kernelLabelSets      = []KernelLabels{NFDKernelLabels, OperatorKernelLabels}
 )
 
 func configMapName(rp *v1alpha1.RedisPersistence) string       { return rp.Name + "-config" }
@@ -153,7 +156,10 @@ func renderConfig(rp *v1alpha1.RedisPersistence) string {
 			continue
 		}
 		value := s.value
-		if value == "" {
+		switch {
+		case s.user:
+			value = configValue(value)
+		case value == "":
 			value = `""`
 		}
 		fmt.Fprintf(&b, "%s %s\n", s.name, value)
@@ -183,7 +189,63 @@ func startupConfig(rp *v1alpha1.RedisPersistence) string {
 	if rp.Spec.Auth != nil {
 		line("include %s/auth.conf", runDir)
 	}
+	for _, name := range sortedKeys(rp.Spec.Config) {
+		if startupOnlyOptions[name] {
+			line("%s %s", name, configValue(string(rp.Spec.Config[name])))
+		}
+	}
 	return b.String()
+}
+
+// startupOnlyOptions are the server options spec.config may set that Valkey
+// 8.1.1 takes only at start (IMMUTABLE_CONFIG, or PROTECTED_CONFIG, which
+// CONFIG SET refuses while enable-protected-configs is no): they go to the
+// part of redis.conf whose change restarts the server. The operator's own
+// options (the CRD's denylist) are not listed.
+var startupOnlyOptions = map[string]bool{
+	"always-show-logo": true, "aof-rewrite-cpulist": true, "bgsave-cpulist": true, "bio-cpulist": true,
+	"client-default-resp": true, "cluster-config-file": true, "cluster-enabled": true, "cluster-port": true,
+	"databases": true, "disable-thp": true, "enable-debug-assert": true, "io-threads": true,
+	"lua-enable-insecure-api": true, "rdbchecksum": true, "rdma-completion-vector": true, "rdma-rx-size": true,
+	"req-res-logfile": true, "server-cpulist": true, "set-proc-title": true, "socket-mark-id": true,
+	"syslog-enabled": true, "syslog-facility": true, "syslog-ident": true, "tcp-backlog": true,
+}
+
+// configValue writes a spec.config value as one redis.conf argument: bare
+// when it is a plain word, else double-quoted with the escapes the server's
+// config parser (sdssplitargs) reads back. A multi-argument option given as
+// one quoted argument is split on spaces by the server.
+func configValue(v string) string {
+	plain := func(r rune) bool {
+		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/+,@%", r)
+	}
+	if v != "" && !strings.ContainsFunc(v, func(r rune) bool { return !plain(r) }) {
+		return v
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(v) + `"`
+}
+
+// maxmemoryShare is the part of the memory limit a server gets as maxmemory
+// when spec.config does not set it. maxmemory counts the dataset, not what
+// the process needs beside it: the pages a snapshot or AOF rewrite child
+// copies on write (up to the whole dataset under heavy writes, a fraction
+// under most loads), the AOF buffer and the io_uring engine's batches in
+// flight and the replies the durable gate holds (both left out of maxmemory
+// by the server), client buffers and allocator fragmentation. 30% of the
+// limit is room for those under moderate write load; the limit itself is
+// what the kernel OOM-kills at.
+const maxmemoryShare = 0.7
+
+// defaultMaxmemory is the maxmemory a memory limit implies, or "" without one.
+func defaultMaxmemory(rp *v1alpha1.RedisPersistence) string {
+	if rp.Spec.Resources == nil {
+		return ""
+	}
+	limit, ok := rp.Spec.Resources.Limits[corev1.ResourceMemory]
+	if !ok || limit.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(int64(float64(limit.Value())*maxmemoryShare), 10)
 }
 
 // serverSetting is one server option the server can change at runtime.
@@ -193,6 +255,8 @@ type serverSetting struct {
 	// other than uring run on a stock Valkey or Redis image; it is set only
 	// on a server that knows the option.
 	implicit bool
+	// user marks an option from spec.config, written to redis.conf with configValue.
+	user bool
 }
 
 // runtimeSettings are the options the running server takes with CONFIG SET,
@@ -238,6 +302,16 @@ func runtimeSettings(rp *v1alpha1.RedisPersistence) []serverSetting {
 		}
 	default:
 		settings = append(settings, serverSetting{name: "appendfsync-engine", value: "posix", implicit: true})
+	}
+	if _, set := rp.Spec.Config["maxmemory"]; !set {
+		if maxmemory := defaultMaxmemory(rp); maxmemory != "" {
+			settings = append(settings, serverSetting{name: "maxmemory", value: maxmemory})
+		}
+	}
+	for _, name := range sortedKeys(rp.Spec.Config) {
+		if !startupOnlyOptions[name] {
+			settings = append(settings, serverSetting{name: name, value: string(rp.Spec.Config[name]), user: true})
+		}
 	}
 	return append(settings, serverSetting{name: "appendonly", value: appendonly})
 }
@@ -310,15 +384,14 @@ func authHash(rp *v1alpha1.RedisPersistence, password string) string {
 // podInputs are what the pod template depends on besides the RedisPersistence
 // and the operator's options.
 type podInputs struct {
-	kernelLabels KernelLabels
 	// configHash is the hash of what the server reads only at start.
 	configHash string
 	// authHash is the salted hash of the password, "" without auth.
 	authHash string
 }
 
-func newPodInputs(rp *v1alpha1.RedisPersistence, keys KernelLabels, password string) podInputs {
-	return podInputs{kernelLabels: keys, configHash: configHash(rp), authHash: authHash(rp, password)}
+func newPodInputs(rp *v1alpha1.RedisPersistence, password string) podInputs {
+	return podInputs{configHash: configHash(rp), authHash: authHash(rp, password)}
 }
 
 func (in podInputs) annotations() map[string]string {
@@ -390,6 +463,16 @@ func storageClassName(rp *v1alpha1.RedisPersistence, opts Options) *string {
 		return ptr.To(opts.GP3StorageClass)
 	}
 	return nil // the cluster's default class
+}
+
+// keepClaimSize makes sts claim volumes of the size the existing StatefulSet
+// claims: volumeClaimTemplates cannot change, so a volume grows by expanding
+// its claim (resizeVolume), not through the template.
+func keepClaimSize(sts, existing *appsv1.StatefulSet) {
+	if len(sts.Spec.VolumeClaimTemplates) == 0 || len(existing.Spec.VolumeClaimTemplates) == 0 {
+		return
+	}
+	sts.Spec.VolumeClaimTemplates[0].Spec.Resources = *existing.Spec.VolumeClaimTemplates[0].Spec.Resources.DeepCopy()
 }
 
 // keepClaimClass makes sts claim volumes of the class the existing StatefulSet
@@ -468,13 +551,23 @@ func passwordEnv(rp *v1alpha1.RedisPersistence, name string) []corev1.EnvVar {
 }
 
 // kernelAffinity is the node selector term set that admits nodes whose kernel
-// is at least major.minor: major > M, or major == M and minor >= m.
-// Node affinity compares integers only with Gt/Lt, hence the two terms.
-func kernelAffinity(version string, keys KernelLabels) []corev1.NodeSelectorTerm {
+// is at least major.minor by either set of kernel labels.
+func kernelAffinity(version string) []corev1.NodeSelectorTerm {
 	major, minor, ok := parseMajorMinor(version)
 	if !ok {
 		return nil
 	}
+	var terms []corev1.NodeSelectorTerm
+	for _, keys := range kernelLabelSets {
+		terms = append(terms, kernelTerms(major, minor, keys)...)
+	}
+	return terms
+}
+
+// kernelTerms admit nodes whose labels keys say major > M, or major == M and
+// minor >= m. Node affinity compares integers only with Gt/Lt, hence the two
+// terms.
+func kernelTerms(major, minor int, keys KernelLabels) []corev1.NodeSelectorTerm {
 	sameMajor := []corev1.NodeSelectorRequirement{
 		{Key: keys.Major, Operator: corev1.NodeSelectorOpIn, Values: []string{strconv.Itoa(major)}},
 	}
@@ -495,13 +588,13 @@ func kernelAffinity(version string, keys KernelLabels) []corev1.NodeSelectorTerm
 // buildAffinity merges the user's affinity with the kernel requirement: every
 // user term is combined with each kernel term (selector terms are ORed,
 // expressions within a term ANDed).
-func buildAffinity(rp *v1alpha1.RedisPersistence, keys KernelLabels) *corev1.Affinity {
+func buildAffinity(rp *v1alpha1.RedisPersistence) *corev1.Affinity {
 	var affinity *corev1.Affinity
 	if rp.Spec.Placement.Affinity != nil {
 		affinity = rp.Spec.Placement.Affinity.DeepCopy()
 	}
-	kernelTerms := kernelAffinity(minKernel(rp), keys)
-	if len(kernelTerms) == 0 {
+	kernel := kernelAffinity(minKernel(rp))
+	if len(kernel) == 0 {
 		return affinity
 	}
 	if affinity == nil {
@@ -512,14 +605,14 @@ func buildAffinity(rp *v1alpha1.RedisPersistence, keys KernelLabels) *corev1.Aff
 	}
 	required := affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution
 	if required == nil || len(required.NodeSelectorTerms) == 0 {
-		affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: kernelTerms}
+		affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: kernel}
 		return affinity
 	}
 	var merged []corev1.NodeSelectorTerm
 	for _, user := range required.NodeSelectorTerms {
-		for _, kernel := range kernelTerms {
+		for _, kernelTerm := range kernel {
 			term := *user.DeepCopy()
-			term.MatchExpressions = append(term.MatchExpressions, kernel.MatchExpressions...)
+			term.MatchExpressions = append(term.MatchExpressions, kernelTerm.MatchExpressions...)
 			merged = append(merged, term)
 		}
 	}
@@ -650,7 +743,7 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 					TerminationGracePeriodSeconds: ptr.To[int64](60),
 					NodeSelector:                  copyMap(rp.Spec.Placement.NodeSelector),
 					Tolerations:                   tolerations,
-					Affinity:                      buildAffinity(rp, in.kernelLabels),
+					Affinity:                      buildAffinity(rp),
 				},
 			},
 			VolumeClaimTemplates: claims,
@@ -698,7 +791,7 @@ func copyMap(in map[string]string) map[string]string {
 }
 
 // sortedKeys is used where map order would leak into output.
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -61,6 +61,10 @@ var goldenCases = map[string]v1alpha1.RedisPersistenceSpec{
 	"uring-fast": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast, QueueDepth: 1024, MaxWorkers: 4, MaxInFlight: ptr.To(resource.MustParse("4Mi"))},
 		Placement: v1alpha1.PlacementSpec{MinKernelVersion: "6.8", NodeSelector: map[string]string{"node.kubernetes.io/instance-type": "i4i.large"},
 			Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "redis", Effect: corev1.TaintEffectNoSchedule}}}},
+	"aof-config": {Mode: v1alpha1.ModeAOF, Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
+		Config: map[string]v1alpha1.ServerOptionValue{
+			"maxmemory-policy": "allkeys-lru", "io-threads": "2", "notify-keyspace-events": "", "client-output-buffer-limit": "pubsub 32mb 8mb 60",
+		}},
 	"uring-sqpoll": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2,
 		SQPoll: &v1alpha1.SQPollSpec{Enabled: true, IdleMillis: ptr.To[int32](50), CPU: ptr.To[int32](1)}},
 		Placement: v1alpha1.PlacementSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
@@ -73,7 +77,7 @@ func renderGolden(t *testing.T, spec v1alpha1.RedisPersistenceSpec) (config, sta
 	t.Helper()
 	rp := newRedisPersistence(spec)
 	conf := renderConfig(rp)
-	out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, testPassword(rp))))
+	out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, testPassword(rp))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +142,7 @@ func TestRenderConfigUsesServerOptionNames(t *testing.T) {
 func TestAuthHashFollowsPassword(t *testing.T) {
 	rp := newRedisPersistence(goldenCases["uring-durable"])
 	hash := func(rp *v1alpha1.RedisPersistence, password string) string {
-		return buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, password)).Spec.Template.Annotations[annotationAuthHash]
+		return buildStatefulSet(rp, testOptions, newPodInputs(rp, password)).Spec.Template.Annotations[annotationAuthHash]
 	}
 	first, second := hash(rp, "first"), hash(rp, "second")
 	if first == "" || first == second {
@@ -160,7 +164,7 @@ func TestAuthHashFollowsPassword(t *testing.T) {
 func TestSeccompProfilePerMode(t *testing.T) {
 	for name, spec := range goldenCases {
 		rp := newRedisPersistence(spec)
-		sc := buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, "")).Spec.Template.Spec.SecurityContext.SeccompProfile
+		sc := buildStatefulSet(rp, testOptions, newPodInputs(rp, "")).Spec.Template.Spec.SecurityContext.SeccompProfile
 		wantLocalhost := spec.Mode == v1alpha1.ModeUring
 		if (sc.Type == corev1.SeccompProfileTypeLocalhost) != wantLocalhost {
 			t.Errorf("%s: seccomp %s, want Localhost=%v", name, sc.Type, wantLocalhost)
@@ -170,17 +174,17 @@ func TestSeccompProfilePerMode(t *testing.T) {
 		}
 	}
 	spo := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{LocalhostProfile: "operator/apps/io-uring.json"}})
-	if got := buildStatefulSet(spo, testOptions, newPodInputs(spo, OperatorKernelLabels, "")).Spec.Template.Spec.SecurityContext.SeccompProfile.LocalhostProfile; ptr.Deref(got, "") != "operator/apps/io-uring.json" {
+	if got := buildStatefulSet(spo, testOptions, newPodInputs(spo, "")).Spec.Template.Spec.SecurityContext.SeccompProfile.LocalhostProfile; ptr.Deref(got, "") != "operator/apps/io-uring.json" {
 		t.Errorf("spec.uring.localhostProfile not honoured: %v", got)
 	}
 }
 
 func TestExistingVolumeKeepsItsClass(t *testing.T) {
 	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}})
-	existing := buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, ""))
+	existing := buildStatefulSet(rp, testOptions, newPodInputs(rp, ""))
 	moved := testOptions
 	moved.LocalNVMeStorageClass = "renamed-nvme"
-	sts := buildStatefulSet(rp, moved, newPodInputs(rp, OperatorKernelLabels, ""))
+	sts := buildStatefulSet(rp, moved, newPodInputs(rp, ""))
 
 	kept, wanted, differ := keepClaimClass(sts, existing)
 	if !differ || kept != "uring-local-nvme" || wanted != "renamed-nvme" {
@@ -189,7 +193,7 @@ func TestExistingVolumeKeepsItsClass(t *testing.T) {
 	if got := ptr.Deref(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName, ""); got != "uring-local-nvme" {
 		t.Errorf("the claim template asks for %q; an existing volume cannot change class", got)
 	}
-	if _, _, differ := keepClaimClass(buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, "")), existing); differ {
+	if _, _, differ := keepClaimClass(buildStatefulSet(rp, testOptions, newPodInputs(rp, "")), existing); differ {
 		t.Error("an unchanged class is reported as changed")
 	}
 }

@@ -215,6 +215,12 @@ func applyRuntimeSettings(ctx context.Context, addr, password string, settings [
 			return changed, fmt.Errorf("CONFIG GET %s: %w", s.name, err)
 		}
 		current, known := values[s.name]
+		if !known && len(values) == 1 {
+			// An alias (slave-read-only) answers under its canonical name.
+			for _, v := range values {
+				current, known = v, true
+			}
+		}
 		switch {
 		case !known && s.implicit:
 			continue

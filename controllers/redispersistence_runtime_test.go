@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -71,7 +72,7 @@ func TestAppliedMode(t *testing.T) {
 // server reads only at start changes the template, so the pod restarts.
 func TestRuntimeOptionsKeepThePodTemplate(t *testing.T) {
 	template := func(rp *v1alpha1.RedisPersistence) string {
-		out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, OperatorKernelLabels, testPassword(rp))).Spec.Template)
+		out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, testPassword(rp))).Spec.Template)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,16 +243,19 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 	}
 	template := sts.Spec.Template.DeepCopy()
 	rp.Spec.Uring.QueueDepth = 1024
+	rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory-policy": "allkeys-lru"}
 	if err := k8s.Update(context.Background(), rp); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() error {
-		got, err := c.ConfigGet(context.Background(), "aof-uring-queue-depth").Result()
-		if err != nil {
-			return err
-		}
-		if got["aof-uring-queue-depth"] != "1024" {
-			return fmt.Errorf("aof-uring-queue-depth %v on the server", got)
+		for option, want := range map[string]string{"aof-uring-queue-depth": "1024", "maxmemory-policy": "allkeys-lru"} {
+			got, err := c.ConfigGet(context.Background(), option).Result()
+			if err != nil {
+				return err
+			}
+			if got[option] != want {
+				return fmt.Errorf("%s %v on the server, want %s", option, got, want)
+			}
 		}
 		return nil
 	})
@@ -268,14 +272,14 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 		}
 		return nil
 	})
-	if !strings.Contains(cm.Data["redis.conf"], "aof-uring-queue-depth 1024\n") {
-		t.Error("the ConfigMap lacks the new queue depth: a restart would lose it")
+	if !strings.Contains(cm.Data["redis.conf"], "aof-uring-queue-depth 1024\n") || !strings.Contains(cm.Data["redis.conf"], "maxmemory-policy allkeys-lru\n") {
+		t.Error("the ConfigMap lacks the new queue depth or eviction policy: a restart would lose them")
 	}
 	if err := get(t, sts, ns, "tuned"); err != nil {
 		t.Fatal(err)
 	}
 	if !equality.Semantic.DeepEqual(sts.Spec.Template, *template) {
-		t.Errorf("a queue depth change changed the pod template, the pod would restart: %s", cmp.Diff(*template, sts.Spec.Template))
+		t.Errorf("a queue depth or spec.config change changed the pod template, the pod would restart: %s", cmp.Diff(*template, sts.Spec.Template))
 	}
 
 	// uring -> rdb: the server snapshots and turns its AOF off before the
@@ -353,4 +357,67 @@ func serverAddress(t *testing.T, ns, pod string) string {
 		t.Fatalf("no server runs behind %s/%s", ns, pod)
 	}
 	return addr.(string)
+}
+
+// spec.config: options the server takes live are runtime options (CONFIG
+// SET, no restart); the ones it reads only at start restart it.
+func TestServerOptionsLiveOrAtStart(t *testing.T) {
+	template := func(rp *v1alpha1.RedisPersistence) string {
+		out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, "")).Spec.Template)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	base := newRedisPersistence(goldenCases["aof-config"])
+	for desc, tc := range map[string]struct {
+		key, value string
+		restart    bool
+	}{
+		"eviction policy": {"maxmemory-policy", "volatile-lru", false},
+		"new live option": {"hz", "50", false},
+		"maxmemory":       {"maxmemory", "512mb", false},
+		"databases":       {"databases", "32", true},
+		"io-threads":      {"io-threads", "4", true},
+	} {
+		changed := base.DeepCopy()
+		changed.Spec.Config[tc.key] = v1alpha1.ServerOptionValue(tc.value)
+		if restarts := template(changed) != template(base); restarts != tc.restart {
+			t.Errorf("%s: the pod template changed: %v, want %v", desc, restarts, tc.restart)
+		}
+		if runtimeChanged := runtimeConfigHash(changed) != runtimeConfigHash(base); runtimeChanged == tc.restart {
+			t.Errorf("%s: the runtime hash changed: %v, want %v", desc, runtimeChanged, !tc.restart)
+		}
+		if !strings.Contains(renderConfig(changed), "\n"+tc.key+" ") {
+			t.Errorf("%s: redis.conf lacks %s: a restart would lose it", desc, tc.key)
+		}
+	}
+}
+
+// A memory limit sets maxmemory to 70% of it unless spec.config sets it.
+func TestMaxmemoryFollowsTheMemoryLimit(t *testing.T) {
+	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF,
+		Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}})
+	if !strings.Contains(renderConfig(rp), "\nmaxmemory 751619276\n") {
+		t.Errorf("a 1Gi limit: want maxmemory 751619276 (70%%):\n%s", renderConfig(rp))
+	}
+	rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory": "900mb"}
+	if conf := renderConfig(rp); !strings.Contains(conf, "\nmaxmemory 900mb\n") || strings.Contains(conf, "751619276") {
+		t.Errorf("spec.config.maxmemory must win over the default:\n%s", conf)
+	}
+	rp.Spec.Config, rp.Spec.Resources = nil, &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	if strings.Contains(renderConfig(rp), "maxmemory") {
+		t.Error("a request is no limit: no maxmemory")
+	}
+}
+
+func TestConfigValueQuoting(t *testing.T) {
+	for in, want := range map[string]string{
+		"allkeys-lru": "allkeys-lru", "2gb": "2gb", "": `""`, "pubsub 32mb 8mb 60": `"pubsub 32mb 8mb 60"`,
+		`a"b\c`: `"a\"b\\c"`, "x\ny": `"x\ny"`,
+	} {
+		if got := configValue(in); got != want {
+			t.Errorf("configValue(%q) = %s, want %s", in, got, want)
+		}
+	}
 }

@@ -52,6 +52,7 @@ func TestMain(m *testing.M) {
 	}
 	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
 		Scheme:                 scheme.Scheme,
+		Cache:                  CacheOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})

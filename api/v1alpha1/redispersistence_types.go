@@ -85,10 +85,11 @@ type RedisPersistenceSpec struct {
 	// +optional
 	Uring *UringSpec `json:"uring,omitempty"`
 
-	// storage is the volume that holds the data directory. It cannot change,
-	// be added or be removed after creation: a StatefulSet's volume claims are
-	// immutable. Without it, mode: none runs on an emptyDir (it keeps nothing)
-	// and the other modes claim 8Gi of the cluster's default StorageClass.
+	// storage is the volume that holds the data directory. It cannot be added
+	// or removed after creation, nor change class; its size may grow where the
+	// StorageClass allows volume expansion. Without it, mode: none runs on an
+	// emptyDir (it keeps nothing) and the other modes claim 8Gi of the
+	// cluster's default StorageClass.
 	// +optional
 	Storage *StorageSpec `json:"storage,omitempty"`
 
@@ -102,9 +103,32 @@ type RedisPersistenceSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
-	// resources of the server container.
+	// resources of the server container. A memory limit also sets the
+	// server's maxmemory, unless config.maxmemory does: 70% of the limit, so
+	// that what maxmemory does not count fits beside the dataset (pages a
+	// snapshot or AOF rewrite child copies on write, the AOF buffer and the
+	// io_uring engine's batches in flight, replies the durable gate holds,
+	// client buffers, allocator fragmentation). A write that would pass
+	// maxmemory then fails with an OOM error (or evicts, per
+	// config.maxmemory-policy) instead of the container being OOM-killed.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// config sets server options, as redis.conf lines "<name> <value>". The
+	// operator sets the ones the running server can change with CONFIG SET,
+	// without a restart, and restarts the server for the others (such as
+	// databases or io-threads). The options the operator owns are rejected:
+	// the persistence options (appendonly, appendfsync*, aof-uring-*, save,
+	// the file names and dir), the network (port, bind, protected-mode,
+	// unixsocket*, tls-*), authentication (requirepass, primaryauth/masterauth,
+	// aclfile, user), replicaof, logging to a file, the DEBUG and MODULE
+	// commands, include, rename-command and loadmodule. An option the server
+	// does not know stops it from starting, as it would in redis.conf.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 64 && k.matches('^[a-z][a-z0-9-]*$'))",message="spec.config keys are server option names in lower case, at most 64 characters (for example maxmemory-policy)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['appendonly', 'appendfilename', 'appenddirname', 'dir', 'dbfilename', 'save', 'port', 'bind', 'bind-source-addr', 'protected-mode', 'requirepass', 'masterauth', 'primaryauth', 'masteruser', 'primaryuser', 'aclfile', 'user', 'replicaof', 'slaveof', 'daemonize', 'supervised', 'pidfile', 'logfile', 'enable-debug-command', 'enable-module-command', 'enable-protected-configs', 'include', 'rename-command', 'loadmodule']) && !k.startsWith('appendfsync') && !k.startsWith('aof-uring-') && !k.startsWith('unixsocket') && !k.startsWith('tls-'))",messageExpression="'spec.config.' + self.filter(k, k in ['appendonly', 'appendfilename', 'appenddirname', 'dir', 'dbfilename', 'save', 'port', 'bind', 'bind-source-addr', 'protected-mode', 'requirepass', 'masterauth', 'primaryauth', 'masteruser', 'primaryuser', 'aclfile', 'user', 'replicaof', 'slaveof', 'daemonize', 'supervised', 'pidfile', 'logfile', 'enable-debug-command', 'enable-module-command', 'enable-protected-configs', 'include', 'rename-command', 'loadmodule'] || k.startsWith('appendfsync') || k.startsWith('aof-uring-') || k.startsWith('unixsocket') || k.startsWith('tls-'))[0] + ' is set by the operator and cannot be set in spec.config: persistence is spec.mode, spec.aof, spec.rdb and spec.uring; the password is spec.auth; DEBUG is spec.benchmark.crashCheck'"
+	Config map[string]ServerOptionValue `json:"config,omitempty"`
 
 	// auth turns on password authentication.
 	// +optional
@@ -127,6 +151,11 @@ type RedisPersistenceSpec struct {
 	// +optional
 	Benchmark *BenchmarkAccessSpec `json:"benchmark,omitempty"`
 }
+
+// ServerOptionValue is the value of one server option, as it would follow the
+// option's name in redis.conf (for example "allkeys-lru" or "2gb").
+// +kubebuilder:validation:MaxLength=1024
+type ServerOptionValue string
 
 // BenchmarkAccessSpec is what RedisBenchmarks may do to the server.
 type BenchmarkAccessSpec struct {
@@ -251,7 +280,8 @@ type SQPollSpec struct {
 }
 
 // StorageSpec is the volume behind the data directory.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.storage is immutable: a StatefulSet's volume claims cannot change; create a new RedisPersistence"
+// +kubebuilder:validation:XValidation:rule="self.profile == oldSelf.profile && has(self.storageClassName) == has(oldSelf.storageClassName) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="spec.storage.profile and spec.storage.storageClassName are immutable: the data lives on the volume claimed with them; create a new RedisPersistence"
+// +kubebuilder:validation:XValidation:rule="quantity(string(self.size)).compareTo(quantity(string(oldSelf.size))) >= 0",message="spec.storage.size cannot shrink: a volume can only grow"
 type StorageSpec struct {
 	// profile is the kind of volume: local-nvme and gp3 use the StorageClass of
 	// the chart's preset (operator flags --local-nvme-storage-class and
@@ -267,7 +297,9 @@ type StorageSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	StorageClassName string `json:"storageClassName,omitempty"`
 
-	// size of the data volume claim.
+	// size of the data volume claim. It may grow: the operator expands the
+	// claim where its StorageClass sets allowVolumeExpansion, and the
+	// StorageResized condition says why not elsewhere. It cannot shrink.
 	// +optional
 	// +kubebuilder:default="8Gi"
 	// +kubebuilder:validation:XIntOrString
@@ -380,6 +412,9 @@ const (
 	ConditionStorageReady = "StorageReady"
 	// ConditionUringActive is true when the server writes its AOF through io_uring (mode: uring only).
 	ConditionUringActive = "UringActive"
+	// ConditionStorageResized is true when the data volume's claim has the
+	// size spec.storage.size asks for (claimed volumes only).
+	ConditionStorageResized = "StorageResized"
 	// ConditionDegraded is true while the server container keeps restarting:
 	// it crashed, was OOM-killed or exited within the last ten minutes.
 	ConditionDegraded = "Degraded"
@@ -401,7 +436,8 @@ type ServerTermination struct {
 
 // RedisPersistenceStatus is what the operator observed.
 type RedisPersistenceStatus struct {
-	// conditions: Ready, Scheduled, StorageReady, Degraded and, for mode: uring, UringActive.
+	// conditions: Ready, Scheduled, StorageReady, Degraded, StorageResized
+	// (claimed volumes) and, for mode: uring, UringActive.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -452,6 +488,8 @@ type RedisPersistenceStatus struct {
 }
 
 // RedisPersistence is one Redis server and the way it keeps its data.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 52",message="a RedisPersistence name is at most 52 characters: its pods carry the label controller-revision-hash=<name>-<10 characters>, at most 63"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="a RedisPersistence name starts with a lower-case letter and holds only lower-case letters, digits and '-' (no '.'): it names the Services <name> and <name>-headless, which must be DNS labels"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rp,categories=uringredis

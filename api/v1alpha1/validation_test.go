@@ -103,6 +103,21 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"benchmarks in db 0", map[string]any{"mode": "aof", "benchmark": map[string]any{"database": 0}}, "spec.benchmark.database in body should be greater than or equal to 1"},
 		{"benchmarks past db 15", map[string]any{"mode": "aof", "benchmark": map[string]any{"database": 16}}, "spec.benchmark.database in body should be less than or equal to 15"},
 		{"misspelt field", map[string]any{"mode": "aof", "aof": map[string]any{"fsynk": "always"}}, `unknown field "spec.aof.fsynk"`},
+		{"config key in upper case", withConfig("MAXMEMORY", "1gb"), "spec.config keys are server option names in lower case"},
+		{"config key with a space", withConfig("maxmemory policy", "noeviction"), "spec.config keys are server option names in lower case"},
+		{"config value too long", withConfig("notify-keyspace-events", strings.Repeat("K", 1025)), "spec.config.notify-keyspace-events: Too long"},
+	}
+	for _, key := range []string{
+		"appendonly", "appendfsync", "appendfsync-engine", "aof-uring-ack", "aof-uring-max-inflight-bytes", "appendfilename",
+		"appenddirname", "dir", "dbfilename", "save", "port", "bind", "protected-mode", "unixsocket", "tls-port",
+		"requirepass", "masterauth", "primaryauth", "aclfile", "user", "replicaof", "slaveof", "logfile", "daemonize",
+		"enable-debug-command", "enable-module-command", "enable-protected-configs", "include", "rename-command", "loadmodule",
+	} {
+		cases = append(cases, struct {
+			desc    string
+			spec    map[string]any
+			wantErr string
+		}{"config owns " + key, withConfig(key, "x"), "spec.config." + key + " is set by the operator"})
 	}
 	if len(cases) < 30 {
 		t.Fatalf("the table must hold at least 30 invalid specs, has %d", len(cases))
@@ -120,23 +135,83 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 	}
 }
 
-func TestStorageIsImmutable(t *testing.T) {
+func withConfig(key, value string) map[string]any {
+	return map[string]any{"mode": "aof", "config": map[string]any{key: value}}
+}
+
+// Server options the operator does not own are accepted as they are.
+func TestConfigAccepted(t *testing.T) {
+	config := map[string]any{
+		"maxmemory": "2gb", "maxmemory-policy": "allkeys-lru", "databases": "32", "io-threads": "4",
+		"notify-keyspace-events": "Ex", "client-output-buffer-limit": "pubsub 32mb 8mb 60",
+	}
+	if err := create(map[string]any{"mode": "uring", "config": config}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A name that would make an invalid StatefulSet, pod label or Service name is
+// refused when the RedisPersistence is created, not looped on at apply.
+func TestNamesAreValidated(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		wantErr string
+	}{
+		{strings.Repeat("a", 53), "a RedisPersistence name is at most 52 characters"},
+		{"1cache", "a RedisPersistence name starts with a lower-case letter"},
+		{"cache.prod", "(no '.')"},
+		{"-cache", ""}, // refused by the API server's own name check
+		{strings.Repeat("a", 52), ""},
+		{"cache-1", ""},
+	} {
+		obj := newObject(map[string]any{"mode": "aof"})
+		obj.SetName(tc.name)
+		err := k8s.Create(context.Background(), obj)
+		switch {
+		case tc.wantErr == "" && tc.name[0] == '-':
+			if err == nil {
+				t.Errorf("%q: accepted", tc.name)
+			}
+		case tc.wantErr == "":
+			if err != nil {
+				t.Errorf("%q: %v", tc.name, err)
+			}
+		case err == nil || !strings.Contains(err.Error(), tc.wantErr):
+			t.Errorf("%q: error %v, want %q", tc.name, err, tc.wantErr)
+		}
+	}
+}
+
+// The volume may grow (the operator expands the claim), never shrink, and
+// keeps its class.
+func TestStorageMayOnlyGrow(t *testing.T) {
 	ctx := context.Background()
-	obj := newObject(map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Gi"}})
+	obj := newObject(map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Gi", "profile": "gp3"}})
 	if err := k8s.Create(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	if err := unstructured.SetNestedField(obj.Object, "2Gi", "spec", "storage", "size"); err != nil {
-		t.Fatal(err)
+	update := func(path []string, value string) error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(obj.Object, value, append([]string{"spec", "storage"}, path...)...); err != nil {
+			t.Fatal(err)
+		}
+		return k8s.Update(ctx, obj)
 	}
-	err := k8s.Update(ctx, obj)
-	if err == nil || !strings.Contains(err.Error(), "spec.storage is immutable") {
-		t.Fatalf("resizing the volume: got %v, want the immutability message", err)
+	if err := update([]string{"size"}, "2Gi"); err != nil {
+		t.Fatalf("growing the volume: %v", err)
+	}
+	if err := update([]string{"size"}, "1536Mi"); err == nil || !strings.Contains(err.Error(), "spec.storage.size cannot shrink") {
+		t.Fatalf("shrinking the volume: got %v, want the shrink message", err)
+	}
+	if err := update([]string{"storageClassName"}, "other"); err == nil || !strings.Contains(err.Error(), "spec.storage.profile and spec.storage.storageClassName are immutable") {
+		t.Fatalf("changing the class: got %v", err)
+	}
+	if err := update([]string{"profile"}, "local-nvme"); err == nil || !strings.Contains(err.Error(), "are immutable") {
+		t.Fatalf("changing the profile: got %v", err)
 	}
 	// Everything else may change, the mode included.
-	if err := unstructured.SetNestedField(obj.Object, "2Gi", "spec", "storage", "size"); err != nil {
-		t.Fatal(err)
-	}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		t.Fatal(err)
 	}
@@ -168,8 +243,8 @@ func TestTransitionsRejected(t *testing.T) {
 			func(s map[string]any) { s["storage"] = map[string]any{"size": "1Gi"} }, "spec.storage cannot be added or removed"},
 		{"storage removed", map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Gi"}},
 			func(s map[string]any) { delete(s, "storage") }, "spec.storage cannot be added or removed"},
-		{"storage resized", map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Gi"}},
-			func(s map[string]any) { s["storage"].(map[string]any)["size"] = "2Gi" }, "spec.storage is immutable"},
+		{"storage shrunk", map[string]any{"mode": "aof", "storage": map[string]any{"size": "2Gi"}},
+			func(s map[string]any) { s["storage"].(map[string]any)["size"] = "1Gi" }, "spec.storage.size cannot shrink"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {

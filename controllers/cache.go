@@ -1,0 +1,66 @@
+package controllers
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// CacheOptions is what the operator's informers hold. Of the kinds the
+// operator makes (StatefulSets, ConfigMaps, Services, pods, Jobs and, where
+// served, PodMonitors) only the ones it labelled managed-by itself: caching
+// every pod or ConfigMap of the cluster would cost memory and list traffic in
+// proportion to everything else that runs there. PodMonitors fall under the
+// default selector: their kind may be served only after the operator started,
+// so it cannot be named here.
+//
+// Cached cluster-wide, and why:
+//   - RedisPersistences and RedisBenchmarks: the operator's own kinds.
+//   - Nodes: placement counts every node a server could run on and follows
+//     label changes; the node labeler labels every node. Their status image
+//     lists are dropped.
+//   - Secrets, metadata only: spec.auth names a Secret of the user's, which
+//     carries no label of the operator's; a new resourceVersion is the signal
+//     that a password changed. Annotations are dropped too (kubectl apply's
+//     last-applied-configuration would hold the Secret's data), and the
+//     password itself is read uncached.
+func CacheOptions() cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: fieldOwner})
+	everything := labels.Everything()
+	return cache.Options{
+		DefaultLabelSelector: managed,
+		DefaultTransform:     cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&appsv1.StatefulSet{}:        {Label: managed},
+			&corev1.ConfigMap{}:          {Label: managed},
+			&corev1.Service{}:            {Label: managed},
+			&corev1.Pod{}:                {Label: managed},
+			&batchv1.Job{}:               {Label: managed},
+			&v1alpha1.RedisPersistence{}: {Label: everything},
+			&v1alpha1.RedisBenchmark{}:   {Label: everything},
+			&corev1.Node{}:               {Label: everything, Transform: stripNode},
+			&corev1.Secret{}:             {Label: everything, Transform: stripSecretMetadata},
+		},
+	}
+}
+
+func stripNode(in any) (any, error) {
+	if node, ok := in.(*corev1.Node); ok {
+		node.ManagedFields = nil
+		node.Status.Images = nil
+	}
+	return in, nil
+}
+
+func stripSecretMetadata(in any) (any, error) {
+	if obj, ok := in.(client.Object); ok {
+		obj.SetManagedFields(nil)
+		obj.SetAnnotations(nil)
+	}
+	return in, nil
+}
