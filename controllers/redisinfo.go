@@ -66,7 +66,7 @@ type serverProbes struct {
 	sync.Mutex
 	clock     clock.PassiveClock
 	last      map[types.NamespacedName]serverProbe
-	appliedTo map[types.NamespacedName]string // run_id -> runtime options confirmed on that process
+	appliedTo map[types.NamespacedName]string // the run_id of the process the runtime options were last applied to
 }
 
 type serverProbe struct {
@@ -105,6 +105,14 @@ func (p *serverProbes) forget(key types.NamespacedName) {
 	p.Lock()
 	defer p.Unlock()
 	delete(p.last, key)
+}
+
+// drop forgets the instance: it is gone.
+func (p *serverProbes) drop(key types.NamespacedName) {
+	p.Lock()
+	defer p.Unlock()
+	delete(p.last, key)
+	delete(p.appliedTo, key)
 }
 
 // appliedOn reports whether the runtime options were applied to the server

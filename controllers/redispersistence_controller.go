@@ -111,12 +111,14 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err := r.Get(ctx, req.NamespacedName, rp); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetInstanceMetrics(req.Namespace, req.Name)
+			r.probes.drop(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rp.DeletionTimestamp.IsZero() {
 		// Everything the operator made is owned by rp; the garbage collector removes it.
 		forgetInstanceMetrics(rp.Namespace, rp.Name)
+		r.probes.drop(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 

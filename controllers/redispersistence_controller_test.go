@@ -449,8 +449,12 @@ func TestPodMonitorOnlyWhenServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() error {
-		if err := get(t, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor"}}, ns, "monitored"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the PodMonitor of a RedisPersistence with monitoring off is still there (err %w)", err)
+		err := get(t, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor"}}, ns, "monitored")
+		switch {
+		case err == nil:
+			return fmt.Errorf("the PodMonitor of a RedisPersistence with monitoring off is still there")
+		case !apierrors.IsNotFound(err):
+			return err
 		}
 		return nil
 	})
