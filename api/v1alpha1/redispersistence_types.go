@@ -466,7 +466,8 @@ type RedisPersistenceStatus struct {
 	Engine string `json:"engine,omitempty"`
 
 	// appliedConfigHash identifies the runtime options (save, appendonly,
-	// appendfsync, the aof-uring-* options) the running server was last
+	// appendfsync, the aof-uring-* options, maxmemory and the spec.config
+	// options the server takes live) the running server was last
 	// confirmed to run; the operator sets a changed one with CONFIG SET instead
 	// of restarting the server. It equals the ConfigMap's
 	// uringredis.io/runtime-config-hash annotation once a change is applied.
