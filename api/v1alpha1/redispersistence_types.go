@@ -63,6 +63,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.uring) || self.mode == 'uring'",message="spec.uring is only valid with mode: uring"
 // +kubebuilder:validation:XValidation:rule="!has(self.rdb) || self.mode != 'none'",message="spec.rdb snapshots need a persistent mode; mode: none keeps nothing on disk"
 // +kubebuilder:validation:XValidation:rule="self.mode != 'rdb' || has(self.rdb)",message="mode: rdb needs spec.rdb.save rules (for example [{seconds: 3600, changes: 1}])"
+// +kubebuilder:validation:XValidation:rule="!has(self.config) || !('io-threads' in self.config) || self.config['io-threads'] == '1' || self.mode != 'uring' || (has(self.uring) && self.uring.ack == 'fast')",message="spec.config.io-threads above 1 needs uring.ack: fast: with ack: durable the server refuses I/O threads (they would read from and write to the clients the durable gate holds back)"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage)",message="spec.storage cannot be added or removed: a StatefulSet's volume claims cannot change; create a new RedisPersistence"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) || (self.mode == 'none') == (oldSelf.mode == 'none')",message="without spec.storage, mode: none runs without a volume and the other modes on a default one, so the mode cannot change between none and rdb, aof or uring: there is no volume to carry the data to, or none to drop; create a new RedisPersistence with spec.storage"
 type RedisPersistenceSpec struct {
@@ -122,8 +123,10 @@ type RedisPersistenceSpec struct {
 	// the file names and dir), the network (port, bind, protected-mode,
 	// unixsocket*, tls-*), authentication (requirepass, primaryauth/masterauth,
 	// aclfile, user), replicaof, logging to a file, the DEBUG and MODULE
-	// commands, include, rename-command and loadmodule. An option the server
-	// does not know stops it from starting, as it would in redis.conf.
+	// commands, include, rename-command and loadmodule. io-threads above 1
+	// needs mode uring with uring.ack: fast or another mode (durable acks
+	// refuse I/O threads). An option the server does not know stops it from
+	// starting, as it would in redis.conf.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 64 && k.matches('^[a-z][a-z0-9-]*$'))",message="spec.config keys are server option names in lower case, at most 64 characters (for example maxmemory-policy)"

@@ -103,6 +103,8 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"benchmarks in db 0", map[string]any{"mode": "aof", "benchmark": map[string]any{"database": 0}}, "spec.benchmark.database in body should be greater than or equal to 1"},
 		{"benchmarks past db 15", map[string]any{"mode": "aof", "benchmark": map[string]any{"database": 16}}, "spec.benchmark.database in body should be less than or equal to 15"},
 		{"misspelt field", map[string]any{"mode": "aof", "aof": map[string]any{"fsynk": "always"}}, `unknown field "spec.aof.fsynk"`},
+		{"io-threads with durable acks (default)", map[string]any{"mode": "uring", "config": map[string]any{"io-threads": "4"}}, "spec.config.io-threads above 1 needs uring.ack: fast"},
+		{"io-threads with durable acks", map[string]any{"mode": "uring", "uring": map[string]any{"ack": "durable"}, "config": map[string]any{"io-threads": "2"}}, "spec.config.io-threads above 1 needs uring.ack: fast"},
 		{"config key in upper case", withConfig("MAXMEMORY", "1gb"), "spec.config keys are server option names in lower case"},
 		{"config key with a space", withConfig("maxmemory policy", "noeviction"), "spec.config keys are server option names in lower case"},
 		{"config value too long", withConfig("notify-keyspace-events", strings.Repeat("K", 1025)), "spec.config.notify-keyspace-events: Too long"},
@@ -145,7 +147,12 @@ func TestConfigAccepted(t *testing.T) {
 		"maxmemory": "2gb", "maxmemory-policy": "allkeys-lru", "databases": "32", "io-threads": "4",
 		"notify-keyspace-events": "Ex", "client-output-buffer-limit": "pubsub 32mb 8mb 60",
 	}
-	if err := create(map[string]any{"mode": "uring", "config": config}); err != nil {
+	// io-threads needs uring.ack: fast (durable mode refuses I/O threads).
+	spec := map[string]any{"mode": "uring", "uring": map[string]any{"ack": "fast"}, "config": config}
+	if err := create(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(map[string]any{"mode": "aof", "config": map[string]any{"io-threads": "4"}}); err != nil {
 		t.Fatal(err)
 	}
 }
