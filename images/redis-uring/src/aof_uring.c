@@ -91,8 +91,9 @@
  *    time out) is a push: the receiver is held at once and, when the unit
  *    resolves (or at the latest in beforeSleep), needs every write executed
  *    before the push. A client whose WATCHed key another client changes is
- *    treated the same way (its EXEC's nil reply tells it of the write). Deletes by expiry and eviction are writes like any
- *    other (they propagate a DEL). When the gate turns on (engine or ack
+ *    treated the same way (its EXEC's nil reply tells it of the write).
+ *    Deletes by expiry and eviction are writes like any other (they
+ *    propagate a DEL). When the gate turns on (engine or ack
  *    switched at runtime, AOF enabled) nothing earlier was tracked, so every
  *    read first waits for the next durable point. A replica gates its own
  *    readers on its own AOF: it serves what it has made durable, which says
@@ -493,9 +494,9 @@ static void recordFsync(monotime start) {
     stats.fsync_usec_sum += us;
     for (i = 0; i < AOF_URING_BUCKETS && us > fsync_buckets[i]; i++);
     stats.bucket[i]++;
-    /* Reaped in a later pass (the usual case): it completed before that
-     * pass started, or during it; either way what follows is the main
-     * thread's time, not the disk's. */
+    /* Reaped in a later pass (the usual case): count up to that pass's
+     * start, so a slow command in it is not blamed on the disk (a lower
+     * bound, short by at most the part of one pass the fsync overlapped). */
     if (server.el_start > start) us = (long long)(server.el_start - start);
     latencyAddSampleIfNeeded("aof-uring-fsync", us / 1000);
 }
