@@ -98,7 +98,9 @@ type RedisPersistenceSpec struct {
 	// +optional
 	Placement PlacementSpec `json:"placement,omitempty"`
 
-	// image overrides the server image the operator runs (its --redis-image flag).
+	// image overrides the server image the operator runs (its --redis-image
+	// flag). It pins the instance: a change of the operator's default image
+	// leaves it alone, and a change here rolls the pod at once.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
@@ -365,7 +367,8 @@ type ExporterSpec struct {
 	// +kubebuilder:default=true
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// image overrides the exporter image (the operator's --exporter-image flag).
+	// image overrides the exporter image (the operator's --exporter-image
+	// flag). It pins the sidecar: a change of the operator's default leaves it alone.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
@@ -421,6 +424,13 @@ const (
 	// ConditionDegraded is true while the server container keeps restarting:
 	// it crashed, was OOM-killed or exited within the last ten minutes.
 	ConditionDegraded = "Degraded"
+	// ConditionUpToDate is true when the pod template is the one the operator
+	// builds today; false while an upgrade of the operator's making (its
+	// default images, a new operator version) waits for its turn
+	// (UpgradePending), rolls (Upgrading) or did not become Ready in time
+	// (UpgradeStalled): the operator upgrades at most --max-concurrent-upgrades
+	// instances at a time.
+	ConditionUpToDate = "UpToDate"
 )
 
 // ServerTermination is how the server container last ended.
@@ -439,8 +449,8 @@ type ServerTermination struct {
 
 // RedisPersistenceStatus is what the operator observed.
 type RedisPersistenceStatus struct {
-	// conditions: Ready, Scheduled, StorageReady, Degraded, StorageResized
-	// (claimed volumes) and, for mode: uring, UringActive.
+	// conditions: Ready, Scheduled, StorageReady, Degraded, UpToDate,
+	// StorageResized (claimed volumes) and, for mode: uring, UringActive.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -489,6 +499,17 @@ type RedisPersistenceStatus struct {
 	// endpoint clients connect to (the client Service, host:port).
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
+
+	// image is the server image the pod runs, read from the running pod: while
+	// a new image rolls out it still names the one being replaced, and while
+	// no server container runs it keeps the last one seen running.
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// exporterImage is the redis_exporter sidecar image the pod runs, read like
+	// image; empty when the pod runs no sidecar.
+	// +optional
+	ExporterImage string `json:"exporterImage,omitempty"`
 }
 
 // RedisPersistence is one Redis server and the way it keeps its data.
@@ -503,6 +524,7 @@ type RedisPersistenceStatus struct {
 // +kubebuilder:printcolumn:name="FS",type=string,JSONPath=`.status.filesystem`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RedisPersistence struct {
