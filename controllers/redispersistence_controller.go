@@ -70,13 +70,19 @@ type RedisPersistenceReconciler struct {
 	Options   Options
 	// MaxConcurrentReconciles is how many RedisPersistences reconcile at once.
 	MaxConcurrentReconciles int
-	Recorder                record.EventRecorder
-	Clock                   clock.PassiveClock
+	// MaxConcurrentUpgrades is how many RedisPersistences at most roll an
+	// upgrade that comes from the operator rather than their spec (at least 1).
+	MaxConcurrentUpgrades int
+	Recorder              record.EventRecorder
+	Clock                 clock.PassiveClock
 	// ServerAddress is where the operator reaches a server pod (pod IP and port by default).
 	ServerAddress func(*corev1.Pod) string
 
 	snapshots snapshots
 	probes    serverProbes
+	// upgradeTurns serializes the decisions that start an operator upgrade:
+	// each reads the others' from the cache (redispersistence_upgrade.go).
+	upgradeTurns sync.Mutex
 
 	// controller and cache let the reconciler watch PodMonitors once their
 	// kind is served, which may be after the operator started.
@@ -156,19 +162,12 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 
 	config := renderConfig(rp)
-	sts := buildStatefulSet(rp, r.Options, newPodInputs(rp, password))
+	in := newPodInputs(rp, password)
 	existing := &appsv1.StatefulSet{}
-	if err := r.Get(ctx, client.ObjectKeyFromObject(sts), existing); err == nil {
-		keepClaimSize(sts, existing)
-		if kept, wanted, differ := keepClaimClass(sts, existing); differ {
-			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "StorageClassKept",
-				"the volume keeps StorageClass %s; storage profile %q now maps to %s, which only a new RedisPersistence uses",
-				kept, storageOf(rp).Profile, wanted)
-		}
-	} else if apierrors.IsNotFound(err) {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, existing); apierrors.IsNotFound(err) {
 		existing = nil
-	} else {
-		return ctrl.Result{}, fmt.Errorf("reading StatefulSet %s: %w", sts.Name, err)
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading StatefulSet %s: %w", rp.Name, err)
 	}
 	appliedConfig := &corev1.ConfigMap{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: configMapName(rp)}, appliedConfig); apierrors.IsNotFound(err) {
@@ -177,8 +176,9 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, fmt.Errorf("reading ConfigMap %s: %w", configMapName(rp), err)
 	}
 
+	template := buildPodTemplate(rp, r.Options, in)
 	obs := observation{
-		eligibleNodes: eligibleNodes(nodes.Items, &sts.Spec.Template.Spec),
+		eligibleNodes: eligibleNodes(nodes.Items, &template.Spec),
 		requirement:   placementRequirement(minKernel(rp), rp.Spec.Placement.NodeSelector),
 		statefulSet:   existing,
 	}
@@ -203,7 +203,6 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		buildConfigMap(rp, config),
 		buildHeadlessService(rp),
 		buildClientService(rp),
-		sts,
 	}
 	if pm, err := r.podMonitor(ctx, rp); err != nil {
 		return ctrl.Result{}, err
@@ -217,7 +216,15 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)
 		}
 	}
-	obs.statefulSet = sts // the apply response carries the current status
+	// The StatefulSet goes last: its pods start from the ConfigMap applied above.
+	sts, upgradeWait, err := r.applyStatefulSet(ctx, rp, in, existing)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs.statefulSet = sts
+	if upgradeWait != nil {
+		obs.upgradePending = &upgradeWait.condition
+	}
 
 	resized, err := r.resizeVolume(ctx, rp)
 	if err != nil {
@@ -237,6 +244,9 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		r.applyRuntimeConfig(serverCtx, rp, password, obs.pod, obs.info.runID)
 	}
 	r.updateStatus(rp, obs)
+	if upgradeWait != nil && upgradeWait.retry < resyncInterval {
+		return ctrl.Result{RequeueAfter: upgradeWait.retry}, nil
+	}
 
 	if t := rp.Status.LastTermination; t != nil && meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) {
 		// Degraded clears once the window since the last restart has passed.
@@ -246,9 +256,11 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != runtimeConfigHash(rp) ||
 		meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) ||
-		meta.IsStatusConditionFalse(rp.Status.Conditions, v1alpha1.ConditionStorageResized) {
+		meta.IsStatusConditionFalse(rp.Status.Conditions, v1alpha1.ConditionStorageResized) || upgradeWait != nil {
 		// No event says that a volume finished expanding or that a
-		// StorageClass now allows it.
+		// StorageClass now allows it. An upgrade waiting for its turn is
+		// woken when one ahead of it ends (nextUpgrades); this bounds the
+		// wait for one that stalls.
 		return ctrl.Result{RequeueAfter: resyncInterval}, nil
 	}
 	return ctrl.Result{}, nil
@@ -401,6 +413,7 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionUringActive)
 	}
 	r.setCondition(rp, v1alpha1.ConditionReady, readyCondition(scheduled, storage, obs))
+	r.setCondition(rp, v1alpha1.ConditionUpToDate, upToDateCondition(obs.upgradePending, obs.statefulSet, r.Clock.Now()))
 
 	st := &rp.Status
 	st.Endpoint = net.JoinHostPort(fmt.Sprintf("%s.%s.svc", rp.Name, rp.Namespace), strconv.Itoa(redisPort))
@@ -416,6 +429,12 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	}
 	if obs.info != nil {
 		st.Engine = obs.info.engine
+	}
+	if image, ok := runningImage(obs.pod, containerRedis); ok {
+		st.Image = image
+	}
+	if image, ok := runningImage(obs.pod, containerExporter); ok {
+		st.ExporterImage = image
 	}
 }
 
@@ -577,6 +596,8 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
 		// A node that appears or changes labels can make a waiting server schedulable.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allRedisPersistences), builder.WithPredicates(nodeChanged)).
+		// An operator upgrade that ends frees a turn for the next ones waiting.
+		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.nextUpgrades), builder.WithPredicates(upgradeTurnFreed)).
 		Build(r)
 	r.controller = c
 	return err

@@ -381,13 +381,17 @@ func authHash(rp *v1alpha1.RedisPersistence, password string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// podInputs are what the pod template depends on besides the RedisPersistence
+// podInputs are what the StatefulSet depends on besides the RedisPersistence
 // and the operator's options.
 type podInputs struct {
 	// configHash is the hash of what the server reads only at start.
 	configHash string
 	// authHash is the salted hash of the password, "" without auth.
 	authHash string
+	// upgradeStarted, when set, marks the StatefulSet as one of the
+	// upgrades the operator rolls at a time, started then
+	// (redispersistence_upgrade.go).
+	upgradeStarted *metav1.Time
 }
 
 func newPodInputs(rp *v1alpha1.RedisPersistence, password string) podInputs {
@@ -621,6 +625,46 @@ func buildAffinity(rp *v1alpha1.RedisPersistence) *corev1.Affinity {
 }
 
 func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs) *appsv1.StatefulSet {
+	template := buildPodTemplate(rp, opts, in)
+	var claims []corev1.PersistentVolumeClaim
+	if hasVolume(rp) {
+		claims = []corev1.PersistentVolumeClaim{{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: selectorLabels(rp)},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: storageClassName(rp, opts),
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: volumeSize(rp)}},
+			},
+		}}
+	}
+	meta := objectMeta(rp, rp.Name)
+	meta.Annotations = rolloutAnnotations(rp, opts, in, template)
+
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: meta,
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](1),
+			ServiceName: headlessServiceName(rp),
+			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
+			// The pod holds the only copy of the data: replace it only once the old one is gone.
+			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template:             template,
+			VolumeClaimTemplates: claims,
+		},
+	}
+}
+
+// buildPodTemplate is the StatefulSet's pod template: the data directory is
+// the volume claimed from the StatefulSet's claim template, or an emptyDir
+// for mode: none without spec.storage.
+func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs) corev1.PodTemplateSpec {
 	image := orDefault(rp.Spec.Image, opts.RedisImage)
 	volumeMounts := []corev1.VolumeMount{
 		{Name: "data", MountPath: dataDir},
@@ -687,18 +731,7 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 		}}},
 		{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}},
 	}
-	var claims []corev1.PersistentVolumeClaim
-	if hasVolume(rp) {
-		claims = []corev1.PersistentVolumeClaim{{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: selectorLabels(rp)},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				StorageClassName: storageClassName(rp, opts),
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: volumeSize(rp)}},
-			},
-		}}
-	} else {
+	if !hasVolume(rp) {
 		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 
@@ -707,46 +740,29 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 		tolerations = append(tolerations, rp.Spec.Placement.Tolerations...)
 	}
 
-	return &appsv1.StatefulSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: objectMeta(rp, rp.Name),
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To[int32](1),
-			ServiceName: headlessServiceName(rp),
-			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
-			// The pod holds the only copy of the data: replace it only once the old one is gone.
-			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
-			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
-			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
-				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{
+			Labels:      objectLabels(rp),
+			Annotations: in.annotations(),
+		},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{prepare},
+			Containers:     containers,
+			Volumes:        volumes,
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:        ptr.To(true),
+				RunAsUser:           ptr.To[int64](redisUID),
+				RunAsGroup:          ptr.To[int64](redisUID),
+				FSGroup:             ptr.To[int64](redisUID),
+				FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+				SeccompProfile:      podSeccomp(rp, opts),
 			},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      objectLabels(rp),
-					Annotations: in.annotations(),
-				},
-				Spec: corev1.PodSpec{
-					InitContainers: []corev1.Container{prepare},
-					Containers:     containers,
-					Volumes:        volumes,
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:        ptr.To(true),
-						RunAsUser:           ptr.To[int64](redisUID),
-						RunAsGroup:          ptr.To[int64](redisUID),
-						FSGroup:             ptr.To[int64](redisUID),
-						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-						SeccompProfile:      podSeccomp(rp, opts),
-					},
-					AutomountServiceAccountToken:  ptr.To(false),
-					EnableServiceLinks:            ptr.To(false),
-					TerminationGracePeriodSeconds: ptr.To[int64](60),
-					NodeSelector:                  copyMap(rp.Spec.Placement.NodeSelector),
-					Tolerations:                   tolerations,
-					Affinity:                      buildAffinity(rp),
-				},
-			},
-			VolumeClaimTemplates: claims,
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](60),
+			NodeSelector:                  copyMap(rp.Spec.Placement.NodeSelector),
+			Tolerations:                   tolerations,
+			Affinity:                      buildAffinity(rp),
 		},
 	}
 }

@@ -38,6 +38,14 @@ const (
 	ReasonModeChangeInProgress = "ModeChangeInProgress"
 	// A mode change cannot be prepared: the server is not ready or failed.
 	ReasonModeChangeBlocked = "ModeChangeBlocked"
+	// UpToDate: the running pod template is the one the operator builds.
+	ReasonUpToDate = "UpToDate"
+	// UpToDate: an upgrade from the operator waits for the ones ahead of it.
+	ReasonUpgradePending = "UpgradePending"
+	// UpToDate: the instance rolls an upgrade from the operator.
+	ReasonUpgrading = "Upgrading"
+	// UpToDate: an upgrade from the operator did not become Ready in time.
+	ReasonUpgradeStalled = "UpgradeStalled"
 )
 
 // observation is everything the status is computed from, gathered by the
@@ -52,6 +60,8 @@ type observation struct {
 	info          *serverInfo // nil when the server was not asked
 	infoErr       error
 	modeChange    *condition // set while a mode change holds the old configuration
+	// upgradePending is set while an operator upgrade waits for its turn.
+	upgradePending *condition
 }
 
 type condition struct {
@@ -233,4 +243,45 @@ func degradedCondition(cs *corev1.ContainerStatus, last *v1alpha1.ServerTerminat
 			fmt.Sprintf("%s; %d restarts in this pod", describeTermination(last), restarts)}
 	}
 	return condition{metav1.ConditionFalse, ReasonStable, "the server has not restarted in the last 10 minutes"}
+}
+
+// upToDateCondition says whether the pod template is the operator's current
+// one: pending while an operator upgrade waits for its turn, else from the
+// upgrade mark on sts (redispersistence_upgrade.go).
+func upToDateCondition(pending *condition, sts *appsv1.StatefulSet, now time.Time) condition {
+	if pending != nil {
+		return *pending
+	}
+	started := upgradeInFlight(sts)
+	switch {
+	case started == nil:
+		return condition{metav1.ConditionTrue, ReasonUpToDate, "the pod template is the one the operator builds"}
+	case now.Sub(started.Time) < upgradeProgressDeadline:
+		return condition{metav1.ConditionFalse, ReasonUpgrading,
+			"the pod rolls onto the operator's new pod template; the operator's other upgrades wait until it is Ready"}
+	}
+	return condition{metav1.ConditionFalse, ReasonUpgradeStalled,
+		fmt.Sprintf("the pod is not Ready on the operator's new pod template %s after the upgrade started (see Ready); the operator's other upgrades no longer wait for it",
+			upgradeProgressDeadline)}
+}
+
+// runningImage is the image of pod's container name while that container
+// runs, "" when the pod has no such container, and not ok when it is not
+// known what runs (no pod, or the container is not running).
+func runningImage(pod *corev1.Pod, name string) (image string, ok bool) {
+	if pod == nil {
+		return "", false
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name != name {
+			continue
+		}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if cs.Name == name && cs.State.Running != nil {
+				return c.Image, true
+			}
+		}
+		return "", false
+	}
+	return "", true
 }

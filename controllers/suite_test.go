@@ -51,8 +51,9 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
-		Scheme:                 scheme.Scheme,
-		Cache:                  CacheOptions(),
+		Scheme: scheme.Scheme,
+		// The upgrade tests run operators of their own for their instances.
+		Cache:                  withRedisPersistenceSelector(CacheOptions(), notUpgradeTestInstances),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})

@@ -22,6 +22,7 @@ func main() {
 		metricsAddr, probeAddr  string
 		leaderElect, labelNodes bool
 		maxConcurrentReconciles int
+		maxConcurrentUpgrades   int
 		opts                    controllers.Options
 		benchOpts               controllers.BenchmarkOptions
 	)
@@ -35,12 +36,17 @@ func main() {
 	flag.StringVar(&opts.LocalNVMeStorageClass, "local-nvme-storage-class", "uring-local-nvme", "StorageClass of the local-nvme storage profile.")
 	flag.StringVar(&opts.GP3StorageClass, "gp3-storage-class", "uring-gp3", "StorageClass of the gp3 storage profile.")
 	flag.IntVar(&maxConcurrentReconciles, "max-concurrent-reconciles", 4, "RedisPersistences, and RedisBenchmarks, reconciled at once; a slow server or API call then delays only its own object.")
+	flag.IntVar(&maxConcurrentUpgrades, "max-concurrent-upgrades", 1, "How many RedisPersistences may roll an upgrade of the operator's making at once (a new --redis-image, --exporter-image or --uring-seccomp-profile, a new operator version), each until its server is Ready; at least 1. A change to a RedisPersistence's own spec rolls it at once.")
 	flag.StringVar(&benchOpts.Image, "bench-image", "uring-redis-bench:dev", "RedisBenchmark runner image (cmd/bench with valkey-benchmark).")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
+	if maxConcurrentUpgrades < 1 {
+		setupLog.Error(nil, "--max-concurrent-upgrades must be at least 1", "max-concurrent-upgrades", maxConcurrentUpgrades)
+		os.Exit(1)
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -63,6 +69,7 @@ func main() {
 		APIReader:               mgr.GetAPIReader(),
 		Options:                 opts,
 		MaxConcurrentReconciles: maxConcurrentReconciles,
+		MaxConcurrentUpgrades:   maxConcurrentUpgrades,
 		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "setting up the RedisPersistence controller")

@@ -1,0 +1,368 @@
+package controllers
+
+// Staged upgrades.
+//
+// A pod template changes for one of two reasons. The user changed the
+// RedisPersistence (spec.image, the mode, resources, a startup option) or its
+// password: that change applies to the instance at once. Or the operator
+// changed: its default images (--redis-image, --exporter-image, the seccomp
+// profile) or, in a new operator version, the way it builds pods. A helm
+// upgrade does the latter to every instance together; the operator then rolls
+// at most --max-concurrent-upgrades instances at a time, each until its pod is
+// Ready on the new template, and the others wait with UpToDate=False,
+// UpgradePending.
+//
+// Whose change it is follows from what the StatefulSet records about the
+// template it runs (rolloutAnnotations): the hash of that template, the hash
+// of the template with the operator's defaults left out, and the
+// RedisPersistence generation it was built for. A new template is the
+// operator's when the second hash is unchanged (only defaults moved), or when
+// it changed while neither the generation nor the password did (a new
+// operator version builds pods differently). Everything else is the user's:
+// it applies at once and carries a pending operator change along, so the
+// server restarts once. (A spec edit that reaches the server without a restart,
+// such as a runtime option, leaves an upgrade waiting for its turn; the one
+// exception is such an edit made while a new operator version's upgrade waits,
+// which the generation cannot tell from a template change: it applies at once.)
+//
+// Turns are derived from the API, never from memory, so an operator restart
+// picks up where the last one stopped: an upgrade in flight is a StatefulSet
+// marked uringredis.io/upgrade-started that has not rolled out; instances
+// waiting are the Ready RedisPersistences whose UpToDate condition is
+// UpgradePending. An instance's first look at an upgrade only announces that
+// it waits; upgradeAnnounceDelay later, when the instances the same operator
+// change reaches have announced theirs, it may start if fewer than the
+// maximum are in flight and no Ready instance waits ahead of it in
+// namespace/name order. One decision at a time (upgradeTurns), each waiting
+// until the cache shows the mark it made, so two workers never both take the
+// last turn. When an upgrade ends, its StatefulSet event wakes the next
+// waiting instances in order (nextUpgrades), not all of them; a waiting
+// instance also looks again every resyncInterval.
+//
+// Two rules keep one instance from holding the fleet back:
+//   - An instance that is not Ready when its upgrade comes (unschedulable,
+//     crash-looping, rolling a change of its own) takes it at once and holds
+//     no turn: it serves nothing a restart could interrupt, and the new
+//     template may be what it needs.
+//   - An upgrade holds its turn for at most upgradeProgressDeadline. One whose
+//     pod never becomes Ready (a bad image, a lost node) is then reported
+//     UpgradeStalled and the next instance starts: a broken image spreads one
+//     instance per deadline (per turn), slowly enough for the Ready alerts to
+//     be seen, instead of stopping every later upgrade until someone acts.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// What the StatefulSet records about the pod template it runs.
+const (
+	// annotationTemplateHash identifies the pod template as built.
+	annotationTemplateHash = "uringredis.io/template-hash"
+	// annotationSpecTemplateHash identifies the pod template built with the
+	// operator's defaults left out: what the RedisPersistence and its
+	// password make of it.
+	annotationSpecTemplateHash = "uringredis.io/spec-template-hash"
+	// annotationGeneration is the RedisPersistence generation the template was built for.
+	annotationGeneration = "uringredis.io/generation"
+	// annotationUpgradeStarted marks an operator upgrade that holds a turn,
+	// with the time it started (RFC 3339); it goes once the pod rolled out.
+	annotationUpgradeStarted = "uringredis.io/upgrade-started"
+)
+
+// upgradeProgressDeadline is how long an operator upgrade holds its turn
+// before the next one starts anyway: twice what the startup probe gives a
+// server to load its data, with room for pulling the image.
+const upgradeProgressDeadline = 10 * time.Minute
+
+// upgradeAnnounceDelay is how long an instance that announced that its
+// upgrade waits looks again: time for the other instances to announce theirs
+// (the operator reconciles every instance when it starts), so that the first
+// turns, too, go in namespace/name order.
+const upgradeAnnounceDelay = 5 * time.Second
+
+// operatorDefault stands for every value the operator's defaults supply in
+// the template that annotationSpecTemplateHash identifies.
+const operatorDefault = "(operator default)"
+
+// rolloutAnnotations record what template was built from (see the file comment).
+func rolloutAnnotations(rp *v1alpha1.RedisPersistence, opts Options, in podInputs, template corev1.PodTemplateSpec) map[string]string {
+	withoutDefaults := opts
+	withoutDefaults.RedisImage, withoutDefaults.ExporterImage, withoutDefaults.UringSeccompProfile = operatorDefault, operatorDefault, operatorDefault
+	annotations := map[string]string{
+		annotationTemplateHash:     templateHash(template),
+		annotationSpecTemplateHash: templateHash(buildPodTemplate(rp, withoutDefaults, in)),
+		annotationGeneration:       strconv.FormatInt(rp.Generation, 10),
+	}
+	if in.upgradeStarted != nil {
+		annotations[annotationUpgradeStarted] = in.upgradeStarted.UTC().Format(time.RFC3339)
+	}
+	return annotations
+}
+
+func templateHash(template corev1.PodTemplateSpec) string {
+	// A PodTemplateSpec always marshals; map keys come out sorted.
+	data, _ := json.Marshal(template)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}
+
+// rolloutOrigin is whose change a new pod template carries.
+type rolloutOrigin int
+
+const (
+	// noRollout: the template is the running one, or there is none running yet.
+	noRollout rolloutOrigin = iota
+	// userRollout: the RedisPersistence or its password changed it.
+	userRollout
+	// operatorRollout: the operator's defaults or version changed it.
+	operatorRollout
+)
+
+// rolloutOriginOf compares the StatefulSet desired with the existing one.
+func rolloutOriginOf(desired, existing *appsv1.StatefulSet) rolloutOrigin {
+	if existing == nil {
+		return noRollout
+	}
+	want, have := desired.Annotations, existing.Annotations
+	switch {
+	case have[annotationTemplateHash] == want[annotationTemplateHash]:
+		return noRollout
+	case have[annotationTemplateHash] == "":
+		// Built by an operator from before staged upgrades: upgrading to
+		// this one is the operator's change.
+		return operatorRollout
+	case have[annotationSpecTemplateHash] == want[annotationSpecTemplateHash]:
+		// Only the operator's defaults moved.
+		return operatorRollout
+	case have[annotationGeneration] == want[annotationGeneration] &&
+		existing.Spec.Template.Annotations[annotationAuthHash] == desired.Spec.Template.Annotations[annotationAuthHash]:
+		// Neither the spec nor the password changed: a new operator
+		// version builds the template differently.
+		return operatorRollout
+	}
+	return userRollout
+}
+
+// upgradeInFlight is when the operator upgrade that sts rolls started, or nil
+// when it rolls none: it was never marked, or its pod is Ready on the new
+// template.
+func upgradeInFlight(sts *appsv1.StatefulSet) *metav1.Time {
+	if sts == nil || rolledOut(sts) {
+		return nil
+	}
+	started, err := time.Parse(time.RFC3339, sts.Annotations[annotationUpgradeStarted])
+	if err != nil {
+		return nil
+	}
+	return ptr.To(metav1.NewTime(started))
+}
+
+// upgradeCandidate is what a turn decision knows of one RedisPersistence.
+type upgradeCandidate struct {
+	key types.NamespacedName
+	// upgradeStarted is set while it rolls an operator upgrade.
+	upgradeStarted *metav1.Time
+	// waiting is true while it is Ready and its operator upgrade waits for a turn.
+	waiting bool
+}
+
+// upgradeTurn decides whether self, a Ready instance whose pod template the
+// operator changed, may roll now: once it announced that it waits, while
+// fewer than maxConcurrent operator upgrades roll (each for at most
+// upgradeProgressDeadline) and no Ready instance waits ahead of it in
+// namespace/name order.
+func upgradeTurn(self types.NamespacedName, announced bool, fleet []upgradeCandidate, now time.Time, maxConcurrent int) (reason, message string, ok bool) {
+	var rolling, ahead int
+	for _, c := range fleet {
+		switch {
+		case c.key == self:
+		case c.upgradeStarted != nil && now.Sub(c.upgradeStarted.Time) < upgradeProgressDeadline:
+			rolling++
+		case c.waiting && compareKeys(c.key, self) < 0:
+			ahead++
+		}
+	}
+	if announced && rolling+ahead < maxConcurrent {
+		return ReasonUpgrading, fmt.Sprintf("%d other operator upgrades roll, at most %d at a time", rolling, maxConcurrent), true
+	}
+	return ReasonUpgradePending, fmt.Sprintf(
+		"the operator's new pod template (its default images or version) waits for its turn behind %d other instances: %d upgrading, %d waiting ahead in namespace/name order; the operator upgrades at most %d at a time (--max-concurrent-upgrades)",
+		rolling+ahead, rolling, ahead, maxConcurrent), false
+}
+
+func compareKeys(a, b types.NamespacedName) int {
+	return strings.Compare(a.String(), b.String())
+}
+
+// waitsForUpgrade is true for a Ready instance whose last reconcile, of its
+// current generation, held an operator upgrade back.
+func waitsForUpgrade(rp *v1alpha1.RedisPersistence) bool {
+	c := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionUpToDate)
+	return rp.DeletionTimestamp.IsZero() && c != nil && c.Reason == ReasonUpgradePending && c.ObservedGeneration == rp.Generation &&
+		meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionReady)
+}
+
+func (r *RedisPersistenceReconciler) maxConcurrentUpgrades() int {
+	return max(r.MaxConcurrentUpgrades, 1)
+}
+
+// upgradeWait is an operator upgrade held back: the UpToDate condition that
+// says why, and when to look again.
+type upgradeWait struct {
+	condition
+	retry time.Duration
+}
+
+// applyStatefulSet applies the StatefulSet rp needs, unless it carries an
+// operator upgrade that must wait for its turn: then it leaves the existing
+// one as it is and says so. It returns the StatefulSet as the API server has
+// it.
+func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v1alpha1.RedisPersistence, in podInputs, existing *appsv1.StatefulSet) (*appsv1.StatefulSet, *upgradeWait, error) {
+	in.upgradeStarted = upgradeInFlight(existing) // an upgrade keeps its turn until its pod is Ready
+	sts := buildStatefulSet(rp, r.Options, in)
+	origin := rolloutOriginOf(sts, existing)
+	takesTurn := origin == operatorRollout && rolledOut(existing)
+	if takesTurn {
+		r.upgradeTurns.Lock()
+		defer r.upgradeTurns.Unlock()
+		fleet, err := r.upgradeFleet(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		now := r.Clock.Now()
+		announced := waitsForUpgrade(rp)
+		reason, message, ok := upgradeTurn(client.ObjectKeyFromObject(rp), announced, fleet, now, r.maxConcurrentUpgrades())
+		if !ok {
+			retry := resyncInterval
+			if !announced {
+				retry = upgradeAnnounceDelay
+			}
+			return existing, &upgradeWait{condition{metav1.ConditionFalse, reason, message}, retry}, nil
+		}
+		in.upgradeStarted = ptr.To(metav1.NewTime(now))
+		sts = buildStatefulSet(rp, r.Options, in)
+	}
+
+	if existing != nil {
+		keepClaimSize(sts, existing)
+		if kept, wanted, differ := keepClaimClass(sts, existing); differ {
+			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "StorageClassKept",
+				"the volume keeps StorageClass %s; storage profile %q now maps to %s, which only a new RedisPersistence uses",
+				kept, storageOf(rp).Profile, wanted)
+		}
+	}
+	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
+		return nil, nil, fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)
+	}
+
+	switch {
+	case takesTurn:
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Upgrading",
+			"rolling the pod onto the operator's new pod template (server image %s); the operator upgrades at most %d instances at a time",
+			orDefault(rp.Spec.Image, r.Options.RedisImage), r.maxConcurrentUpgrades())
+		// The next decision reads the fleet from the cache: it must see this turn taken.
+		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			cached := &appsv1.StatefulSet{}
+			if err := r.Get(ctx, client.ObjectKeyFromObject(sts), cached); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			return cached.Generation >= sts.Generation && cached.Annotations[annotationUpgradeStarted] == sts.Annotations[annotationUpgradeStarted], nil
+		}); err != nil {
+			return nil, nil, fmt.Errorf("waiting for the cache to show the upgrade of StatefulSet %s: %w", sts.Name, err)
+		}
+	case origin == operatorRollout:
+		r.Recorder.Event(rp, corev1.EventTypeNormal, "Upgrading",
+			"the server is not Ready: it takes the operator's new pod template at once, without waiting for a turn")
+	}
+	return sts, nil, nil
+}
+
+// upgradeFleet is what a turn decision needs to know of every
+// RedisPersistence this operator reconciles, read from the cache.
+func (r *RedisPersistenceReconciler) upgradeFleet(ctx context.Context) ([]upgradeCandidate, error) {
+	var instances v1alpha1.RedisPersistenceList
+	if err := r.List(ctx, &instances); err != nil {
+		return nil, fmt.Errorf("listing RedisPersistences: %w", err)
+	}
+	var sets appsv1.StatefulSetList
+	if err := r.List(ctx, &sets, client.MatchingLabels{labelManagedBy: fieldOwner}); err != nil {
+		return nil, fmt.Errorf("listing StatefulSets: %w", err)
+	}
+	byKey := make(map[types.NamespacedName]*appsv1.StatefulSet, len(sets.Items))
+	for i := range sets.Items {
+		byKey[client.ObjectKeyFromObject(&sets.Items[i])] = &sets.Items[i]
+	}
+	fleet := make([]upgradeCandidate, 0, len(instances.Items))
+	for i := range instances.Items {
+		rp := &instances.Items[i]
+		if !rp.DeletionTimestamp.IsZero() {
+			continue
+		}
+		key := client.ObjectKeyFromObject(rp)
+		fleet = append(fleet, upgradeCandidate{key: key, upgradeStarted: upgradeInFlight(byKey[key]), waiting: waitsForUpgrade(rp)})
+	}
+	return fleet, nil
+}
+
+// upgradeTurnFreed passes the StatefulSet events that end an operator
+// upgrade: its pod became Ready on the new template, or it went away.
+var upgradeTurnFreed = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		old, oldOK := e.ObjectOld.(*appsv1.StatefulSet)
+		updated, newOK := e.ObjectNew.(*appsv1.StatefulSet)
+		return oldOK && newOK && upgradeInFlight(old) != nil && upgradeInFlight(updated) == nil
+	},
+	DeleteFunc: func(e event.DeleteEvent) bool {
+		sts, ok := e.Object.(*appsv1.StatefulSet)
+		return ok && upgradeInFlight(sts) != nil
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// nextUpgrades are the instances waiting for an upgrade turn, first in
+// namespace/name order, as many as may roll at once: a turn that ends wakes
+// those, not every instance that waits.
+func (r *RedisPersistenceReconciler) nextUpgrades(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.RedisPersistenceList
+	if err := r.List(ctx, &list); err != nil {
+		log.FromContext(ctx).Error(err, "listing RedisPersistences for an ended upgrade")
+		return nil
+	}
+	var waiting []types.NamespacedName
+	for i := range list.Items {
+		if waitsForUpgrade(&list.Items[i]) {
+			waiting = append(waiting, client.ObjectKeyFromObject(&list.Items[i]))
+		}
+	}
+	slices.SortFunc(waiting, compareKeys)
+	requests := make([]reconcile.Request, 0, r.maxConcurrentUpgrades())
+	for _, key := range waiting[:min(len(waiting), r.maxConcurrentUpgrades())] {
+		requests = append(requests, reconcile.Request{NamespacedName: key})
+	}
+	return requests
+}

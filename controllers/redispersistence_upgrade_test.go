@@ -1,0 +1,529 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// upgradeTestOperator labels the RedisPersistences of an upgrade test with
+// the test's namespace: an operator of the test's own reconciles them, and the
+// test restarts it with other default images, as a helm upgrade does. The
+// suite's operator leaves them alone.
+const upgradeTestOperator = "test.uringredis.io/operator"
+
+var notUpgradeTestInstances = func() labels.Selector {
+	req, err := labels.NewRequirement(upgradeTestOperator, selection.DoesNotExist, nil)
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*req)
+}()
+
+// withRedisPersistenceSelector is opts with the RedisPersistence informer
+// limited to selector.
+func withRedisPersistenceSelector(opts cache.Options, selector labels.Selector) cache.Options {
+	for obj := range opts.ByObject {
+		if _, ok := obj.(*v1alpha1.RedisPersistence); ok {
+			opts.ByObject[obj] = cache.ByObject{Label: selector}
+		}
+	}
+	return opts
+}
+
+// testOperator is an operator process of an upgrade test.
+type testOperator struct {
+	reconciler *RedisPersistenceReconciler
+	stop       func()
+}
+
+// startOperator runs an operator for the RedisPersistences labelled for ns,
+// with defaults opts, until the test ends or stop is called.
+func startOperator(t *testing.T, ns string, opts Options, maxConcurrentUpgrades int, clock *clocktesting.FakePassiveClock) *testOperator {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.UserConfig(operatorUser), ctrl.Options{
+		Scheme:                 scheme.Scheme,
+		Cache:                  withRedisPersistenceSelector(CacheOptions(), labels.SelectorFromSet(labels.Set{upgradeTestOperator: ns})),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Every operator of the process names its controller alike.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &RedisPersistenceReconciler{
+		Client:                  mgr.GetClient(),
+		APIReader:               mgr.GetAPIReader(),
+		Options:                 opts,
+		MaxConcurrentReconciles: 4,
+		MaxConcurrentUpgrades:   maxConcurrentUpgrades,
+		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
+		Clock:                   clock,
+		ServerAddress:           func(*corev1.Pod) string { return "127.0.0.1:1" },
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	op := &testOperator{reconciler: r, stop: func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("operator: %v", err)
+			}
+		})
+	}}
+	t.Cleanup(op.stop)
+	return op
+}
+
+// reconcile runs one reconcile of name now, beside the operator's own.
+func (op *testOperator) reconcile(t *testing.T, ns, name string) {
+	t.Helper()
+	// The reconciler reads through the cache: give it the last writes.
+	time.Sleep(500 * time.Millisecond)
+	if _, err := op.reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func versionOptions(redisImage string) Options {
+	opts := testOptions
+	opts.RedisImage = redisImage
+	opts.ExporterImage = "oliver006/redis_exporter:v1"
+	return opts
+}
+
+// createUpgradeInstance creates a mode: none instance (no volume to bind)
+// for the test operator of ns, pinned to image unless it is empty.
+func createUpgradeInstance(t *testing.T, ns, name, image string) {
+	t.Helper()
+	rp := &v1alpha1.RedisPersistence{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{upgradeTestOperator: ns}},
+		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, Image: image},
+	}
+	if err := k8s.Create(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readyOn makes the instance's pod run and waits until the instance is
+// Ready and up to date, reporting image as the server image it runs.
+func readyOn(t *testing.T, ns, name, image string) {
+	t.Helper()
+	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	actAsKubelet(t, ns, name+"-0", "ext4")
+	waitCondition(t, ns, name, v1alpha1.ConditionUpToDate, metav1.ConditionTrue, ReasonUpToDate)
+	rp := waitCondition(t, ns, name, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, rp, ns, name); err != nil {
+			return err
+		}
+		if rp.Status.Image != image || rp.Status.ExporterImage != "oliver006/redis_exporter:v1" {
+			return fmt.Errorf("status.image %q, status.exporterImage %q; want %q and the exporter's", rp.Status.Image, rp.Status.ExporterImage, image)
+		}
+		return nil
+	})
+}
+
+// rollPod does what the kubelet does when the StatefulSet controller
+// replaces the instance's pod: the old pod ends (removed at once: no kubelet
+// confirms it) and the new one, of the StatefulSet's update revision, runs.
+func rollPod(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, 60*time.Second, func() error {
+		sts := &appsv1.StatefulSet{}
+		if err := get(t, sts, ns, name); err != nil {
+			return err
+		}
+		if sts.Status.ObservedGeneration < sts.Generation || sts.Status.UpdateRevision == "" {
+			return fmt.Errorf("the StatefulSet controller has not seen generation %d", sts.Generation)
+		}
+		pod := &corev1.Pod{}
+		if err := get(t, pod, ns, name+"-0"); err != nil {
+			return err
+		}
+		if pod.DeletionTimestamp == nil && pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision {
+			return nil
+		}
+		if pod.DeletionTimestamp != nil {
+			if err := k8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+				return err
+			}
+		}
+		return fmt.Errorf("pod %s runs revision %s, not %s", pod.Name, pod.Labels[appsv1.ControllerRevisionHashLabelKey], sts.Status.UpdateRevision)
+	})
+	actAsKubelet(t, ns, name+"-0", "ext4")
+}
+
+// templateImage is the server image of the instance's StatefulSet, and whether
+// the StatefulSet holds an upgrade turn.
+func templateImage(t *testing.T, ns, name string) (image string, upgrading bool) {
+	t.Helper()
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, name); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		if c.Name == containerRedis {
+			image = c.Image
+		}
+	}
+	_, upgrading = sts.Annotations[annotationUpgradeStarted]
+	return image, upgrading
+}
+
+// waitTemplate waits until the instance's StatefulSet runs image.
+func waitTemplate(t *testing.T, timeout time.Duration, ns, name, image string) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		if got, _ := templateImage(t, ns, name); got != image {
+			return fmt.Errorf("StatefulSet %s has server image %s, want %s", name, got, image)
+		}
+		return nil
+	})
+}
+
+// assertTemplate checks that the instance's StatefulSet has image and whether
+// it holds an upgrade turn.
+func assertTemplate(t *testing.T, ns, name, image string, upgrading bool) {
+	t.Helper()
+	if got, gotUpgrading := templateImage(t, ns, name); got != image || gotUpgrading != upgrading {
+		t.Fatalf("StatefulSet %s has server image %s (upgrade turn %v), want %s (%v)", name, got, gotUpgrading, image, upgrading)
+	}
+}
+
+// waitUpgraded waits until the instance is Ready and up to date on image,
+// and no longer holds an upgrade turn. (A reconcile may see the StatefulSet
+// rolled out before its cache has the new pod: that intermediate status is
+// corrected by the reconcile the new pod's event brings.)
+func waitUpgraded(t *testing.T, ns, name, image string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		rp := &v1alpha1.RedisPersistence{}
+		if err := get(t, rp, ns, name); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionReady) || !meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionUpToDate) {
+			return fmt.Errorf("%s: conditions %+v", name, rp.Status.Conditions)
+		}
+		if rp.Status.Image != image {
+			return fmt.Errorf("%s: status.image %q, want %q", name, rp.Status.Image, image)
+		}
+		if _, upgrading := templateImage(t, ns, name); upgrading {
+			return fmt.Errorf("%s still holds an upgrade turn once Ready", name)
+		}
+		return nil
+	})
+}
+
+// waitMessage waits until the instance's UpToDate message says want.
+func waitMessage(t *testing.T, ns, name, want string) {
+	t.Helper()
+	eventually(t, 30*time.Second, func() error {
+		rp := &v1alpha1.RedisPersistence{}
+		if err := get(t, rp, ns, name); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionUpToDate); c == nil || !strings.Contains(c.Message, want) {
+			return fmt.Errorf("%s: UpToDate %+v does not say %q", name, c, want)
+		}
+		return nil
+	})
+}
+
+// A new default server image rolls the instances one at a time, in
+// namespace/name order, each once the one before is Ready on it; an instance
+// that pins spec.image keeps its pod; an operator restart in the middle
+// carries on where the last one stopped; status.image follows what runs.
+func TestUpgradeRollsOneInstanceAtATime(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	clock := clocktesting.NewFakePassiveClock(testNow)
+	op := startOperator(t, ns, versionOptions("redis-uring:v1"), 1, clock)
+	for _, name := range []string{"a", "b", "c"} {
+		createUpgradeInstance(t, ns, name, "")
+	}
+	createUpgradeInstance(t, ns, "pinned", "redis-uring:pinned")
+	for _, name := range []string{"a", "b", "c"} {
+		readyOn(t, ns, name, "redis-uring:v1")
+	}
+	readyOn(t, ns, "pinned", "redis-uring:pinned")
+	pinned := &appsv1.StatefulSet{}
+	if err := get(t, pinned, ns, "pinned"); err != nil {
+		t.Fatal(err)
+	}
+
+	// helm upgrade --set redisImage=redis-uring:v2: a new operator process.
+	op.stop()
+	op = startOperator(t, ns, versionOptions("redis-uring:v2"), 1, clock)
+	waitTemplate(t, 30*time.Second, ns, "a", "redis-uring:v2")
+	waitCondition(t, ns, "a", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgrading)
+	waitCondition(t, ns, "b", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
+	waitCondition(t, ns, "c", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
+	// The counts are those of each one's last look, which may predate a's turn.
+	op.reconcile(t, ns, "b")
+	waitMessage(t, ns, "b", "waits for its turn behind 1 other instances: 1 upgrading, 0 waiting ahead")
+	op.reconcile(t, ns, "c")
+	waitMessage(t, ns, "c", "waits for its turn behind 2 other instances: 1 upgrading, 1 waiting ahead")
+	assertTemplate(t, ns, "b", "redis-uring:v1", false)
+	assertTemplate(t, ns, "c", "redis-uring:v1", false)
+
+	// The operator restarts while a rolls: the turn is a's still.
+	op.stop()
+	op = startOperator(t, ns, versionOptions("redis-uring:v2"), 1, clock)
+	for _, name := range []string{"b", "c", "pinned"} {
+		op.reconcile(t, ns, name)
+	}
+	assertTemplate(t, ns, "a", "redis-uring:v2", true)
+	assertTemplate(t, ns, "b", "redis-uring:v1", false)
+	assertTemplate(t, ns, "c", "redis-uring:v1", false)
+
+	// Each upgrade that becomes Ready starts the next, without waiting for
+	// the waiting instances' resync.
+	for i, name := range []string{"a", "b", "c"} {
+		rollPod(t, ns, name)
+		waitUpgraded(t, ns, name, "redis-uring:v2")
+		if i+1 < 3 {
+			next := []string{"a", "b", "c"}[i+1]
+			waitTemplate(t, 20*time.Second, ns, next, "redis-uring:v2")
+			if i+2 < 3 {
+				assertTemplate(t, ns, "c", "redis-uring:v1", false)
+			}
+		}
+	}
+
+	fresh := &appsv1.StatefulSet{}
+	if err := get(t, fresh, ns, "pinned"); err != nil {
+		t.Fatal(err)
+	}
+	if fresh.Generation != pinned.Generation {
+		t.Errorf("the instance that pins spec.image rolled: StatefulSet generation %d -> %d", pinned.Generation, fresh.Generation)
+	}
+	got := waitCondition(t, ns, "pinned", v1alpha1.ConditionUpToDate, metav1.ConditionTrue, ReasonUpToDate)
+	if got.Status.Image != "redis-uring:pinned" {
+		t.Errorf("pinned: status.image %q", got.Status.Image)
+	}
+}
+
+// A user's own edit applies at once, carrying the pending upgrade along; an
+// edit the server takes without a restart leaves the upgrade waiting.
+func TestUpgradeUserEditsApplyAtOnce(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	clock := clocktesting.NewFakePassiveClock(testNow)
+	op := startOperator(t, ns, versionOptions("redis-uring:v1"), 1, clock)
+	for _, name := range []string{"a", "b", "c"} {
+		createUpgradeInstance(t, ns, name, "")
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		readyOn(t, ns, name, "redis-uring:v1")
+	}
+	op.stop()
+	startOperator(t, ns, versionOptions("redis-uring:v2"), 1, clock)
+	waitTemplate(t, 30*time.Second, ns, "a", "redis-uring:v2")
+	waitCondition(t, ns, "b", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
+	waitCondition(t, ns, "c", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
+
+	edit := func(name string, change func(*v1alpha1.RedisPersistenceSpec)) {
+		t.Helper()
+		rp := &v1alpha1.RedisPersistence{}
+		if err := get(t, rp, ns, name); err != nil {
+			t.Fatal(err)
+		}
+		change(&rp.Spec)
+		if err := k8s.Update(context.Background(), rp); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A runtime option: no restart, so no reason to jump the queue.
+	edit("c", func(s *v1alpha1.RedisPersistenceSpec) {
+		s.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory-policy": "allkeys-lru"}
+	})
+	waitCondition(t, ns, "c", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
+	assertTemplate(t, ns, "c", "redis-uring:v1", false)
+
+	// Pinning an image is the user's change: b rolls now, while a still holds the turn.
+	edit("b", func(s *v1alpha1.RedisPersistenceSpec) { s.Image = "redis-uring:b" })
+	waitTemplate(t, 20*time.Second, ns, "b", "redis-uring:b")
+	assertTemplate(t, ns, "b", "redis-uring:b", false)
+	waitCondition(t, ns, "b", v1alpha1.ConditionUpToDate, metav1.ConditionTrue, ReasonUpToDate)
+
+	// A change to c's pod rolls it now, and carries the new default along.
+	edit("c", func(s *v1alpha1.RedisPersistenceSpec) {
+		s.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}
+	})
+	waitTemplate(t, 20*time.Second, ns, "c", "redis-uring:v2")
+	assertTemplate(t, ns, "c", "redis-uring:v2", false)
+	assertTemplate(t, ns, "a", "redis-uring:v2", true)
+}
+
+// An instance that is not Ready takes the upgrade at once, and an upgrade
+// that never becomes Ready holds its turn for upgradeProgressDeadline only.
+func TestUpgradeUnreadyAndStalledInstancesDoNotBlock(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	clock := clocktesting.NewFakePassiveClock(testNow)
+	op := startOperator(t, ns, versionOptions("redis-uring:v1"), 1, clock)
+	for _, name := range []string{"a", "b", "down"} {
+		createUpgradeInstance(t, ns, name, "")
+	}
+	readyOn(t, ns, "a", "redis-uring:v1")
+	readyOn(t, ns, "b", "redis-uring:v1")
+	waitCondition(t, ns, "down", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRolloutInProgress)
+	op.stop()
+	op = startOperator(t, ns, versionOptions("redis-uring:v2"), 1, clock)
+
+	waitTemplate(t, 30*time.Second, ns, "down", "redis-uring:v2")
+	assertTemplate(t, ns, "down", "redis-uring:v2", false)
+	waitTemplate(t, 30*time.Second, ns, "a", "redis-uring:v2")
+	waitCondition(t, ns, "b", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
+
+	// a never becomes Ready on v2.
+	clock.SetTime(testNow.Add(upgradeProgressDeadline + time.Second))
+	op.reconcile(t, ns, "a")
+	waitCondition(t, ns, "a", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradeStalled)
+	op.reconcile(t, ns, "b")
+	assertTemplate(t, ns, "b", "redis-uring:v2", true)
+}
+
+// --max-concurrent-upgrades bounds the upgrades in flight.
+func TestUpgradeConcurrencyIsBounded(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	clock := clocktesting.NewFakePassiveClock(testNow)
+	op := startOperator(t, ns, versionOptions("redis-uring:v1"), 2, clock)
+	for _, name := range []string{"a", "b", "c"} {
+		createUpgradeInstance(t, ns, name, "")
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		readyOn(t, ns, name, "redis-uring:v1")
+	}
+	op.stop()
+	op = startOperator(t, ns, versionOptions("redis-uring:v2"), 2, clock)
+	waitTemplate(t, 30*time.Second, ns, "a", "redis-uring:v2")
+	waitTemplate(t, 30*time.Second, ns, "b", "redis-uring:v2")
+	waitCondition(t, ns, "c", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
+	op.reconcile(t, ns, "c")
+	waitMessage(t, ns, "c", "2 upgrading, 0 waiting ahead in namespace/name order; the operator upgrades at most 2 at a time")
+	assertTemplate(t, ns, "c", "redis-uring:v1", false)
+	rollPod(t, ns, "b")
+	waitTemplate(t, 20*time.Second, ns, "c", "redis-uring:v2")
+}
+
+// rolloutOriginOf tells the operator's changes from the user's.
+func TestUpgradeRolloutOrigin(t *testing.T) {
+	v1, v2 := versionOptions("redis-uring:v1"), versionOptions("redis-uring:v2")
+	base := func() *v1alpha1.RedisPersistence {
+		return newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec},
+			Auth: &v1alpha1.AuthSpec{SecretRef: v1alpha1.SecretKeyRef{Name: "auth", Key: "password"}}})
+	}
+	build := func(rp *v1alpha1.RedisPersistence, opts Options, password string) *appsv1.StatefulSet {
+		return buildStatefulSet(rp, opts, newPodInputs(rp, password))
+	}
+	existing := build(base(), v1, "secret")
+	// What an older operator version built: another template for the same spec.
+	older := existing.DeepCopy()
+	older.Annotations[annotationTemplateHash], older.Annotations[annotationSpecTemplateHash] = "older", "older"
+	legacy := existing.DeepCopy()
+	legacy.Annotations = nil
+
+	edited := func(change func(*v1alpha1.RedisPersistence)) *v1alpha1.RedisPersistence {
+		rp := base()
+		change(rp)
+		rp.Generation++
+		return rp
+	}
+	runtimeEdit := edited(func(rp *v1alpha1.RedisPersistence) { rp.Spec.AOF.Fsync = v1alpha1.FsyncAlways })
+	pin := edited(func(rp *v1alpha1.RedisPersistence) { rp.Spec.Image = "redis-uring:mine" })
+	resources := edited(func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	})
+
+	for _, c := range []struct {
+		desc     string
+		desired  *appsv1.StatefulSet
+		existing *appsv1.StatefulSet
+		want     rolloutOrigin
+	}{
+		{"a new instance", build(base(), v2, "secret"), nil, noRollout},
+		{"nothing changed", build(base(), v1, "secret"), existing, noRollout},
+		{"a runtime option", build(runtimeEdit, v1, "secret"), existing, noRollout},
+		{"the default image", build(base(), v2, "secret"), existing, operatorRollout},
+		{"the default image and a runtime option", build(runtimeEdit, v2, "secret"), existing, operatorRollout},
+		{"the default image of a pinned instance", build(pin, v2, "secret"), build(pin, v1, "secret"), noRollout},
+		{"pinning an image", build(pin, v1, "secret"), existing, userRollout},
+		{"resources and the default image", build(resources, v2, "secret"), existing, userRollout},
+		{"the password", build(base(), v1, "rotated"), existing, userRollout},
+		{"a new operator version", build(base(), v1, "secret"), older, operatorRollout},
+		{"a new operator version and a spec edit", build(runtimeEdit, v1, "secret"), older, userRollout},
+		{"a new operator version and the password", build(base(), v1, "rotated"), older, userRollout},
+		{"an operator from before staged upgrades", build(base(), v1, "secret"), legacy, operatorRollout},
+	} {
+		if got := rolloutOriginOf(c.desired, c.existing); got != c.want {
+			t.Errorf("%s: origin %d, want %d", c.desc, got, c.want)
+		}
+	}
+}
+
+// upgradeTurn counts the upgrades in flight, for a bounded time, and the
+// Ready instances waiting ahead in namespace/name order.
+func TestUpgradeTurn(t *testing.T) {
+	key := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	started := func(ago time.Duration) *metav1.Time { return ptr.To(metav1.NewTime(testNow.Add(-ago))) }
+	self := key("apps", "m")
+	for _, c := range []struct {
+		desc  string
+		fleet []upgradeCandidate
+		max   int
+		want  bool
+	}{
+		{"alone", []upgradeCandidate{{key: self}}, 1, true},
+		{"one rolling", []upgradeCandidate{{key: self}, {key: key("apps", "z"), upgradeStarted: started(time.Minute)}}, 1, false},
+		{"one rolling of two", []upgradeCandidate{{key: self}, {key: key("apps", "z"), upgradeStarted: started(time.Minute)}}, 2, true},
+		{"one stalled", []upgradeCandidate{{key: self}, {key: key("apps", "z"), upgradeStarted: started(upgradeProgressDeadline)}}, 1, true},
+		{"one waiting ahead", []upgradeCandidate{{key: self}, {key: key("apps", "a"), waiting: true}}, 1, false},
+		{"one waiting ahead in another namespace", []upgradeCandidate{{key: self}, {key: key("api", "z"), waiting: true}}, 1, false},
+		{"one waiting behind", []upgradeCandidate{{key: self}, {key: key("apps", "z"), waiting: true}}, 1, true},
+		{"one waiting ahead, two turns", []upgradeCandidate{{key: self}, {key: key("apps", "a"), waiting: true}}, 2, true},
+		{"its own upgrade", []upgradeCandidate{{key: self, upgradeStarted: started(time.Minute), waiting: true}}, 1, true},
+	} {
+		if _, _, ok := upgradeTurn(self, false, c.fleet, testNow, c.max); ok {
+			t.Errorf("%s: an upgrade not announced yet took a turn", c.desc)
+		}
+		reason, message, ok := upgradeTurn(self, true, c.fleet, testNow, c.max)
+		if ok != c.want {
+			t.Errorf("%s: ok %v (%s: %s), want %v", c.desc, ok, reason, message, c.want)
+		}
+		if !ok && reason != ReasonUpgradePending {
+			t.Errorf("%s: reason %s", c.desc, reason)
+		}
+	}
+}
