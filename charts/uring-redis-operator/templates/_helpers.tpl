@@ -84,6 +84,9 @@ Checks what the schema cannot: fails once, listing every problem.
 {{- if lt (int .Values.maxConcurrentReconciles) 1 -}}
 {{- $errors = append $errors (printf "maxConcurrentReconciles %v must be at least 1" .Values.maxConcurrentReconciles) -}}
 {{- end -}}
+{{- if lt (int .Values.maxConcurrentUpgrades) 1 -}}
+{{- $errors = append $errors (printf "maxConcurrentUpgrades %v must be at least 1" .Values.maxConcurrentUpgrades) -}}
+{{- end -}}
 {{- if and (or .Values.prometheus.serviceMonitor.enabled .Values.prometheus.prometheusRule.enabled) (not .Values.prometheus.enabled) -}}
 {{- $errors = append $errors "prometheus.serviceMonitor and prometheus.prometheusRule need prometheus.enabled" -}}
 {{- end -}}
