@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,18 +23,19 @@ import (
 )
 
 // TestOperatorLifecycle walks the ways an operator is installed and removed,
-// with a RedisPersistence that must outlive all of them: helm upgrade, helm
-// uninstall (CRDs and instances kept), kubectl apply and delete of
-// dist/install.yaml, and helm install again. It runs last (file order) and
-// leaves the chart installed as `make e2e-install` did.
+// with a RedisPersistence that must outlive all of them: helm upgrade (of a
+// value, then of the default server image, which restarts the instances one
+// at a time), helm uninstall (CRDs and instances kept), kubectl apply and
+// delete of dist/install.yaml, and helm install again. It runs last (file
+// order) and leaves the chart installed as `make e2e-install` did.
 func TestOperatorLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the operator lifecycle reinstalls the operator; it runs in the full suite only")
 	}
 	helmBin, release, operatorNS := os.Getenv("E2E_HELM"), os.Getenv("E2E_RELEASE"), os.Getenv("E2E_NAMESPACE")
-	installYAML := os.Getenv("E2E_INSTALL_YAML")
-	if helmBin == "" || release == "" || operatorNS == "" || installYAML == "" {
-		t.Fatal("E2E_HELM, E2E_RELEASE, E2E_NAMESPACE and E2E_INSTALL_YAML name the chart install to exercise: run it with `make e2e`")
+	installYAML, upgradeImage := os.Getenv("E2E_INSTALL_YAML"), os.Getenv("E2E_UPGRADE_REDIS_IMAGE")
+	if helmBin == "" || release == "" || operatorNS == "" || installYAML == "" || upgradeImage == "" {
+		t.Fatal("E2E_HELM, E2E_RELEASE, E2E_NAMESPACE, E2E_INSTALL_YAML and E2E_UPGRADE_REDIS_IMAGE (a second tag of the server image in the node's image store) name the chart install to exercise: run it with `make e2e`")
 	}
 	chart := []string{"../charts/uring-redis-operator", "--namespace", operatorNS, "--values", "../charts/uring-redis-operator/ci/e2e-values.yaml"}
 	chart = append(chart, strings.Fields(os.Getenv("E2E_HELM_ARGS"))...)
@@ -45,7 +47,17 @@ func TestOperatorLifecycle(t *testing.T) {
 
 	const name = "lifecycle"
 	rp := create(t, name, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
-	waitReady(t, name)
+	// Two more for the upgrade of the default server image: one that follows
+	// the default like the first, one that pins the image it runs today.
+	defaultImage := operatorFlag(t, operatorNS, release, "--redis-image")
+	follower, pinned := name+"-b", name+"-pinned"
+	create(t, follower, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
+	create(t, pinned, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}, Image: defaultImage})
+	for _, n := range []string{name, follower, pinned} {
+		if got := waitReady(t, n).Status.Image; got != defaultImage {
+			t.Fatalf("%s: status.image %q, want the operator's --redis-image %q", n, got, defaultImage)
+		}
+	}
 	podExec(t, name+"-0", "SET survivor yes\n", "valkey-cli")
 	// setFsync changes the spec and waits until an operator has reconciled
 	// it: that is the proof an operator is running and has the permissions
@@ -75,6 +87,43 @@ func TestOperatorLifecycle(t *testing.T) {
 		t.Fatalf("after helm upgrade --set logLevel=debug the operator Deployments are %+v", deployments.Items)
 	}
 	setFsync(v1alpha1.FsyncAlways)
+
+	// helm upgrade of the default server image: the operator restarts the
+	// instances that follow it one at a time (--max-concurrent-upgrades 1),
+	// in name order, each once the one before is Ready on the new image, and
+	// leaves the pinned one alone.
+	pinnedPod := getPod(t, pinned+"-0")
+	helm(append([]string{"upgrade", release}, append(chart, "--reuse-values", "--set", "redisImage="+upgradeImage, "--wait", "--timeout", "5m")...)...)
+	rollout := watchRollout(t, upgradeImage, []string{name, follower}, 10*time.Minute)
+	if rollout.maxRolling != 1 || strings.Join(rollout.order, ",") != name+","+follower || !rollout.waited[follower] {
+		t.Errorf("the new default image rolled %v, at most %d at once, %v waited for their turn; want %s then %s, one at a time, %s waiting",
+			rollout.order, rollout.maxRolling, rollout.waited, name, follower, follower)
+	}
+	for _, n := range []string{name, follower} {
+		waitFor(t, n, 2*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
+			if err := hasCondition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Ready")(rp); err != nil {
+				return err
+			}
+			if rp.Status.Image != upgradeImage {
+				return fmt.Errorf("status.image %q, want %q", rp.Status.Image, upgradeImage)
+			}
+			return nil
+		})
+	}
+	if got := cli(t, name, "get", "survivor"); got != "yes" {
+		t.Fatalf("the instance lost its data in the upgrade: %q", got)
+	}
+	if got := waitReady(t, pinned); got.Status.Image != defaultImage || getPod(t, pinned+"-0").UID != pinnedPod.UID {
+		t.Errorf("the instance that pins spec.image %s: status.image %q, pod %s (was %s)", defaultImage, got.Status.Image, getPod(t, pinned+"-0").UID, pinnedPod.UID)
+	}
+	// Only the first instance goes on: the others' volumes go back to the
+	// test bed's pool before install.yaml comes and goes.
+	for _, n := range []string{follower, pinned} {
+		if err := k8s.Delete(ctx, &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: namespace}}); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+		_ = k8s.Delete(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + n + "-0", Namespace: namespace}})
+	}
 
 	// helm uninstall: the operator goes, the CRDs (crds.keep) and every
 	// instance with its data stay.
@@ -112,6 +161,89 @@ func TestOperatorLifecycle(t *testing.T) {
 	helm(append([]string{"install", release}, append(chart, "--create-namespace", "--wait", "--timeout", "5m")...)...)
 	create(t, name+"-again", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}})
 	waitReady(t, name+"-again")
+}
+
+// operatorFlag is the value of flag in the arguments of the chart's operator.
+func operatorFlag(t *testing.T, operatorNS, release, flag string) string {
+	t.Helper()
+	deployments := &appsv1.DeploymentList{}
+	if err := k8s.List(context.Background(), deployments, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/instance": release}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deployments.Items {
+		for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+			if v, ok := strings.CutPrefix(arg, flag+"="); ok {
+				return v
+			}
+		}
+	}
+	t.Fatalf("no operator Deployment of release %s passes %s", release, flag)
+	return ""
+}
+
+// rolloutSeen is what watchRollout saw of instances moving to a new image.
+type rolloutSeen struct {
+	// order in which the instances' StatefulSets took the image.
+	order []string
+	// maxRolling is the most instances seen on the image and not rolled out at once.
+	maxRolling int
+	// waited are the instances seen waiting for their turn (UpToDate UpgradePending).
+	waited map[string]bool
+}
+
+// watchRollout polls the instances until each one's StatefulSet runs image
+// and has rolled out, the pod Ready on it.
+func watchRollout(t *testing.T, image string, names []string, timeout time.Duration) rolloutSeen {
+	t.Helper()
+	seen := rolloutSeen{waited: map[string]bool{}}
+	taken := map[string]bool{}
+	deadline := time.Now().Add(timeout)
+	for {
+		rolling, done := 0, 0
+		for _, n := range names {
+			sts := &appsv1.StatefulSet{}
+			rp := &v1alpha1.RedisPersistence{}
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: n}, sts); err != nil {
+				t.Fatal(err)
+			}
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: n}, rp); err != nil {
+				t.Fatal(err)
+			}
+			if c := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionUpToDate); c != nil && c.Reason == "UpgradePending" {
+				seen.waited[n] = true
+			}
+			if serverImage(sts) != image {
+				continue
+			}
+			if !taken[n] {
+				taken[n] = true
+				seen.order = append(seen.order, n)
+			}
+			s := sts.Status
+			if s.ObservedGeneration >= sts.Generation && s.CurrentRevision == s.UpdateRevision && s.UpdatedReplicas == 1 && s.ReadyReplicas == 1 {
+				done++
+			} else {
+				rolling++
+			}
+		}
+		seen.maxRolling = max(seen.maxRolling, rolling)
+		if done == len(names) {
+			return seen
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, %d of %v run %s and rolled out (seen: %+v)\n%s", timeout, done, names, image, seen, describe(names[len(names)-1]))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func serverImage(sts *appsv1.StatefulSet) string {
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		if c.Name == "redis" {
+			return c.Image
+		}
+	}
+	return ""
 }
 
 // run runs a command and returns its output; failing, it fails the test with it.

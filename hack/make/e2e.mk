@@ -10,6 +10,14 @@ E2E_RELEASE ?= uring-redis-operator
 E2E_NAMESPACE ?= uring-redis-system
 KUBECTL ?= $(ENVTEST_ASSETS)/kubectl
 E2E_IMAGES := redis-uring uring-redis-operator redis-exporter uring-redis-bench
+# A second tag of the server image the chart runs by default: the lifecycle test's
+# `helm upgrade --set redisImage=...` rolls the instances onto it. No registry is
+# reachable, so it is tagged in the node's image store.
+E2E_REDIS_IMAGE := redis-uring:8.1.1
+E2E_UPGRADE_REDIS_IMAGE ?= redis-uring:8.1.1-e2e-upgrade
+# The offline cluster's containerd (e2e/cluster/cluster.sh); its image store
+# holds the tag only while the cluster is up, so `make e2e` tags after e2e-up.
+E2E_CONTAINERD := /run/uring-e2e/containerd/containerd.sock
 # Local ext4 volumes on the offline cluster: the full suite holds up to 12 at once.
 export E2E_DISKS ?= 16
 ifeq ($(E2E_CLUSTER),kind)
@@ -40,10 +48,13 @@ ifeq ($(E2E_CLUSTER),kind)
 	docker build -t redis-uring:8.1.1 -f images/redis-uring/Dockerfile .
 	docker build -t uring-redis-bench:dev -f images/bench/Dockerfile .
 	docker build -t oliver006/redis_exporter:$$(awk '$$1 == "require" {print $$3}' e2e/images/redis-exporter/go.mod) e2e/images/redis-exporter
+	docker tag $(E2E_REDIS_IMAGE) $(E2E_UPGRADE_REDIS_IMAGE)
 	kind load docker-image --name uring-e2e uring-redis-operator:dev redis-uring:8.1.1 uring-redis-bench:dev \
-		oliver006/redis_exporter:$$(awk '$$1 == "require" {print $$3}' e2e/images/redis-exporter/go.mod)
+		oliver006/redis_exporter:$$(awk '$$1 == "require" {print $$3}' e2e/images/redis-exporter/go.mod) $(E2E_UPGRADE_REDIS_IMAGE)
 else
 	e2e/images/build.sh $(E2E_IMAGES)
+	[[ ! -S $(E2E_CONTAINERD) ]] || ctr --address $(E2E_CONTAINERD) -n k8s.io images tag --force \
+		docker.io/library/$(E2E_REDIS_IMAGE) docker.io/library/$(E2E_UPGRADE_REDIS_IMAGE) >/dev/null
 endif
 
 .PHONY: e2e-install
@@ -56,6 +67,7 @@ e2e-install: $(HELM) ## Install or upgrade the operator on the e2e cluster with 
 e2e: e2e-up e2e-images e2e-install build-installer ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset).
 	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) E2E_HELM=$(HELM) E2E_RELEASE=$(E2E_RELEASE) \
 		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_INSTALL_YAML=$(CURDIR)/dist/install.yaml \
+		E2E_UPGRADE_REDIS_IMAGE=$(E2E_UPGRADE_REDIS_IMAGE) \
 		go test -tags e2e ./e2e -count=1 -v -timeout 60m $(E2E_ARGS)
 
 .PHONY: e2e-down
