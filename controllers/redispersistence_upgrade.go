@@ -329,13 +329,20 @@ func (r *RedisPersistenceReconciler) upgradeFleet(ctx context.Context) ([]upgrad
 }
 
 // upgradeTurnFreed passes the StatefulSet events that end an operator
-// upgrade: its pod became Ready on the new template, or it went away.
+// upgrade: its pod became Ready on the new template, the upgrade changed
+// nothing the StatefulSet controller rolls (its mark lands on a StatefulSet
+// rolled out already), or it went away.
 var upgradeTurnFreed = predicate.Funcs{
 	CreateFunc: func(event.CreateEvent) bool { return false },
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		old, oldOK := e.ObjectOld.(*appsv1.StatefulSet)
 		updated, newOK := e.ObjectNew.(*appsv1.StatefulSet)
-		return oldOK && newOK && upgradeInFlight(old) != nil && upgradeInFlight(updated) == nil
+		if !oldOK || !newOK || upgradeInFlight(updated) != nil {
+			return false
+		}
+		_, marked := updated.Annotations[annotationUpgradeStarted]
+		_, wasMarked := old.Annotations[annotationUpgradeStarted]
+		return upgradeInFlight(old) != nil || marked && !wasMarked
 	},
 	DeleteFunc: func(e event.DeleteEvent) bool {
 		sts, ok := e.Object.(*appsv1.StatefulSet)
@@ -346,8 +353,9 @@ var upgradeTurnFreed = predicate.Funcs{
 
 // nextUpgrades are the instances waiting for an upgrade turn, first in
 // namespace/name order, as many as may roll at once: a turn that ends wakes
-// those, not every instance that waits.
-func (r *RedisPersistenceReconciler) nextUpgrades(ctx context.Context, _ client.Object) []reconcile.Request {
+// those, not every instance that waits. The instance whose turn ended is not
+// one of them, even if its status, not yet written, still says it waits.
+func (r *RedisPersistenceReconciler) nextUpgrades(ctx context.Context, ended client.Object) []reconcile.Request {
 	var list v1alpha1.RedisPersistenceList
 	if err := r.List(ctx, &list); err != nil {
 		log.FromContext(ctx).Error(err, "listing RedisPersistences for an ended upgrade")
@@ -355,7 +363,7 @@ func (r *RedisPersistenceReconciler) nextUpgrades(ctx context.Context, _ client.
 	}
 	var waiting []types.NamespacedName
 	for i := range list.Items {
-		if waitsForUpgrade(&list.Items[i]) {
+		if waitsForUpgrade(&list.Items[i]) && client.ObjectKeyFromObject(&list.Items[i]) != client.ObjectKeyFromObject(ended) {
 			waiting = append(waiting, client.ObjectKeyFromObject(&list.Items[i]))
 		}
 	}

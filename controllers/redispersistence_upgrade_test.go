@@ -438,6 +438,61 @@ func TestUpgradeConcurrencyIsBounded(t *testing.T) {
 	waitTemplate(t, 20*time.Second, ns, "c", "redis-uring:v2")
 }
 
+// StatefulSets an operator from before staged upgrades made carry no record
+// of their template: upgrading to this one takes turns, which end at once
+// where the template is the same, restarting nothing.
+func TestUpgradeFromAnOperatorBeforeStagedUpgrades(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	clock := clocktesting.NewFakePassiveClock(testNow)
+	op := startOperator(t, ns, versionOptions("redis-uring:v1"), 1, clock)
+	names := []string{"a", "b", "c"}
+	for _, name := range names {
+		createUpgradeInstance(t, ns, name, "")
+	}
+	for _, name := range names {
+		readyOn(t, ns, name, "redis-uring:v1")
+	}
+	op.stop()
+	generations := map[string]int64{}
+	for _, name := range names {
+		sts := &appsv1.StatefulSet{}
+		if err := get(t, sts, ns, name); err != nil {
+			t.Fatal(err)
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null,%q:null}}}`, annotationTemplateHash, annotationSpecTemplateHash, annotationGeneration)
+		if err := k8s.Patch(context.Background(), sts, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+		generations[name] = sts.Generation
+	}
+
+	startOperator(t, ns, versionOptions("redis-uring:v1"), 1, clock)
+	// One resync of a waiting instance is a minute: the turns must chain faster.
+	eventually(t, 45*time.Second, func() error {
+		for _, name := range names {
+			sts := &appsv1.StatefulSet{}
+			if err := get(t, sts, ns, name); err != nil {
+				return err
+			}
+			if sts.Annotations[annotationTemplateHash] == "" || sts.Annotations[annotationUpgradeStarted] != "" {
+				return fmt.Errorf("%s: annotations %v", name, sts.Annotations)
+			}
+		}
+		return nil
+	})
+	for _, name := range names {
+		waitCondition(t, ns, name, v1alpha1.ConditionUpToDate, metav1.ConditionTrue, ReasonUpToDate)
+		sts := &appsv1.StatefulSet{}
+		if err := get(t, sts, ns, name); err != nil {
+			t.Fatal(err)
+		}
+		if sts.Generation != generations[name] {
+			t.Errorf("%s: the StatefulSet's generation went from %d to %d: its pod restarted", name, generations[name], sts.Generation)
+		}
+	}
+}
+
 // rolloutOriginOf tells the operator's changes from the user's.
 func TestUpgradeRolloutOrigin(t *testing.T) {
 	v1, v2 := versionOptions("redis-uring:v1"), versionOptions("redis-uring:v2")
