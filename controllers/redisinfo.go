@@ -1,10 +1,8 @@
 package controllers
 
 import (
-	"bufio"
 	"context"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -143,33 +141,29 @@ func readServerInfo(ctx context.Context, addr, password string) (*serverInfo, er
 func infoOf(ctx context.Context, client *redis.Client) (*serverInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
 	defer cancel()
-	text, err := client.Info(ctx, "server", "persistence").Result()
+	sections, err := client.InfoMap(ctx, "server", "persistence").Result()
 	if err != nil {
 		return nil, err
 	}
-	return parseServerInfo(text), nil
+	return serverInfoFrom(sections), nil
 }
 
-func parseServerInfo(text string) *serverInfo {
-	fields := map[string]string{}
-	scanner := bufio.NewScanner(strings.NewReader(text))
-	for scanner.Scan() {
-		if k, v, ok := strings.Cut(strings.TrimSpace(scanner.Text()), ":"); ok {
-			fields[k] = v
-		}
-	}
-	saves, _ := strconv.ParseInt(fields["rdb_saves"], 10, 64)
+// serverInfoFrom reads the server and persistence sections of INFO, as
+// go-redis's InfoMap returns them (section title -> field -> value).
+func serverInfoFrom(sections map[string]map[string]string) *serverInfo {
+	server, persistence := sections["Server"], sections["Persistence"]
+	saves, _ := strconv.ParseInt(persistence["rdb_saves"], 10, 64)
 	info := &serverInfo{
-		aofEnabled:     fields["aof_enabled"] == "1",
-		engine:         fields["aof_engine"],
-		uringActive:    fields["aof_uring_active"] == "1",
-		fallbackReason: fields["aof_uring_fallback_reason"],
+		aofEnabled:     persistence["aof_enabled"] == "1",
+		engine:         persistence["aof_engine"],
+		uringActive:    persistence["aof_uring_active"] == "1",
+		fallbackReason: persistence["aof_uring_fallback_reason"],
 
-		runID:            fields["run_id"],
-		rewriteRunning:   fields["aof_rewrite_in_progress"] == "1" || fields["aof_rewrite_scheduled"] == "1",
-		lastRewriteOK:    fields["aof_last_bgrewrite_status"] == "ok",
-		bgsaveInProgress: fields["rdb_bgsave_in_progress"] == "1",
-		lastBgsaveOK:     fields["rdb_last_bgsave_status"] == "ok",
+		runID:            server["run_id"],
+		rewriteRunning:   persistence["aof_rewrite_in_progress"] == "1" || persistence["aof_rewrite_scheduled"] == "1",
+		lastRewriteOK:    persistence["aof_last_bgrewrite_status"] == "ok",
+		bgsaveInProgress: persistence["rdb_bgsave_in_progress"] == "1",
+		lastBgsaveOK:     persistence["rdb_last_bgsave_status"] == "ok",
 		rdbSaves:         saves,
 	}
 	// aof_engine is the configured engine; what writes the AOF is posix when

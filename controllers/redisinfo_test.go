@@ -2,20 +2,32 @@ package controllers
 
 import "testing"
 
-func TestParseServerInfo(t *testing.T) {
+func TestServerInfoFrom(t *testing.T) {
 	cases := []struct {
-		desc, info string
-		want       serverInfo
+		desc string
+		info map[string]map[string]string
+		want serverInfo
 	}{
-		{"uring active", "# Persistence\r\naof_enabled:1\r\naof_engine:uring\r\naof_uring_active:1\r\naof_uring_fallback_reason:none\r\n",
-			serverInfo{aofEnabled: true, engine: "uring", uringActive: true, fallbackReason: "none"}},
-		{"uring fell back", "aof_enabled:1\r\naof_engine:uring\r\naof_uring_active:0\r\naof_uring_fallback_reason:io_uring_setup_eperm\r\n",
-			serverInfo{aofEnabled: true, engine: "posix", fallbackReason: "io_uring_setup_eperm"}},
-		{"stock server", "aof_enabled:1\r\naof_rewrite_in_progress:0\r\n", serverInfo{aofEnabled: true, engine: "posix"}},
-		{"no aof", "aof_enabled:0\r\naof_engine:posix\r\n", serverInfo{}},
+		{"uring active", map[string]map[string]string{
+			"Server":      {"run_id": "5f1c"},
+			"Persistence": {"aof_enabled": "1", "aof_engine": "uring", "aof_uring_active": "1", "aof_uring_fallback_reason": "none"},
+		}, serverInfo{aofEnabled: true, engine: "uring", uringActive: true, fallbackReason: "none", runID: "5f1c"}},
+		{"uring fell back", map[string]map[string]string{
+			"Persistence": {"aof_enabled": "1", "aof_engine": "uring", "aof_uring_active": "0", "aof_uring_fallback_reason": "io_uring_setup_eperm"},
+		}, serverInfo{aofEnabled: true, engine: "posix", fallbackReason: "io_uring_setup_eperm"}},
+		{"stock server", map[string]map[string]string{
+			"Persistence": {"aof_enabled": "1", "aof_rewrite_in_progress": "0"},
+		}, serverInfo{aofEnabled: true, engine: "posix"}},
+		{"no aof", map[string]map[string]string{
+			"Persistence": {"aof_enabled": "0", "aof_engine": "posix"},
+		}, serverInfo{}},
+		{"snapshot state", map[string]map[string]string{
+			"Persistence": {"aof_enabled": "0", "rdb_bgsave_in_progress": "1", "rdb_last_bgsave_status": "ok", "rdb_saves": "3"},
+		}, serverInfo{bgsaveInProgress: true, lastBgsaveOK: true, rdbSaves: 3}},
+		{"no reply", nil, serverInfo{}},
 	}
 	for _, tc := range cases {
-		if got := *parseServerInfo(tc.info); got != tc.want {
+		if got := *serverInfoFrom(tc.info); got != tc.want {
 			t.Errorf("%s: got %+v, want %+v", tc.desc, got, tc.want)
 		}
 	}

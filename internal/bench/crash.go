@@ -113,9 +113,10 @@ func (r Runner) waitServing(ctx context.Context, limit time.Duration) error {
 	var last error
 	for time.Now().Before(deadline) {
 		conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, MaxRetries: -1, DialTimeout: time.Second})
-		info, err := conn.Info(ctx, "persistence").Result()
+		info := conn.InfoMap(ctx, "persistence")
 		_ = conn.Close()
-		if err == nil && ParseInfo(info)["loading"] == "0" {
+		err := info.Err()
+		if err == nil && info.Item("Persistence", "loading") == "0" {
 			return nil
 		}
 		if err == nil {

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"fmt"
 	"sort"
 	"strconv"
@@ -27,39 +26,25 @@ type Bucket struct {
 	Count    int64
 }
 
-// ParseInfo reads the reply of INFO into a field map.
-func ParseInfo(text string) map[string]string {
-	fields := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			fields[k] = v
-		}
-	}
-	return fields
-}
-
 const bucketPrefix = "aof_uring_fsync_usec_bucket_le_"
 
-// SampleFromInfo extracts a Sample from INFO's fields (sections cpu, memory, persistence).
-func SampleFromInfo(fields map[string]string) (Sample, error) {
+// SampleFromInfo extracts a Sample from INFO's cpu, memory and persistence
+// sections, as go-redis's InfoMap returns them (section title -> field -> value).
+func SampleFromInfo(info map[string]map[string]string) (Sample, error) {
 	var s Sample
-	user, err1 := strconv.ParseFloat(fields["used_cpu_user"], 64)
-	sys, err2 := strconv.ParseFloat(fields["used_cpu_sys"], 64)
+	cpu, persistence := info["CPU"], info["Persistence"]
+	user, err1 := strconv.ParseFloat(cpu["used_cpu_user"], 64)
+	sys, err2 := strconv.ParseFloat(cpu["used_cpu_sys"], 64)
 	if err1 != nil || err2 != nil {
 		return s, fmt.Errorf("INFO has no used_cpu_user/used_cpu_sys")
 	}
 	s.CPUSeconds = user + sys
-	s.RSSBytes, _ = strconv.ParseInt(fields["used_memory_rss"], 10, 64)
-	s.Engine = fields["aof_engine"]
-	if fields["aof_enabled"] == "0" {
+	s.RSSBytes, _ = strconv.ParseInt(info["Memory"]["used_memory_rss"], 10, 64)
+	s.Engine = persistence["aof_engine"]
+	if persistence["aof_enabled"] == "0" {
 		s.Engine = ""
 	}
-	for k, v := range fields {
+	for k, v := range persistence {
 		bound, ok := strings.CutPrefix(k, bucketPrefix)
 		if !ok {
 			continue

@@ -33,26 +33,29 @@ func TestParseTool(t *testing.T) {
 	}
 }
 
-const uringInfo = `# CPU
-used_cpu_sys:1.500000
-used_cpu_user:2.250000
-# Memory
-used_memory_rss:8388608
-# Persistence
-aof_enabled:1
-aof_engine:uring
-aof_uring_fsync_count:10
-aof_uring_fsync_usec_bucket_le_50:0
-aof_uring_fsync_usec_bucket_le_100:0
-aof_uring_fsync_usec_bucket_le_250:1
-aof_uring_fsync_usec_bucket_le_500:5
-aof_uring_fsync_usec_bucket_le_1000:9
-aof_uring_fsync_usec_bucket_le_2500:10
-aof_uring_fsync_usec_bucket_le_inf:10
-`
+// uringInfo is INFO cpu, memory and persistence of a uring server, as
+// go-redis's InfoMap returns it.
+func uringInfo() map[string]map[string]string {
+	return map[string]map[string]string{
+		"CPU":    {"used_cpu_sys": "1.500000", "used_cpu_user": "2.250000"},
+		"Memory": {"used_memory_rss": "8388608"},
+		"Persistence": {
+			"aof_enabled":                         "1",
+			"aof_engine":                          "uring",
+			"aof_uring_fsync_count":               "10",
+			"aof_uring_fsync_usec_bucket_le_50":   "0",
+			"aof_uring_fsync_usec_bucket_le_100":  "0",
+			"aof_uring_fsync_usec_bucket_le_250":  "1",
+			"aof_uring_fsync_usec_bucket_le_500":  "5",
+			"aof_uring_fsync_usec_bucket_le_1000": "9",
+			"aof_uring_fsync_usec_bucket_le_2500": "10",
+			"aof_uring_fsync_usec_bucket_le_inf":  "10",
+		},
+	}
+}
 
 func TestSampleFromInfo(t *testing.T) {
-	s, err := SampleFromInfo(ParseInfo(uringInfo))
+	s, err := SampleFromInfo(uringInfo())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,20 +69,25 @@ func TestSampleFromInfo(t *testing.T) {
 	if got := fmt.Sprint(bounds); got != "[50 100 250 500 1000 2500 -1]" {
 		t.Errorf("bucket bounds in order %s", got)
 	}
-	if _, err := SampleFromInfo(ParseInfo("# Persistence\naof_enabled:1\n")); err == nil {
+	if _, err := SampleFromInfo(map[string]map[string]string{"Persistence": {"aof_enabled": "1"}}); err == nil {
 		t.Error("a reply without INFO cpu parsed")
 	}
-	posix, err := SampleFromInfo(ParseInfo("used_cpu_sys:0\nused_cpu_user:0\naof_enabled:0\naof_engine:posix\n"))
+	posix, err := SampleFromInfo(map[string]map[string]string{
+		"CPU":         {"used_cpu_sys": "0", "used_cpu_user": "0"},
+		"Persistence": {"aof_enabled": "0", "aof_engine": "posix"},
+	})
 	if err != nil || posix.Engine != "" {
 		t.Errorf("without an append-only file the engine is %q (%v), want empty", posix.Engine, err)
 	}
 }
 
 func TestFsyncDelta(t *testing.T) {
-	before, _ := SampleFromInfo(ParseInfo(uringInfo))
-	after, _ := SampleFromInfo(ParseInfo(strings.NewReplacer(
-		"le_500:5", "le_500:55", "le_1000:9", "le_1000:108", "le_2500:10", "le_2500:109", "le_inf:10", "le_inf:110",
-	).Replace(uringInfo)))
+	before, _ := SampleFromInfo(uringInfo())
+	later := uringInfo()
+	for bound, count := range map[string]string{"500": "55", "1000": "108", "2500": "109", "inf": "110"} {
+		later["Persistence"]["aof_uring_fsync_usec_bucket_le_"+bound] = count
+	}
+	after, _ := SampleFromInfo(later)
 	// 100 new fsyncs: 50 in (250,500], 49 in (500,1000], 0 in (1000,2500], 1 above 2500.
 	count, p50, p99 := FsyncDelta(before, after)
 	if count != 100 || p50 != 500 || p99 != 1000 {

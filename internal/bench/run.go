@@ -45,11 +45,11 @@ func (r Runner) client() *redis.Client {
 func (r Runner) Sample(ctx context.Context) (Sample, error) {
 	c := r.client()
 	defer func() { _ = c.Close() }()
-	text, err := c.Info(ctx, "cpu", "memory", "persistence").Result()
+	info, err := c.InfoMap(ctx, "cpu", "memory", "persistence").Result()
 	if err != nil {
 		return Sample{}, fmt.Errorf("INFO: %w", err)
 	}
-	return SampleFromInfo(ParseInfo(text))
+	return SampleFromInfo(info)
 }
 
 // Run measures every command of w, w.Repetitions times each, and keeps each
