@@ -12,13 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -39,7 +38,7 @@ import (
 )
 
 // podMonitorGVK is applied only when the cluster serves it.
-var podMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PodMonitor"}
+var podMonitorGVK = monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PodMonitorsKind)
 
 // resyncInterval re-reads a running server's INFO: a fallback to the posix
 // engine can happen at any restart, which no Kubernetes object records.
@@ -483,8 +482,7 @@ func (r *RedisPersistenceReconciler) podMonitor(ctx context.Context, rp *v1alpha
 	if exporterEnabled(rp) && ptr.Deref(rp.Spec.Monitoring.PodMonitor.Enabled, true) {
 		return buildPodMonitor(rp), nil
 	}
-	pm := &unstructured.Unstructured{}
-	pm.SetGroupVersionKind(podMonitorGVK)
+	pm := &monitoringv1.PodMonitor{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, pm); apierrors.IsNotFound(err) {
 		return nil, nil
 	} else if err != nil {
@@ -493,7 +491,7 @@ func (r *RedisPersistenceReconciler) podMonitor(ctx context.Context, rp *v1alpha
 	if !metav1.IsControlledBy(pm, rp) {
 		return nil, nil // not ours: left alone
 	}
-	if err := r.Delete(ctx, pm, client.Preconditions{UID: ptr.To(pm.GetUID())}); client.IgnoreNotFound(err) != nil {
+	if err := r.Delete(ctx, pm, client.Preconditions{UID: ptr.To(pm.UID)}); client.IgnoreNotFound(err) != nil {
 		return nil, fmt.Errorf("deleting PodMonitor %s: %w", rp.Name, err)
 	}
 	r.Recorder.Event(rp, corev1.EventTypeNormal, "DeletedPodMonitor", "monitoring is off: deleted the PodMonitor")
@@ -514,10 +512,8 @@ func (r *RedisPersistenceReconciler) watchPodMonitors(ctx context.Context) error
 	if r.watchingPodMonitor.Load() {
 		return nil
 	}
-	pm := &unstructured.Unstructured{}
-	pm.SetGroupVersionKind(podMonitorGVK)
 	owner := handler.EnqueueRequestForOwner(r.Scheme(), r.RESTMapper(), &v1alpha1.RedisPersistence{}, handler.OnlyControllerOwner())
-	src := source.Kind(r.cache, client.Object(pm), owner)
+	src := source.Kind(r.cache, client.Object(&monitoringv1.PodMonitor{}), owner)
 	if err := r.controller.Watch(src); err != nil {
 		return fmt.Errorf("watching PodMonitors: %w", err)
 	}
@@ -529,40 +525,26 @@ func (r *RedisPersistenceReconciler) watchPodMonitors(ctx context.Context) error
 	return nil
 }
 
-func buildPodMonitor(rp *v1alpha1.RedisPersistence) *unstructured.Unstructured {
+func buildPodMonitor(rp *v1alpha1.RedisPersistence) *monitoringv1.PodMonitor {
+	meta := objectMeta(rp, rp.Name)
 	// The operator's labels go last: the cache selects owned objects by them.
-	labels := map[string]any{}
-	for k, v := range rp.Spec.Monitoring.PodMonitor.Labels {
-		labels[k] = v
+	labels := maps.Clone(rp.Spec.Monitoring.PodMonitor.Labels)
+	if labels == nil {
+		labels = map[string]string{}
 	}
-	for k, v := range objectLabels(rp) {
-		labels[k] = v
-	}
-	selector := map[string]any{}
-	for k, v := range selectorLabels(rp) {
-		selector[k] = v
-	}
-	owner := ownerReference(rp)
-	pm := &unstructured.Unstructured{Object: map[string]any{
-		"metadata": map[string]any{
-			"name":      rp.Name,
-			"namespace": rp.Namespace,
-			"labels":    labels,
-			"ownerReferences": []any{map[string]any{
-				"apiVersion": owner.APIVersion, "kind": owner.Kind, "name": owner.Name, "uid": string(owner.UID),
-				"controller": true, "blockOwnerDeletion": true,
+	maps.Copy(labels, meta.Labels)
+	meta.Labels = labels
+	return &monitoringv1.PodMonitor{
+		TypeMeta:   metav1.TypeMeta{APIVersion: podMonitorGVK.GroupVersion().String(), Kind: podMonitorGVK.Kind},
+		ObjectMeta: meta,
+		Spec: monitoringv1.PodMonitorSpec{
+			Selector: metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
+			PodMetricsEndpoints: []monitoringv1.PodMetricsEndpoint{{
+				Port:     "metrics",
+				Interval: monitoringv1.Duration(orDefault(rp.Spec.Monitoring.PodMonitor.Interval, "30s")),
 			}},
 		},
-		"spec": map[string]any{
-			"selector": map[string]any{"matchLabels": selector},
-			"podMetricsEndpoints": []any{map[string]any{
-				"port":     "metrics",
-				"interval": orDefault(rp.Spec.Monitoring.PodMonitor.Interval, "30s"),
-			}},
-		},
-	}}
-	pm.SetGroupVersionKind(podMonitorGVK)
-	return pm
+	}
 }
 
 func klogRef(obj client.Object) string { return client.ObjectKeyFromObject(obj).String() }

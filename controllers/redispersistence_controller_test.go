@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -14,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -396,8 +396,7 @@ func TestPodMonitorOnlyWhenServed(t *testing.T) {
 	createRP(t, ns, "monitored", spec)
 	waitCondition(t, ns, "monitored", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 
-	podMonitor := &unstructured.Unstructured{}
-	podMonitor.SetGroupVersionKind(testenv.PodMonitorGVK)
+	podMonitor := &monitoringv1.PodMonitor{}
 	if err := get(t, podMonitor, ns, "monitored"); !meta.IsNoMatchError(err) {
 		t.Fatalf("before the CRD is installed the kind must not be served, got %v", err)
 	}
@@ -410,13 +409,14 @@ func TestPodMonitorOnlyWhenServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() error { return get(t, podMonitor, ns, "monitored") })
-	if podMonitor.GetLabels()["release"] != "kube-prometheus-stack" {
-		t.Errorf("PodMonitor labels %v lack the release label", podMonitor.GetLabels())
+	if podMonitor.Labels["release"] != "kube-prometheus-stack" {
+		t.Errorf("PodMonitor labels %v lack the release label", podMonitor.Labels)
 	}
-	port, _, _ := unstructured.NestedString(podMonitor.Object, "spec", "podMetricsEndpoints", "0", "port")
-	endpoints, _, _ := unstructured.NestedSlice(podMonitor.Object, "spec", "podMetricsEndpoints")
-	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" {
-		t.Errorf("PodMonitor endpoints %v (port %q)", endpoints, port)
+	if endpoints := podMonitor.Spec.PodMetricsEndpoints; len(endpoints) != 1 || endpoints[0].Port != "metrics" || endpoints[0].Interval != "30s" {
+		t.Errorf("PodMonitor endpoints %+v", endpoints)
+	}
+	if selector := podMonitor.Spec.Selector.MatchLabels; selector[labelInstance] != "monitored" {
+		t.Errorf("PodMonitor selects %v", selector)
 	}
 	if ref := metav1.GetControllerOf(podMonitor); ref == nil || ref.Name != "monitored" {
 		t.Errorf("PodMonitor owner %v", ref)
@@ -428,12 +428,11 @@ func TestPodMonitorOnlyWhenServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, func() error {
-		fresh := &unstructured.Unstructured{}
-		fresh.SetGroupVersionKind(testenv.PodMonitorGVK)
+		fresh := &monitoringv1.PodMonitor{}
 		if err := get(t, fresh, ns, "monitored"); err != nil {
 			return err
 		}
-		if fresh.GetUID() == podMonitor.GetUID() {
+		if fresh.UID == podMonitor.UID {
 			return fmt.Errorf("the deleted PodMonitor is still there")
 		}
 		return nil
@@ -449,7 +448,7 @@ func TestPodMonitorOnlyWhenServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() error {
-		err := get(t, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor"}}, ns, "monitored")
+		err := get(t, &monitoringv1.PodMonitor{}, ns, "monitored")
 		switch {
 		case err == nil:
 			return fmt.Errorf("the PodMonitor of a RedisPersistence with monitoring off is still there")

@@ -2,10 +2,12 @@
 # Fetch the Prometheus Operator CRDs at a pinned version for tests, never
 # committed: they come from the prometheus-operator Go module (through the Go
 # module proxy, checksummed by go.sum's database) and land in
-# bin/crds/prometheus-operator/<version>/. Prints that directory.
+# bin/crds/prometheus-operator/<version>/. Prints that directory. The version
+# is the one of the PodMonitor API types go.mod requires, so the operator's
+# types and the CRDs the tests install cannot drift apart.
 set -euo pipefail
-version=${PROMETHEUS_OPERATOR_VERSION:-v0.77.1}
 repo=$(cd "$(dirname "$0")/.." && pwd)
+version=${PROMETHEUS_OPERATOR_VERSION:-$(awk '$1 == "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring" {print $2}' "$repo/go.mod")}
 out=$repo/bin/crds/prometheus-operator/$version
 if [[ ! -f $out/.complete ]]; then
   dir=$(cd "$repo" && GOFLAGS=-mod=mod go mod download -json "github.com/prometheus-operator/prometheus-operator@$version" |

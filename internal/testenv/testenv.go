@@ -12,7 +12,7 @@ import (
 	"runtime"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,9 +23,6 @@ import (
 
 // RedisPersistenceGVK is the kind's GroupVersionKind, for unstructured objects in tests.
 var RedisPersistenceGVK = v1alpha1.GroupVersion.WithKind("RedisPersistence")
-
-// PodMonitorGVK is the Prometheus Operator's PodMonitor.
-var PodMonitorGVK = schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "PodMonitor"}
 
 // RepoRoot is the repository's top directory.
 func RepoRoot() string {
@@ -51,6 +48,9 @@ func Start(m *testing.M, extraCRDDirs ...string) *Env {
 		fail("KUBEBUILDER_ASSETS is not set: run the tests with `make test`, which builds kube-apiserver and fetches etcd into bin/k8s/")
 	}
 	if err := v1alpha1.AddToScheme(scheme.Scheme); err != nil {
+		fail(err.Error())
+	}
+	if err := monitoringv1.AddToScheme(scheme.Scheme); err != nil {
 		fail(err.Error())
 	}
 	e := &Env{env: &envtest.Environment{
