@@ -155,7 +155,7 @@ scrape_configs:
 		}
 		got := map[string]float64{}
 		for _, s := range samples {
-			got[s.Labels["pod"]] = s.Value
+			got[string(s.Metric["pod"])] = float64(s.Value)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("%s per server = %v, want %v", key, got, want)
@@ -167,7 +167,7 @@ scrape_configs:
 		if err != nil {
 			return err
 		}
-		if len(alerts) != 1 || alerts[0].Labels["pod"] != "fallback-0" || alerts[0].Labels["alertstate"] != "pending" {
+		if len(alerts) != 1 || alerts[0].Metric["pod"] != "fallback-0" || alerts[0].Metric["alertstate"] != "pending" {
 			return fmt.Errorf("RedisUringFallback alerts: %v", alerts)
 		}
 		return nil
@@ -176,18 +176,18 @@ scrape_configs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(reason) != 1 || reason[0].Labels["key"] == "aof_uring_fallback_reason_none" {
+	if len(reason) != 1 || reason[0].Metric["key"] == "aof_uring_fallback_reason_none" {
 		t.Errorf("the fallback server's reason: %v", reason)
 	} else {
-		t.Logf("fallback reported as %s", reason[0].Labels["key"])
+		t.Logf("fallback reported as %s", reason[0].Metric["key"])
 	}
 	fsyncs, err := promtest.Query(ctx, prom, `uringredis_benchmark_fsync_seconds{namespace="`+ns+`", quantile="0.99"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range fsyncs {
-		if s.Labels["mode"] != "uring-durable" || s.Value <= 0 {
-			t.Errorf("fsync p99 series %v = %v: only the uring target reports fsyncs", s.Labels, s.Value)
+		if s.Metric["mode"] != "uring-durable" || s.Value <= 0 {
+			t.Errorf("fsync p99 series %v = %v: only the uring target reports fsyncs", s.Metric, s.Value)
 		}
 	}
 	if len(fsyncs) != 2 {

@@ -6,18 +6,19 @@ package promtest
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
 
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
@@ -126,61 +127,30 @@ func waitHTTP(t testing.TB, u string) {
 	}
 }
 
-// Sample is one element of an instant vector.
-type Sample struct {
-	Labels map[string]string
-	Value  float64
-}
-
-// Query runs an instant query.
-func Query(ctx context.Context, base, query string) ([]Sample, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query?query="+url.QueryEscape(query), nil)
+// Query runs an instant query against the Prometheus at base and returns
+// its vector.
+func Query(ctx context.Context, base, query string) (model.Vector, error) {
+	client, err := api.NewClient(api.Config{Address: base})
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	value, _, err := promv1.NewAPI(client).Query(ctx, query, time.Time{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("query %q: %w", query, err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	var body struct {
-		Status string `json:"status"`
-		Error  string `json:"error"`
-		Data   struct {
-			ResultType string `json:"resultType"`
-			Result     []struct {
-				Metric map[string]string `json:"metric"`
-				Value  [2]any            `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
+	vector, ok := value.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("query %q: result type %s, want vector", query, value.Type())
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, err
-	}
-	if body.Status != "success" {
-		return nil, fmt.Errorf("query %q: %s", query, body.Error)
-	}
-	if body.Data.ResultType != "vector" {
-		return nil, fmt.Errorf("query %q: result type %s, want vector", query, body.Data.ResultType)
-	}
-	out := make([]Sample, 0, len(body.Data.Result))
-	for _, r := range body.Data.Result {
-		text, _ := r.Value[1].(string)
-		v, err := strconv.ParseFloat(text, 64)
-		if err != nil {
-			return nil, fmt.Errorf("query %q: value %q", query, text)
-		}
-		out = append(out, Sample{Labels: r.Metric, Value: v})
-	}
-	return out, nil
+	return vector, nil
 }
 
 // HasNumbers is true when some sample is a number (not NaN): a
 // histogram_quantile over buckets that did not move returns NaN, which a
 // panel shows as "No data".
-func HasNumbers(samples []Sample) bool {
+func HasNumbers(samples model.Vector) bool {
 	for _, s := range samples {
-		if !math.IsNaN(s.Value) {
+		if !math.IsNaN(float64(s.Value)) {
 			return true
 		}
 	}
