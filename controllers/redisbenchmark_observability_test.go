@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -125,20 +126,22 @@ scrape_configs:
 		t.Fatalf("only %d queries found in the dashboards", len(queries))
 	}
 	pending := queries
-	deadline := time.Now().Add(90 * time.Second)
-	for len(pending) > 0 && time.Now().Before(deadline) {
-		time.Sleep(2 * time.Second)
+	err = wait.PollUntilContextTimeout(ctx, 2*time.Second, 90*time.Second, false, func(context.Context) (bool, error) {
 		next := map[string]string{}
 		for desc, q := range pending {
 			samples, err := promtest.Query(ctx, prom, q)
 			if err != nil {
-				t.Fatalf("%s: %v", desc, err)
+				return false, fmt.Errorf("%s: %w", desc, err)
 			}
 			if !promtest.HasNumbers(samples) {
 				next[desc] = q
 			}
 		}
 		pending = next
+		return len(pending) == 0, nil
+	})
+	if err != nil && !wait.Interrupted(err) {
+		t.Fatal(err)
 	}
 	for desc, q := range pending {
 		t.Errorf("%s returned no data: %s", desc, q)

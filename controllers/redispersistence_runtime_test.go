@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -173,18 +174,15 @@ func TestModeChangesCarryTheData(t *testing.T) {
 				r := &RedisPersistenceReconciler{}
 				change := modeChange{from, to}
 				if change.needsServer() {
-					deadline := time.Now().Add(60 * time.Second)
-					for {
-						done, progress, err := r.prepareModeChange(context.Background(), server.Addr, "", next, change)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if done {
-							break
-						}
-						if time.Now().After(deadline) {
-							t.Fatalf("not prepared after 60s: %s", progress)
-						}
+					var progress string
+					err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (done bool, err error) {
+						done, progress, err = r.prepareModeChange(ctx, server.Addr, "", next, change)
+						return done, err
+					})
+					if wait.Interrupted(err) {
+						t.Fatalf("not prepared after 60s: %s", progress)
+					} else if err != nil {
+						t.Fatal(err)
 					}
 				}
 				writeKeys(t, c, "after", 100)

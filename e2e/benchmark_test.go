@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -118,21 +119,19 @@ func TestBenchmarkComparesModes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	deadline := time.Now().Add(20 * time.Minute)
-	for {
+	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 20*time.Minute, true, func(context.Context) (bool, error) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rb), rb); err != nil {
-			t.Fatal(err)
+			return false, err
 		}
 		if c := meta.FindStatusCondition(rb.Status.Conditions, v1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
-			t.Fatalf("benchmark failed: %s: %s\n%s", c.Reason, c.Message, jobLogs(t, rb.Status.CurrentJob))
+			return false, fmt.Errorf("benchmark failed: %s: %s", c.Reason, c.Message)
 		}
-		if meta.IsStatusConditionTrue(rb.Status.Conditions, v1alpha1.ConditionComplete) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("benchmark not complete after 20m: %+v\n%s", rb.Status, jobLogs(t, rb.Status.CurrentJob))
-		}
-		time.Sleep(5 * time.Second)
+		return meta.IsStatusConditionTrue(rb.Status.Conditions, v1alpha1.ConditionComplete), nil
+	})
+	if wait.Interrupted(err) {
+		t.Fatalf("benchmark not complete after 20m: %+v\n%s", rb.Status, jobLogs(t, rb.Status.CurrentJob))
+	} else if err != nil {
+		t.Fatalf("%v\n%s", err, jobLogs(t, rb.Status.CurrentJob))
 	}
 
 	var table strings.Builder
@@ -213,21 +212,20 @@ func TestBenchmarkComparesModes(t *testing.T) {
 // waitBenchmark waits until the benchmark's Complete condition has reason.
 func waitBenchmark(t *testing.T, rb *v1alpha1.RedisBenchmark, timeout time.Duration, reason string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rb), rb); err != nil {
-			t.Fatal(err)
+	var c *metav1.Condition
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rb), rb); err != nil {
+			return false, err
 		}
-		c := meta.FindStatusCondition(rb.Status.Conditions, v1alpha1.ConditionComplete)
-		if c != nil && c.Reason == reason {
-			t.Logf("RedisBenchmark %s: %s: %s", rb.Name, c.Reason, c.Message)
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("RedisBenchmark %s: Complete is %+v after %s, want reason %s", rb.Name, c, timeout, reason)
-		}
-		time.Sleep(time.Second)
+		c = meta.FindStatusCondition(rb.Status.Conditions, v1alpha1.ConditionComplete)
+		return c != nil && c.Reason == reason, nil
+	})
+	if wait.Interrupted(err) {
+		t.Fatalf("RedisBenchmark %s: Complete is %+v after %s, want reason %s", rb.Name, c, timeout, reason)
+	} else if err != nil {
+		t.Fatal(err)
 	}
+	t.Logf("RedisBenchmark %s: %s: %s", rb.Name, c.Reason, c.Message)
 }
 
 func envInt(t *testing.T, key string, def int) int {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -113,20 +114,17 @@ func create(t *testing.T, name string, spec v1alpha1.RedisPersistenceSpec) *v1al
 func waitFor(t *testing.T, name string, timeout time.Duration, check func(*v1alpha1.RedisPersistence) error) *v1alpha1.RedisPersistence {
 	t.Helper()
 	rp := &v1alpha1.RedisPersistence{}
-	deadline := time.Now().Add(timeout)
-	for {
-		err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, rp)
-		if err == nil {
-			err = check(rp)
+	var last error
+	if wait.PollUntilContextTimeout(context.Background(), time.Second, timeout, true, func(context.Context) (bool, error) {
+		last = k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, rp)
+		if last == nil {
+			last = check(rp)
 		}
-		if err == nil {
-			return rp
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s after %s: %v\n%s", name, timeout, err, describe(name))
-		}
-		time.Sleep(time.Second)
+		return last == nil, nil
+	}) != nil {
+		t.Fatalf("%s after %s: %v\n%s", name, timeout, last, describe(name))
 	}
+	return rp
 }
 
 func hasCondition(condType string, status metav1.ConditionStatus, reason string) func(*v1alpha1.RedisPersistence) error {
@@ -409,15 +407,17 @@ func installDenyProfile(t *testing.T) {
 	if err := k8s.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for pod.Status.Phase != corev1.PodSucceeded {
-		if pod.Status.Phase == corev1.PodFailed || time.Now().After(deadline) {
-			t.Fatalf("installing the deny profile: pod phase %s", pod.Status.Phase)
-		}
-		time.Sleep(time.Second)
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, false, func(context.Context) (bool, error) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-			t.Fatal(err)
+			return false, err
 		}
+		return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed, nil
+	})
+	if err != nil && !wait.Interrupted(err) {
+		t.Fatal(err)
+	}
+	if pod.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("installing the deny profile: pod phase %s", pod.Status.Phase)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -261,20 +262,19 @@ func run(t *testing.T, name string, args ...string) string {
 // when get succeeds with a list.
 func waitGone(t *testing.T, what string, get func() error, gone func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
-		err := get()
-		switch {
+	err := wait.PollUntilContextTimeout(context.Background(), 2*time.Second, 5*time.Minute, true, func(context.Context) (bool, error) {
+		switch err := get(); {
 		case apierrors.IsNotFound(err):
-			return
-		case err == nil && gone != nil && gone():
-			return
-		case err != nil && !apierrors.IsNotFound(err):
-			t.Fatalf("waiting for %s to go: %v", what, err)
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("waiting for %s to go: %w", what, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal(fmt.Errorf("%s still there after 5m", what))
-		}
-		time.Sleep(2 * time.Second)
+		return gone != nil && gone(), nil
+	})
+	if wait.Interrupted(err) {
+		err = fmt.Errorf("%s still there after 5m", what)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

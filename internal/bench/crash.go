@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Killer crashes the server the way kill -9 would: no shutdown path runs, so
@@ -109,25 +110,21 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 
 // waitServing polls until the server answers and has loaded its data.
 func (r Runner) waitServing(ctx context.Context, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
 	var last error
-	for time.Now().Before(deadline) {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
 		conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, MaxRetries: -1, DialTimeout: time.Second})
 		info := conn.InfoMap(ctx, "persistence")
 		_ = conn.Close()
-		err := info.Err()
-		if err == nil && info.Item("Persistence", "loading") == "0" {
-			return nil
+		if last = info.Err(); last == nil && info.Item("Persistence", "loading") != "0" {
+			last = errors.New("still loading")
 		}
-		if err == nil {
-			err = fmt.Errorf("still loading")
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
+		return last == nil, nil
+	})
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
 	return fmt.Errorf("the server did not serve again within %s after the kill: %w", limit, last)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/api"
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
@@ -110,20 +111,19 @@ func Prometheus(t testing.TB, config string) string {
 
 func waitHTTP(t testing.TB, u string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var last error
+	if wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		resp, err := http.Get(u)
 		if err == nil {
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("HTTP %d", resp.StatusCode)
 			}
-			err = fmt.Errorf("HTTP %d", resp.StatusCode)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not answer: %v", u, err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		last = err
+		return err == nil, nil
+	}) != nil {
+		t.Fatalf("%s did not answer: %v", u, last)
 	}
 }
 

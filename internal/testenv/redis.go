@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -10,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // ServerBin is the project's server build (make -C images/redis-uring build),
@@ -123,21 +127,29 @@ func runServer(t *testing.T, dir, config string, denyIOUring bool) *Server {
 			t.Logf("server log:\n%s", out)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", s.Addr); err == nil {
-			_ = c.Close()
-			return s
-		}
+	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		select {
 		case err := <-s.exited:
 			s.exited <- err
-			out, _ := os.ReadFile(logPath)
-			t.Fatalf("the server exited (%v):\n%s", err, out)
-		case <-time.After(50 * time.Millisecond):
+			if err == nil {
+				err = errors.New("exit status 0")
+			}
+			return false, fmt.Errorf("the server exited (%w)", err)
+		default:
 		}
+		c, err := net.Dial("tcp", s.Addr)
+		if err != nil {
+			return false, nil
+		}
+		_ = c.Close()
+		return true, nil
+	})
+	if wait.Interrupted(err) {
+		err = fmt.Errorf("the server did not start on %s", s.Addr)
 	}
-	out, _ := os.ReadFile(logPath)
-	t.Fatalf("the server did not start on %s:\n%s", s.Addr, out)
-	return nil
+	if err != nil {
+		out, _ := os.ReadFile(logPath)
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	return s
 }

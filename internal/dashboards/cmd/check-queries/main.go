@@ -11,6 +11,8 @@ import (
 	"sort"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/uring-redis/uring-redis-operator/internal/dashboards"
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
 )
@@ -18,38 +20,37 @@ import (
 func main() {
 	prom := flag.String("prometheus", "http://127.0.0.1:9090", "Prometheus base URL.")
 	rateInterval := flag.String("rate-interval", "5m", "What $__rate_interval stands for: cover the load you want to see.")
-	wait := flag.Duration("wait", 2*time.Minute, "How long to retry queries that return no data yet.")
+	patience := flag.Duration("wait", 2*time.Minute, "How long to retry queries that return no data yet.")
 	flag.Parse()
-	if err := run(*prom, *rateInterval, *wait); err != nil {
+	if err := run(*prom, *rateInterval, *patience); err != nil {
 		fmt.Fprintln(os.Stderr, "check-queries:", err)
 		os.Exit(1)
 	}
 }
 
-func run(prom, rateInterval string, wait time.Duration) error {
+func run(prom, rateInterval string, patience time.Duration) error {
 	queries, err := dashboards.AllQueries(rateInterval)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	pending := queries
-	deadline := time.Now().Add(wait)
-	for {
+	err = wait.PollUntilContextTimeout(ctx, 5*time.Second, patience, true, func(context.Context) (bool, error) {
 		next := map[string]string{}
 		for desc, q := range pending {
 			samples, err := promtest.Query(ctx, prom, q)
 			if err != nil {
-				return fmt.Errorf("%s: %w", desc, err)
+				return false, fmt.Errorf("%s: %w", desc, err)
 			}
 			if !promtest.HasNumbers(samples) {
 				next[desc] = q
 			}
 		}
 		pending = next
-		if len(pending) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(5 * time.Second)
+		return len(pending) == 0, nil
+	})
+	if err != nil && !wait.Interrupted(err) {
+		return err
 	}
 	fmt.Printf("%d of %d dashboard queries return data\n", len(queries)-len(pending), len(queries))
 	if len(pending) == 0 {
