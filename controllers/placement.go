@@ -2,26 +2,22 @@ package controllers
 
 import (
 	"fmt"
-	"regexp"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
 
-var majorMinorRE = regexp.MustCompile(`^(\d+)\.(\d+)`)
-
 // parseMajorMinor reads the leading "major.minor" of a version such as
-// "6.0" or a kernel release such as "6.8.0-1015-aws".
-func parseMajorMinor(version string) (major, minor int, ok bool) {
-	m := majorMinorRE.FindStringSubmatch(version)
-	if m == nil {
+// "6.0" or a kernel release such as "6.8.0-1015-aws" or "6.18.44-fc-v782":
+// what follows the numeric fields is free-form in a kernel release.
+func parseMajorMinor(s string) (major, minor int, ok bool) {
+	v, err := version.ParseGeneric(s)
+	if err != nil {
 		return 0, 0, false
 	}
-	major, errMajor := strconv.Atoi(m[1])
-	minor, errMinor := strconv.Atoi(m[2])
-	return major, minor, errMajor == nil && errMinor == nil
+	return int(v.Major()), int(v.Minor()), true
 }
 
 // eligibleNodes counts the nodes the pod template could be scheduled on by

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -24,13 +25,20 @@ func node(name, kernel string, labels map[string]string, taints ...corev1.Taint)
 }
 
 func TestParseMajorMinor(t *testing.T) {
-	for in, want := range map[string][2]int{"6.0": {6, 0}, "6.8.0-1015-aws": {6, 8}, "5.15.0-119-generic": {5, 15}, "10.2": {10, 2}} {
+	for in, want := range map[string][2]int{
+		"6.0": {6, 0}, "10.2": {10, 2}, "5.15.0": {5, 15},
+		"6.8.0-1015-aws": {6, 8}, "5.15.0-119-generic": {5, 15}, "6.1.0-28-cloud-amd64": {6, 1},
+		"6.18.44-fc-v782": {6, 18}, "4.18.0-553.el8_10.x86_64": {4, 18}, "6.6.63+": {6, 6},
+		// ParseGeneric takes a leading "v"; no kernel release has one, and
+		// minKernelVersion's pattern refuses it before it gets here.
+		"v6.1": {6, 1},
+	} {
 		major, minor, ok := parseMajorMinor(in)
 		if !ok || major != want[0] || minor != want[1] {
 			t.Errorf("parseMajorMinor(%q) = %d.%d %v, want %v", in, major, minor, ok, want)
 		}
 	}
-	for _, in := range []string{"", "six", "6", "v6.1"} {
+	for _, in := range []string{"", "six", "6", "6.x", "-6.1"} {
 		if _, _, ok := parseMajorMinor(in); ok {
 			t.Errorf("parseMajorMinor(%q) accepted", in)
 		}
@@ -69,6 +77,22 @@ func TestKernelEligibility(t *testing.T) {
 				t.Errorf("eligible nodes = %d, want %d", got, tc.want)
 			}
 		})
+	}
+}
+
+// The node affinity, built from the kernel labels, admits exactly the kernels
+// that version.AtLeast orders at or above the minimum.
+func TestKernelAffinityFollowsVersionOrder(t *testing.T) {
+	kernels := []string{"5.15.0", "5.15.0-119-generic", "6.0.0", "6.1.0-28-cloud-amd64", "6.8.0-1015-aws", "6.18.44-fc-v782", "7.0.1"}
+	for _, minimum := range []string{"5.15", "5.16", "6.0", "6.1", "6.2", "6.18", "6.19", "7.0"} {
+		rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{MinKernelVersion: minimum}})
+		spec := buildStatefulSet(rp, testOptions, newPodInputs(rp, "")).Spec.Template.Spec
+		for _, kernel := range kernels {
+			admitted := eligibleNodes([]corev1.Node{node("n", kernel, nil)}, &spec) == 1
+			if want := version.MustParseGeneric(kernel).AtLeast(version.MustParseGeneric(minimum)); admitted != want {
+				t.Errorf("minimum %s, kernel %s: admitted %v, want %v", minimum, kernel, admitted, want)
+			}
+		}
 	}
 }
 
