@@ -49,7 +49,9 @@ api_server=https://$node_ip:6443
 storage_class=uring-local-ext4
 components=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns)
 
-kubectl_bin=${KUBECTL:-$(command -v "$bins/kubectl" kubectl | head -1)}
+# The first kubectl found, read with awk: under pipefail, `head -1` quitting
+# before `command -v` wrote its second line failed the script with SIGPIPE (141).
+kubectl_bin=${KUBECTL:-$(command -v "$bins/kubectl" kubectl | awk 'NR == 1')}
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
 log() { echo "cluster: $*" >&2; }
 

@@ -19,7 +19,9 @@ packages=(
 
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f '${db:Status-Status}\n' "$p" 2>/dev/null | grep -qx installed || missing+=("$p")
+  # Not `dpkg-query | grep -q`: under pipefail, grep quitting at the first of
+  # several lines (multiarch) would fail the pipeline with SIGPIPE.
+  grep -qx installed <<<"$(dpkg-query -W -f '${db:Status-Status}\n' "$p" 2>/dev/null)" || missing+=("$p")
 done
 ((${#missing[@]} == 0)) && exit 0
 

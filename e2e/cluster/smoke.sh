@@ -21,7 +21,7 @@ ns=uring-smoke
 profiles=/var/lib/kubelet/seccomp/uring-e2e
 
 eval "$("$here/cluster.sh" up)"
-kubectl_bin=${KUBECTL:-$(command -v "$repo/bin/k8s/$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$repo/hack/k8s/go.mod")/kubectl" kubectl | head -1)}
+kubectl_bin=${KUBECTL:-$(command -v "$repo/bin/k8s/$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$repo/hack/k8s/go.mod")/kubectl" kubectl | awk 'NR == 1')}
 kubectl() { "$kubectl_bin" "$@"; }
 log() { echo "smoke: $*" >&2; }
 
@@ -68,6 +68,11 @@ spec:
     $volume
 EOF
 }
+
+# logged <pod> <regex>: the pod's log has a matching line. grep reads the log
+# from a string: as the end of a pipe under pipefail, grep -q quitting at the
+# first match would fail the pipeline with kubectl's SIGPIPE.
+logged() { grep -q "$2" <<<"$(kubectl -n "$ns" logs "$1")"; }
 
 # finish <pod>: wait until it has run, print its log, return its exit code.
 finish() {
@@ -121,14 +126,13 @@ spec:
 EOF
 
 failed=
-if finish uring-allowed && kubectl -n "$ns" logs uring-allowed | grep -q '^filesystem: ext4 ' &&
-  kubectl -n "$ns" logs uring-allowed | grep -q '^io_uring: write+fdatasync ok'; then
+if finish uring-allowed && logged uring-allowed '^filesystem: ext4 ' && logged uring-allowed '^io_uring: write+fdatasync ok'; then
   log "PASS ext4 local PV ($(kubectl -n "$ns" get pvc data -o 'jsonpath={.spec.volumeName}')) and io_uring under the Localhost profile"
 else
   log "FAIL ext4 volume or io_uring under the Localhost profile"
   failed=1
 fi
-if ! finish uring-denied && kubectl -n "$ns" logs uring-denied | grep -q '^io_uring_setup: EPERM'; then
+if ! finish uring-denied && logged uring-denied '^io_uring_setup: EPERM'; then
   log "PASS io_uring_setup is EPERM under the denying profile"
 else
   log "FAIL io_uring_setup was not refused with EPERM under the denying profile"
@@ -148,7 +152,7 @@ spec:
     # kube-proxy may need a moment after the endpoint turns ready: retry briefly.
     command: [bash, -c, 'for i in {1..30}; do exec 3<>/dev/tcp/exporter/9121 && break; sleep 0.5; done; printf "GET /metrics HTTP/1.0\\r\\nHost: exporter\\r\\n\\r\\n" >&3 && grep -m1 "^redis_exporter_build_info" <&3']
 EOF
-if finish metrics-client && kubectl -n "$ns" logs metrics-client | grep -q 'redis_exporter_build_info'; then
+if finish metrics-client && logged metrics-client 'redis_exporter_build_info'; then
   log "PASS $exporter_image serves metrics at exporter.$ns.svc (DNS + Service)"
 else
   log "FAIL no metrics from $exporter_image through its Service"

@@ -36,7 +36,7 @@ endif
 e2e-up: ## Bring up the e2e cluster (binaries cached under bin/; seconds once built).
 	hack/k8s-binaries.sh kubectl >/dev/null
 ifeq ($(E2E_CLUSTER),kind)
-	kind get clusters | grep -qx uring-e2e || kind create cluster --name uring-e2e --kubeconfig $(E2E_KUBECONFIG)
+	grep -qx uring-e2e <<<"$$(kind get clusters)" || kind create cluster --name uring-e2e --kubeconfig $(E2E_KUBECONFIG)
 else
 	e2e/cluster/cluster.sh up
 endif

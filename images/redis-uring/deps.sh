@@ -12,7 +12,9 @@ set -euo pipefail
 pkgs=(build-essential pkg-config liburing-dev libseccomp-dev tcl xz-utils patch procps)
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  # Not `dpkg-query | grep -q`: under pipefail, grep quitting early would fail
+  # the pipeline with SIGPIPE and count an installed package as missing.
+  grep -q 'install ok installed' <<<"$(dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null)" || missing+=("$p")
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 sudo_cmd=()

@@ -106,7 +106,7 @@ run() {
   echo "   $ok passed, $err failed (rc $rc, log $log)"
   if [[ $err -ne 0 ]]; then
     failures+=("$name")
-    grep -E -A3 '^\[(err|exception|timeout)\]:' "$log" | head -40
+    grep -E -A3 '^\[(err|exception|timeout)\]:' "$log" | sed -n 1,40p # reads all: no SIGPIPE under pipefail
   fi
 }
 
