@@ -53,10 +53,14 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC role from the API typ
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify
-verify: generate ## Fail if generated files differ from what is committed.
+verify: generate markdown-check ## Fail if generated files differ from what is committed, or the Markdown does not render as meant.
 	@drift=$$(git status --porcelain -- $(GENERATED)); if [[ -n $$drift ]]; then \
 		git --no-pager diff --stat -- $(GENERATED); echo "$$drift"; \
 		echo "verify: generated files are out of date; run 'make generate' and commit the result" >&2; exit 1; fi
+
+.PHONY: markdown-check
+markdown-check: ## Fail on Markdown that renders other than meant (a fence never closed, headings inside a code block) or links a missing file.
+	go run ./internal/mdcheck/cmd/check-markdown $$(git ls-files '*.md' ':(exclude)*/testdata/*')
 
 .PHONY: fmt
 fmt: ## Run go fmt.

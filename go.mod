@@ -10,6 +10,7 @@ require (
 	github.com/prometheus/client_model v0.6.1
 	github.com/prometheus/common v0.55.0
 	github.com/redis/go-redis/v9 v9.7.3
+	github.com/yuin/goldmark v1.8.7
 	golang.org/x/sys v0.30.0
 	gonum.org/v1/plot v0.15.2
 	gopkg.in/yaml.v3 v3.0.1
