@@ -90,9 +90,8 @@ func (r *RedisBenchmarkReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		exportBenchmarkMetrics(rb)
 	}()
 
-	for int(rb.Status.CompletedTargets) < len(rb.Spec.Targets) {
-		index := int(rb.Status.CompletedTargets)
-		done, err := r.runTarget(ctx, rb, index)
+	for int(rb.Status.CompletedRuns) < runs(rb) {
+		done, err := r.advance(ctx, rb, runAt(rb, int(rb.Status.CompletedRuns)))
 		if err != nil || !done {
 			return ctrl.Result{}, err
 		}
@@ -106,22 +105,21 @@ func (r *RedisBenchmarkReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, nil
 	}
 	r.setBenchmarkConditions(rb,
-		condition{metav1.ConditionTrue, ReasonBenchmarkSucceeded, fmt.Sprintf("all %d targets ran; results are in status.results", len(rb.Spec.Targets))},
+		condition{metav1.ConditionTrue, ReasonBenchmarkSucceeded, fmt.Sprintf("all %d targets ran %d time(s); results are in status.results", len(rb.Spec.Targets), repetitions(rb))},
 		condition{metav1.ConditionFalse, ReasonNoFailure, "no target failed"})
 	return ctrl.Result{}, nil
 }
 
-// runTarget advances target number index: it starts its Job, or waits for
-// it, or records its result. done is true once the target's result is in the
-// status (or the benchmark failed on it). Waiting needs no requeue: a change
-// of the target or of any benchmark Job in the namespace brings the
-// benchmark back.
-func (r *RedisBenchmarkReconciler) runTarget(ctx context.Context, rb *v1alpha1.RedisBenchmark, index int) (done bool, err error) {
-	target := rb.Spec.Targets[index]
-	name := benchmarkJobName(rb, index)
+// advance moves run forward: it starts its Job, or waits for it, or records
+// its result. done is true once the run's result is in the status (or the
+// benchmark failed on it). Waiting needs no requeue: a change of the target
+// or of any benchmark Job in the namespace brings the benchmark back.
+func (r *RedisBenchmarkReconciler) advance(ctx context.Context, rb *v1alpha1.RedisBenchmark, run benchmarkRun) (done bool, err error) {
+	target := rb.Spec.Targets[run.target]
+	name := benchmarkJobName(rb, run.index)
 	job := &batchv1.Job{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: name}, job); apierrors.IsNotFound(err) {
-		return false, r.startTarget(ctx, rb, index)
+		return false, r.startRun(ctx, rb, run)
 	} else if err != nil {
 		return false, err
 	}
@@ -129,7 +127,7 @@ func (r *RedisBenchmarkReconciler) runTarget(ctx context.Context, rb *v1alpha1.R
 	outcome, reason := benchmarkJobOutcome(job)
 	switch outcome {
 	case jobRunning:
-		r.setRunning(rb, index)
+		r.setRunning(rb, run)
 		return false, nil
 	case jobFailed:
 		rb.Status.CurrentJob = ""
@@ -160,24 +158,28 @@ func (r *RedisBenchmarkReconciler) runTarget(ctx context.Context, rb *v1alpha1.R
 			condition{metav1.ConditionTrue, ReasonResultInvalid, fmt.Sprintf("Job %s for target %s: %v", name, target, err)})
 		return true, nil
 	}
-	recordResult(&rb.Status, res)
-	rb.Status.CompletedTargets++
-	r.Recorder.Eventf(rb, corev1.EventTypeNormal, "CollectedResult", "collected the result of Job %s for target %s", name, target)
+	recordRun(&rb.Status, res, run.repetition)
+	rb.Status.CompletedRuns++
+	if run.last(rb) {
+		rb.Status.Results = append(rb.Status.Results, medianRepetitions(rb.Status.Runs, target)...)
+		rb.Status.CompletedTargets++
+	}
+	r.Recorder.Eventf(rb, corev1.EventTypeNormal, "CollectedResult", "collected the result of Job %s for target %s, repetition %d", name, target, run.repetition)
 	return true, nil
 }
 
-// startTarget starts the Job of target number index once the target exists,
-// opted in, is Ready and is free; until then it says what it waits for.
-func (r *RedisBenchmarkReconciler) startTarget(ctx context.Context, rb *v1alpha1.RedisBenchmark, index int) error {
-	target := rb.Spec.Targets[index]
+// startRun starts the Job of run once its target exists, opted in, is Ready
+// and is free; until then it says what it waits for.
+func (r *RedisBenchmarkReconciler) startRun(ctx context.Context, rb *v1alpha1.RedisBenchmark, run benchmarkRun) error {
+	target := rb.Spec.Targets[run.target]
 	rp := &v1alpha1.RedisPersistence{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: target}, rp); apierrors.IsNotFound(err) {
-		r.setWaiting(rb, ReasonTargetNotFound, fmt.Sprintf("waiting for RedisPersistence %s, target %d of %d", target, index+1, len(rb.Spec.Targets)))
+		r.setWaiting(rb, ReasonTargetNotFound, fmt.Sprintf("waiting for RedisPersistence %s, %s", target, runOf(rb, run)))
 		return nil // a RedisPersistence that appears triggers a reconcile
 	} else if err != nil {
 		return err
 	}
-	if reason, message, ok := targetAvailable(rb, index, rp); !ok {
+	if reason, message, ok := targetAvailable(rb, run, rp); !ok {
 		r.setWaiting(rb, reason, message)
 		return nil
 	}
@@ -189,21 +191,27 @@ func (r *RedisBenchmarkReconciler) startTarget(ctx context.Context, rb *v1alpha1
 		return err
 	}
 	if other != "" {
-		r.setWaiting(rb, ReasonTargetBusy, fmt.Sprintf("RedisBenchmark %s is running against RedisPersistence %s; target %d of %d starts after it", other, target, index+1, len(rb.Spec.Targets)))
+		r.setWaiting(rb, ReasonTargetBusy, fmt.Sprintf("RedisBenchmark %s is running against RedisPersistence %s; %s starts after it", other, target, runOf(rb, run)))
 		return nil
 	}
-	if err := r.apply(ctx, rb, buildBenchmarkJob(rb, index, rp, r.Options)); err != nil {
+	if err := r.apply(ctx, rb, buildBenchmarkJob(rb, run, rp, r.Options)); err != nil {
 		return err
 	}
-	r.Recorder.Eventf(rb, corev1.EventTypeNormal, "StartedJob", "started Job %s for target %s", benchmarkJobName(rb, index), target)
-	r.setRunning(rb, index)
+	r.Recorder.Eventf(rb, corev1.EventTypeNormal, "StartedJob", "started Job %s for target %s, repetition %d", benchmarkJobName(rb, run.index), target, run.repetition)
+	r.setRunning(rb, run)
 	return nil
 }
 
-// targetAvailable decides whether rp, target number index of rb, may be
-// benchmarked now: it must have opted in (and allow the crash check if rb
-// runs one) and be Ready for its current spec.
-func targetAvailable(rb *v1alpha1.RedisBenchmark, index int, rp *v1alpha1.RedisPersistence) (reason, message string, ok bool) {
+// runOf names run for a message: "run 3 of 10 (target 1 of 5, repetition 1 of 2)".
+func runOf(rb *v1alpha1.RedisBenchmark, run benchmarkRun) string {
+	return fmt.Sprintf("run %d of %d (target %d of %d, repetition %d of %d)",
+		run.index+1, runs(rb), run.target+1, len(rb.Spec.Targets), run.repetition, repetitions(rb))
+}
+
+// targetAvailable decides whether rp, the target of run, may be benchmarked
+// now: it must have opted in (and allow the crash check if rb runs one) and
+// be Ready for its current spec.
+func targetAvailable(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.RedisPersistence) (reason, message string, ok bool) {
 	access := rp.Spec.Benchmark
 	ready := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionReady)
 	switch {
@@ -212,7 +220,7 @@ func targetAvailable(rb *v1alpha1.RedisBenchmark, index int, rp *v1alpha1.RedisP
 	case rb.Spec.CrashCheck != nil && !access.CrashCheck:
 		return ReasonCrashCheckNotAllowed, fmt.Sprintf("RedisPersistence %s does not allow the crash check, which kills its server: set its spec.benchmark.crashCheck: true, or run the benchmark without spec.crashCheck", rp.Name), false
 	case ready == nil || ready.Status != metav1.ConditionTrue || rp.Status.ObservedGeneration != rp.Generation:
-		return ReasonTargetNotReady, fmt.Sprintf("waiting for RedisPersistence %s to be Ready, target %d of %d", rp.Name, index+1, len(rb.Spec.Targets)), false
+		return ReasonTargetNotReady, fmt.Sprintf("waiting for RedisPersistence %s to be Ready, %s", rp.Name, runOf(rb, run)), false
 	}
 	return "", "", true
 }
@@ -258,10 +266,10 @@ func (r *RedisBenchmarkReconciler) setWaiting(rb *v1alpha1.RedisBenchmark, reaso
 		condition{metav1.ConditionFalse, ReasonNoFailure, "no target failed"})
 }
 
-func (r *RedisBenchmarkReconciler) setRunning(rb *v1alpha1.RedisBenchmark, index int) {
-	rb.Status.CurrentJob = benchmarkJobName(rb, index)
+func (r *RedisBenchmarkReconciler) setRunning(rb *v1alpha1.RedisBenchmark, run benchmarkRun) {
+	rb.Status.CurrentJob = benchmarkJobName(rb, run.index)
 	r.setBenchmarkConditions(rb,
-		condition{metav1.ConditionFalse, ReasonBenchmarkRunning, fmt.Sprintf("running target %s, %d of %d", rb.Spec.Targets[index], index+1, len(rb.Spec.Targets))},
+		condition{metav1.ConditionFalse, ReasonBenchmarkRunning, fmt.Sprintf("running target %s, %s", rb.Spec.Targets[run.target], runOf(rb, run))},
 		condition{metav1.ConditionFalse, ReasonNoFailure, "no target failed"})
 }
 

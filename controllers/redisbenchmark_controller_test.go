@@ -229,6 +229,90 @@ func TestBenchmarkRunsTargetsOneAfterAnother(t *testing.T) {
 	})
 }
 
+// TestBenchmarkRepetitionsInterleave: with repetitions every target runs
+// once per repetition, round by round, so that a slow spell of the node falls
+// on every target; each command's result is its median repetition, and the
+// crash check, which restarts the server, runs only in the last one.
+func TestBenchmarkRepetitionsInterleave(t *testing.T) {
+	ns := newNamespace(t)
+	createTarget(t, ns, "always", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}})
+	createTarget(t, ns, "durable", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
+	createBenchmark(t, ns, "rounds", v1alpha1.RedisBenchmarkSpec{
+		Targets:     []string{"always", "durable"},
+		Workload:    v1alpha1.BenchmarkWorkload{Commands: []v1alpha1.BenchmarkCommand{"set", "incr"}, Requests: 2000},
+		Repetitions: 3,
+		CrashCheck:  &v1alpha1.CrashCheckSpec{},
+	})
+
+	// Run order and each run's throughput: always's set runs 1000, 3000 and
+	// 2000 ops/s in its three repetitions, durable's 500, 400 and 600.
+	runs := []struct {
+		target, mode string
+		base         float64
+	}{
+		{"always", "aof-always", 1000}, {"durable", "uring-durable", 500},
+		{"always", "aof-always", 3000}, {"durable", "uring-durable", 400},
+		{"always", "aof-always", 2000}, {"durable", "uring-durable", 600},
+	}
+	for i, run := range runs {
+		name := fmt.Sprintf("rounds-%d", i)
+		job := waitJob(t, ns, name)
+		args := strings.Join(job.Spec.Template.Spec.Containers[0].Args, " ")
+		if !strings.Contains(args, "--target="+run.target) {
+			t.Fatalf("Job %s has args %q, want target %s (repetitions interleave)", name, args, run.target)
+		}
+		last := i >= 4
+		if got := strings.Contains(args, "--crash-check"); got != last {
+			t.Errorf("Job %s runs the crash check: %v, want %v (only in the last repetition)", name, got, last)
+		}
+		waitBenchmark(t, ns, "rounds", func(rb *v1alpha1.RedisBenchmark) error {
+			if rb.Status.CurrentJob != name {
+				return fmt.Errorf("currentJob = %q, want %s", rb.Status.CurrentJob, name)
+			}
+			return nil
+		})
+		if i+1 < len(runs) {
+			assertNoJob(t, ns, fmt.Sprintf("rounds-%d", i+1))
+		}
+		var crash *bench.CrashResult
+		if last {
+			crash = &bench.CrashResult{Acknowledged: 100}
+		}
+		finishJobPod(t, ns, name, 0, runnerResult(t, run.target, run.mode, []string{"set", "incr"}, run.base, crash))
+		if i == 1 {
+			// After one repetition of each, no target has all of its.
+			rb := waitBenchmark(t, ns, "rounds", func(rb *v1alpha1.RedisBenchmark) error {
+				if rb.Status.CompletedRuns != 2 {
+					return fmt.Errorf("completedRuns %d, want 2", rb.Status.CompletedRuns)
+				}
+				return nil
+			})
+			if rb.Status.CompletedTargets != 0 || len(rb.Status.Results) != 0 || len(rb.Status.Runs) != 4 {
+				t.Errorf("after the first repetition: completedTargets %d, %d results, %d runs; want 0, 0, 4",
+					rb.Status.CompletedTargets, len(rb.Status.Results), len(rb.Status.Runs))
+			}
+		}
+	}
+
+	rb := waitBenchmark(t, ns, "rounds", func(rb *v1alpha1.RedisBenchmark) error {
+		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionTrue, ReasonBenchmarkSucceeded)
+	})
+	var got []string
+	for _, r := range rb.Status.Results {
+		got = append(got, fmt.Sprintf("%s/%s=%d@%d", r.Target, r.Command, r.OpsPerSecond, r.Repetition))
+	}
+	want := []string{"always/set=2000@3", "always/incr=2001@3", "durable/set=500@1", "durable/incr=501@1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("results %v, want the median repetitions %v", got, want)
+	}
+	if len(rb.Status.Runs) != 12 || rb.Status.CompletedRuns != 6 || rb.Status.CompletedTargets != 2 {
+		t.Errorf("%d runs, completedRuns %d, completedTargets %d; want 12, 6, 2", len(rb.Status.Runs), rb.Status.CompletedRuns, rb.Status.CompletedTargets)
+	}
+	if len(rb.Status.CrashChecks) != 2 {
+		t.Errorf("%d crash checks, want one per target", len(rb.Status.CrashChecks))
+	}
+}
+
 func TestBenchmarkStopsAtAFailedJob(t *testing.T) {
 	ns := newNamespace(t)
 	createTarget(t, ns, "a", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
@@ -402,7 +486,7 @@ func TestBenchmarkWhoseResultIsGoneFails(t *testing.T) {
 	})
 	// The Job of the first target, finished, its pod gone: suspended, the real
 	// Job controller never makes one.
-	job := buildBenchmarkJob(rb, 0, &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: ns}}, BenchmarkOptions{Image: "uring-redis-bench:test"})
+	job := buildBenchmarkJob(rb, runAt(rb, 0), &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: ns}}, BenchmarkOptions{Image: "uring-redis-bench:test"})
 	job.Spec.Suspend = ptr.To(true)
 	if err := k8s.Create(context.Background(), job); err != nil {
 		t.Fatal(err)

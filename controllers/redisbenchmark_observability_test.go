@@ -100,7 +100,7 @@ scrape_configs:
 	for i, target := range []struct{ name, mode, pod string }{{"uring", "uring-durable", "uring-0"}, {"posix", "aof-always", "posix-0"}} {
 		r := bench.Runner{Tool: tool, Addr: servers[target.pod]}
 		res, err := r.Run(ctx, bench.Workload{Target: target.name, Mode: target.mode, Commands: []string{"set", "incr"},
-			Requests: 3000, Clients: 8, Pipeline: 1, ValueSize: 32, Keyspace: 1000, Repetitions: 1})
+			Requests: 3000, Clients: 8, Pipeline: 1, ValueSize: 32, Keyspace: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}

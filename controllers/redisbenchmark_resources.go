@@ -29,10 +29,38 @@ const (
 	benchmarkRunnerUID = 65532
 )
 
-// benchmarkJobName is the Job that runs target number index of rb. The API
-// limits benchmark names so that it stays a valid label value.
+// benchmarkJobName is the Job of run number index of rb. The API limits
+// benchmark names so that it stays a valid label value.
 func benchmarkJobName(rb *v1alpha1.RedisBenchmark, index int) string {
 	return fmt.Sprintf("%s-%d", rb.Name, index)
+}
+
+// benchmarkRun is one Job of a benchmark: a target in a repetition.
+type benchmarkRun struct {
+	index      int // in run order, from 0; names the Job
+	target     int // in spec.targets
+	repetition int // from 1
+}
+
+// runs is how many Jobs rb runs: every target once per repetition.
+func runs(rb *v1alpha1.RedisBenchmark) int {
+	return len(rb.Spec.Targets) * repetitions(rb)
+}
+
+func repetitions(rb *v1alpha1.RedisBenchmark) int {
+	return int(orDefaultInt(rb.Spec.Repetitions, 1))
+}
+
+// runAt is run number index: repetitions interleave, so the targets of
+// repetition 1 come first, in spec order, then those of repetition 2.
+func runAt(rb *v1alpha1.RedisBenchmark, index int) benchmarkRun {
+	n := len(rb.Spec.Targets)
+	return benchmarkRun{index: index, target: index % n, repetition: index/n + 1}
+}
+
+// last is true for the run that ends its target's repetitions.
+func (run benchmarkRun) last(rb *v1alpha1.RedisBenchmark) bool {
+	return run.repetition == repetitions(rb)
 }
 
 func benchmarkLabels(rb *v1alpha1.RedisBenchmark) map[string]string {
@@ -98,8 +126,9 @@ const defaultBenchmarkDatabase = 15
 // defaultBenchmarkDeadline is the API's default of spec.activeDeadlineSeconds.
 const defaultBenchmarkDeadline = 3600
 
-// benchmarkArgs is the runner's command line for one target.
-func benchmarkArgs(rb *v1alpha1.RedisBenchmark, rp *v1alpha1.RedisPersistence) []string {
+// benchmarkArgs is the runner's command line for one run against rp. Each
+// Job measures every command once; the repetitions are Jobs of their own.
+func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.RedisPersistence) []string {
 	w := rb.Spec.Workload
 	commands := make([]string, 0, len(w.Commands))
 	for _, c := range w.Commands {
@@ -119,12 +148,11 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, rp *v1alpha1.RedisPersistence) [
 		"--pipeline=" + strconv.Itoa(int(orDefaultInt(w.Pipeline, 1))),
 		"--value-size=" + strconv.Itoa(int(orDefaultInt(w.ValueSize, 64))),
 		"--keyspace=" + strconv.Itoa(int(orDefaultInt(w.Keyspace, 100000))),
-		"--repetitions=" + strconv.Itoa(int(orDefaultInt(rb.Spec.Repetitions, 1))),
 	}
 	if w.MixedReads {
 		args = append(args, "--mixed-reads")
 	}
-	if cc := rb.Spec.CrashCheck; cc != nil {
+	if cc := rb.Spec.CrashCheck; cc != nil && run.last(rb) {
 		args = append(args,
 			"--crash-check",
 			"--crash-clients="+strconv.Itoa(int(orDefaultInt(cc.Clients, 50))),
@@ -134,14 +162,14 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, rp *v1alpha1.RedisPersistence) [
 	return args
 }
 
-// buildBenchmarkJob runs the benchmark against target number index, rp. The
+// buildBenchmarkJob is the Job of run, against its target rp. The
 // runner prints its result as the termination message, which the operator
 // reads from the finished pod; backoffLimit 0 because a retried benchmark
 // would measure a server the failed run already loaded. The runner needs no
 // Kubernetes API: it kills the server for the crash check over the Redis
 // protocol, so its pod gets no ServiceAccount token.
-func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, index int, rp *v1alpha1.RedisPersistence, opts BenchmarkOptions) *batchv1.Job {
-	meta := benchmarkObjectMeta(rb, benchmarkJobName(rb, index))
+func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.RedisPersistence, opts BenchmarkOptions) *batchv1.Job {
+	meta := benchmarkObjectMeta(rb, benchmarkJobName(rb, run.index))
 	meta.Labels[labelBenchmarkTarget] = rp.Name
 	image := opts.Image
 	if rb.Spec.Image != "" {
@@ -150,7 +178,7 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, index int, rp *v1alpha1.Redi
 	container := corev1.Container{
 		Name:                     containerBench,
 		Image:                    image,
-		Args:                     benchmarkArgs(rb, rp),
+		Args:                     benchmarkArgs(rb, run, rp),
 		Env:                      passwordEnv(rp, "REDIS_PASSWORD"),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          restrictedSecurityContext(),

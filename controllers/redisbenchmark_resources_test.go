@@ -49,7 +49,8 @@ func TestBenchmarkJobGolden(t *testing.T) {
 		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Auth: &v1alpha1.AuthSpec{SecretRef: v1alpha1.SecretKeyRef{Name: "pw"}}},
 	}
 	render := func() []byte {
-		b, err := yaml.Marshal(buildBenchmarkJob(rb, 1, rp, BenchmarkOptions{Image: "uring-redis-bench:test"}))
+		// The last repetition of the second target: the run with the crash check.
+		b, err := yaml.Marshal(buildBenchmarkJob(rb, runAt(rb, 5), rp, BenchmarkOptions{Image: "uring-redis-bench:test"}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"sort"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,9 +71,13 @@ func terminationMessage(pods []corev1.Pod) (msg string, found bool) {
 	return "", false
 }
 
-// recordResult appends one target's result to the status.
-func recordResult(st *v1alpha1.RedisBenchmarkStatus, r bench.Result) {
-	st.Results = append(st.Results, bench.StatusResults(r)...)
+// recordRun appends the result of one run, repetition number repetition of
+// its target, to the status.
+func recordRun(st *v1alpha1.RedisBenchmarkStatus, r bench.Result, repetition int) {
+	for _, res := range bench.StatusResults(r) {
+		res.Repetition = int32(repetition)
+		st.Runs = append(st.Runs, res)
+	}
 	if r.Crash != nil {
 		st.CrashChecks = append(st.CrashChecks, v1alpha1.CrashCheckResult{
 			Target:           r.Target,
@@ -82,6 +87,31 @@ func recordResult(st *v1alpha1.RedisBenchmarkStatus, r bench.Result) {
 			Durable:          durableMode(r.Mode),
 		})
 	}
+}
+
+// medianRepetitions is, for each command of target in runs, the figures of
+// its median repetition by throughput (the faster of the two middle ones for
+// an even count): whole runs, so that a command's throughput, latency and CPU
+// come from the same repetition. Commands keep their run order.
+func medianRepetitions(runs []v1alpha1.BenchmarkResult, target string) []v1alpha1.BenchmarkResult {
+	var commands []string
+	byCommand := map[string][]v1alpha1.BenchmarkResult{}
+	for _, r := range runs {
+		if r.Target != target {
+			continue
+		}
+		if _, seen := byCommand[r.Command]; !seen {
+			commands = append(commands, r.Command)
+		}
+		byCommand[r.Command] = append(byCommand[r.Command], r)
+	}
+	out := make([]v1alpha1.BenchmarkResult, 0, len(commands))
+	for _, c := range commands {
+		reps := byCommand[c]
+		sort.SliceStable(reps, func(i, j int) bool { return reps[i].OpsPerSecond < reps[j].OpsPerSecond })
+		out = append(out, reps[len(reps)/2])
+	}
+	return out
 }
 
 // lostDurableWrites names the first crash check in which a durable mode lost

@@ -51,7 +51,7 @@ for mode in aof-always aof-everysec uring-durable uring-fast; do
   for _ in $(seq 50); do "$bin/valkey-cli" -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   echo "bench-report: $mode" >&2
   "$work/bench" --addr "127.0.0.1:$port" --target "$mode" --mode "$mode" --tool "$bin/valkey-benchmark" \
-    --requests "${REQUESTS:-100000}" --clients "${CLIENTS:-50}" --repetitions "${REPETITIONS:-1}" --mixed-reads \
+    --requests "${REQUESTS:-100000}" --clients "${CLIENTS:-50}" --mixed-reads \
     --termination-log= >>"$results"
   kill "${pids[-1]}"
   wait "${pids[-1]}" 2>/dev/null || true

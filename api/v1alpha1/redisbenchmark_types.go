@@ -24,7 +24,7 @@ const (
 type RedisBenchmarkSpec struct {
 	// targets are RedisPersistence names in the benchmark's namespace, run one
 	// after another (never two at once, so they do not share the node's disk),
-	// in this order. Each must opt in with spec.benchmark and be Ready before
+	// in this order, once per repetition. Each must opt in with spec.benchmark and be Ready before
 	// its Job starts, and runs one benchmark at a time: a benchmark whose
 	// target another one drives waits for it.
 	// +required
@@ -42,7 +42,13 @@ type RedisBenchmarkSpec struct {
 	// +kubebuilder:default={}
 	Workload BenchmarkWorkload `json:"workload,omitempty"`
 
-	// repetitions of each command per target; results are the median run by throughput.
+	// repetitions is how many times every target runs the workload. They
+	// interleave: repetition 1 runs each target in spec order, then
+	// repetition 2 does, and so on, so that a slow spell of a shared node
+	// falls on every target alike instead of on whichever ran during it.
+	// status.results holds each command's median repetition by throughput;
+	// status.runs holds them all. The crash check runs once per target, in
+	// its last repetition.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=1
@@ -159,6 +165,9 @@ type BenchmarkResult struct {
 	Engine string `json:"engine,omitempty"`
 	// command is the valkey-benchmark test (or get-during-set).
 	Command string `json:"command"`
+	// repetition these figures come from, counted from 1.
+	// +optional
+	Repetition int32 `json:"repetition,omitempty"`
 	// opsPerSecond is valkey-benchmark's throughput.
 	OpsPerSecond int64 `json:"opsPerSecond"`
 	// latency percentiles in microseconds, as valkey-benchmark measured them.
@@ -219,19 +228,30 @@ type RedisBenchmarkStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// completedTargets is how many targets finished, in spec order.
+	// completedTargets is how many targets finished all their repetitions,
+	// in spec order.
 	// +optional
 	CompletedTargets int32 `json:"completedTargets,omitempty"`
+	// completedRuns is how many Jobs finished, in run order: every target
+	// of repetition 1 in spec order, then those of repetition 2, and so on.
+	// +optional
+	CompletedRuns int32 `json:"completedRuns,omitempty"`
 
 	// currentJob is the Job running now.
 	// +optional
 	CurrentJob string `json:"currentJob,omitempty"`
 
-	// results, one per target and command, in run order.
+	// results, one per target and command, in spec order: the command's
+	// median repetition by throughput (its repetition field says which).
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=48
 	Results []BenchmarkResult `json:"results,omitempty"`
+	// runs are the figures of every repetition, in run order.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=480
+	Runs []BenchmarkResult `json:"runs,omitempty"`
 
 	// crashChecks, one per target, when spec.crashCheck is set.
 	// +optional
@@ -244,9 +264,10 @@ type RedisBenchmarkStatus struct {
 // against each target RedisPersistence in a Job and records the results.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 56",message="a RedisBenchmark name is at most 56 characters: its Jobs are named <name>-<target index>"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 56",message="a RedisBenchmark name is at most 56 characters: its Jobs are named <name>-<run index>"
 // +kubebuilder:resource:shortName=rbench,categories=uringredis
-// +kubebuilder:printcolumn:name="Done",type=integer,JSONPath=`.status.completedTargets`
+// +kubebuilder:printcolumn:name="Targets",type=integer,JSONPath=`.status.completedTargets`
+// +kubebuilder:printcolumn:name="Runs",type=integer,JSONPath=`.status.completedRuns`
 // +kubebuilder:printcolumn:name="Job",type=string,JSONPath=`.status.currentJob`
 // +kubebuilder:printcolumn:name="Complete",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Complete")].reason`

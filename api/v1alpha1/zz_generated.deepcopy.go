@@ -348,6 +348,11 @@ func (in *RedisBenchmarkStatus) DeepCopyInto(out *RedisBenchmarkStatus) {
 		*out = make([]BenchmarkResult, len(*in))
 		copy(*out, *in)
 	}
+	if in.Runs != nil {
+		in, out := &in.Runs, &out.Runs
+		*out = make([]BenchmarkResult, len(*in))
+		copy(*out, *in)
+	}
 	if in.CrashChecks != nil {
 		in, out := &in.CrashChecks, &out.CrashChecks
 		*out = make([]CrashCheckResult, len(*in))

@@ -40,7 +40,6 @@ func main() {
 	flag.IntVar(&w.Pipeline, "pipeline", 1, "Pipelined requests per connection.")
 	flag.IntVar(&w.ValueSize, "value-size", 64, "Value size in bytes.")
 	flag.IntVar(&w.Keyspace, "keyspace", 100000, "Distinct keys.")
-	flag.IntVar(&w.Repetitions, "repetitions", 1, "Runs per test; the median by throughput is reported.")
 	flag.BoolVar(&w.MixedReads, "mixed-reads", false, "Also measure GETs of untouched keys during SET load.")
 	flag.BoolVar(&crashCheck, "crash-check", false, "Kill the server (DEBUG SEGFAULT) while clients write and count lost acknowledged keys.")
 	flag.IntVar(&crashClients, "crash-clients", 50, "Writers during the crash check.")

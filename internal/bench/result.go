@@ -28,7 +28,7 @@ type Result struct {
 	Crash    *CrashResult    `json:"crash,omitempty"`
 }
 
-// CommandResult is one valkey-benchmark test, the median of its repetitions by throughput.
+// CommandResult is one valkey-benchmark test.
 type CommandResult struct {
 	Command         string  `json:"command"`
 	OpsPerSecond    float64 `json:"ops"`

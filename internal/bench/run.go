@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,11 +19,11 @@ const GetDuringSet = "get-during-set"
 
 // Workload is one target's run, as the operator's Job arguments describe it.
 type Workload struct {
-	Target, Mode                     string
-	Commands                         []string
-	Requests, Clients, Pipeline      int
-	ValueSize, Keyspace, Repetitions int
-	MixedReads                       bool
+	Target, Mode                string
+	Commands                    []string
+	Requests, Clients, Pipeline int
+	ValueSize, Keyspace         int
+	MixedReads                  bool
 }
 
 // Runner drives valkey-benchmark against one server.
@@ -52,8 +51,8 @@ func (r Runner) Sample(ctx context.Context) (Sample, error) {
 	return SampleFromInfo(info)
 }
 
-// Run measures every command of w, w.Repetitions times each, and keeps each
-// command's median run by throughput.
+// Run measures every command of w once. Repetitions are the operator's: a
+// Job per target and repetition, interleaved across targets.
 func (r Runner) Run(ctx context.Context, w Workload) (Result, error) {
 	res := Result{Target: w.Target, Mode: w.Mode}
 	commands := append([]string(nil), w.Commands...)
@@ -61,17 +60,12 @@ func (r Runner) Run(ctx context.Context, w Workload) (Result, error) {
 		commands = append(commands, GetDuringSet)
 	}
 	for _, cmd := range commands {
-		runs := make([]CommandResult, 0, w.Repetitions)
-		for i := 0; i < w.Repetitions; i++ {
-			cr, engine, err := r.measure(ctx, w, cmd)
-			if err != nil {
-				return res, fmt.Errorf("%s, run %d: %w", cmd, i+1, err)
-			}
-			res.Engine = engine
-			runs = append(runs, cr)
+		cr, engine, err := r.measure(ctx, w, cmd)
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", cmd, err)
 		}
-		sort.Slice(runs, func(i, j int) bool { return runs[i].OpsPerSecond < runs[j].OpsPerSecond })
-		res.Commands = append(res.Commands, runs[len(runs)/2])
+		res.Engine = engine
+		res.Commands = append(res.Commands, cr)
 	}
 	return res, nil
 }

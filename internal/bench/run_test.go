@@ -40,7 +40,7 @@ func TestRunAgainstTheRealServer(t *testing.T) {
 		t.Run(tc.mode, func(t *testing.T) {
 			r := Runner{Tool: toolBin(t), Addr: testenv.StartServer(t, "save \"\"\n"+tc.config)}
 			w := Workload{Target: "t", Mode: tc.mode, Commands: []string{"set", "incr"}, Requests: 3000, Clients: 8, Pipeline: 1,
-				ValueSize: 32, Keyspace: 1000, Repetitions: 2, MixedReads: true}
+				ValueSize: 32, Keyspace: 1000, MixedReads: true}
 			res, err := r.Run(context.Background(), w)
 			if err != nil {
 				t.Fatal(err)
@@ -76,7 +76,7 @@ func TestRunAgainstTheRealServer(t *testing.T) {
 
 func TestRunReportsAnUnreachableServer(t *testing.T) {
 	r := Runner{Tool: toolBin(t), Addr: "127.0.0.1:1"}
-	_, err := r.Run(context.Background(), Workload{Target: "t", Commands: []string{"set"}, Requests: 1000, Clients: 1, Pipeline: 1, ValueSize: 8, Keyspace: 10, Repetitions: 1})
+	_, err := r.Run(context.Background(), Workload{Target: "t", Commands: []string{"set"}, Requests: 1000, Clients: 1, Pipeline: 1, ValueSize: 8, Keyspace: 10})
 	if err == nil {
 		t.Fatal("a run against nothing succeeded")
 	}
@@ -190,7 +190,7 @@ func TestRunWritesOnlyItsDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := Workload{Target: "t", Mode: "aof-always", Commands: []string{"set", "hset", "lpush", "incr"}, Requests: 2000, Clients: 4, Pipeline: 1,
-		ValueSize: 16, Keyspace: 10, Repetitions: 1}
+		ValueSize: 16, Keyspace: 10}
 	if _, err := r.Run(ctx, w); err != nil {
 		t.Fatal(err)
 	}
