@@ -263,17 +263,8 @@ func waitMessage(t *testing.T, ns, name, want string) {
 // that pins spec.image keeps its pod; an operator restart in the middle
 // carries on where the last one stopped; status.image follows what runs.
 func TestUpgradeRollsOneInstanceAtATime(t *testing.T) {
-	ensureNodes(t)
-	ns := newNamespace(t)
-	clock := clocktesting.NewFakePassiveClock(testNow)
-	op := startOperator(t, ns, versionOptions("redis-uring:v1"), 1, clock)
-	for _, name := range []string{"a", "b", "c"} {
-		createUpgradeInstance(t, ns, name, "")
-	}
+	ns, clock, op := readyFleet(t, 1)
 	createUpgradeInstance(t, ns, "pinned", "redis-uring:pinned")
-	for _, name := range []string{"a", "b", "c"} {
-		readyOn(t, ns, name, "redis-uring:v1")
-	}
 	readyOn(t, ns, "pinned", "redis-uring:pinned")
 	pinned := &appsv1.StatefulSet{}
 	if err := get(t, pinned, ns, "pinned"); err != nil {
@@ -332,19 +323,28 @@ func TestUpgradeRollsOneInstanceAtATime(t *testing.T) {
 	}
 }
 
-// A user's own edit applies at once, carrying the pending upgrade along; an
-// edit the server takes without a restart leaves the upgrade waiting.
-func TestUpgradeUserEditsApplyAtOnce(t *testing.T) {
+// readyFleet starts an operator whose default server image is
+// redis-uring:v1, with maxConcurrentUpgrades, and brings up instances a, b and
+// c, Ready on that image.
+func readyFleet(t *testing.T, maxConcurrentUpgrades int) (ns string, clock *clocktesting.FakePassiveClock, op *testOperator) {
+	t.Helper()
 	ensureNodes(t)
-	ns := newNamespace(t)
-	clock := clocktesting.NewFakePassiveClock(testNow)
-	op := startOperator(t, ns, versionOptions("redis-uring:v1"), 1, clock)
+	ns = newNamespace(t)
+	clock = clocktesting.NewFakePassiveClock(testNow)
+	op = startOperator(t, ns, versionOptions("redis-uring:v1"), maxConcurrentUpgrades, clock)
 	for _, name := range []string{"a", "b", "c"} {
 		createUpgradeInstance(t, ns, name, "")
 	}
 	for _, name := range []string{"a", "b", "c"} {
 		readyOn(t, ns, name, "redis-uring:v1")
 	}
+	return ns, clock, op
+}
+
+// A user's own edit applies at once, carrying the pending upgrade along; an
+// edit the server takes without a restart leaves the upgrade waiting.
+func TestUpgradeUserEditsApplyAtOnce(t *testing.T) {
+	ns, clock, op := readyFleet(t, 1)
 	op.stop()
 	startOperator(t, ns, versionOptions("redis-uring:v2"), 1, clock)
 	waitTemplate(t, 30*time.Second, ns, "a", "redis-uring:v2")
@@ -416,16 +416,7 @@ func TestUpgradeUnreadyAndStalledInstancesDoNotBlock(t *testing.T) {
 
 // --max-concurrent-upgrades bounds the upgrades in flight.
 func TestUpgradeConcurrencyIsBounded(t *testing.T) {
-	ensureNodes(t)
-	ns := newNamespace(t)
-	clock := clocktesting.NewFakePassiveClock(testNow)
-	op := startOperator(t, ns, versionOptions("redis-uring:v1"), 2, clock)
-	for _, name := range []string{"a", "b", "c"} {
-		createUpgradeInstance(t, ns, name, "")
-	}
-	for _, name := range []string{"a", "b", "c"} {
-		readyOn(t, ns, name, "redis-uring:v1")
-	}
+	ns, clock, op := readyFleet(t, 2)
 	op.stop()
 	op = startOperator(t, ns, versionOptions("redis-uring:v2"), 2, clock)
 	waitTemplate(t, 30*time.Second, ns, "a", "redis-uring:v2")
@@ -442,17 +433,8 @@ func TestUpgradeConcurrencyIsBounded(t *testing.T) {
 // of their template: upgrading to this one takes turns, which end at once
 // where the template is the same, restarting nothing.
 func TestUpgradeFromAnOperatorBeforeStagedUpgrades(t *testing.T) {
-	ensureNodes(t)
-	ns := newNamespace(t)
-	clock := clocktesting.NewFakePassiveClock(testNow)
-	op := startOperator(t, ns, versionOptions("redis-uring:v1"), 1, clock)
+	ns, clock, op := readyFleet(t, 1)
 	names := []string{"a", "b", "c"}
-	for _, name := range names {
-		createUpgradeInstance(t, ns, name, "")
-	}
-	for _, name := range names {
-		readyOn(t, ns, name, "redis-uring:v1")
-	}
 	op.stop()
 	generations := map[string]int64{}
 	for _, name := range names {
