@@ -182,6 +182,15 @@ done
 
 "$repo/e2e/cluster/host-deps.sh" >&2
 mkdir -p "$cache"
+# The node's kubelet deletes images no pod uses once its disk is nearly full
+# (evictionHard imagefs.available 1%), and no registry can give them back: a
+# full disk would surface later as "image not found". Say so up front.
+need_kib=$((8 * 1024 * 1024))
+free_kib=$(df -Pk "$cache" | awk 'NR == 2 {print $4}')
+if ((free_kib < need_kib)); then
+  log "only $((free_kib / 1024)) MiB free on the filesystem of $cache; building and importing the images needs about $((need_kib / 1024 / 1024)) GiB (the node's kubelet deletes unused images when its disk is nearly full): free some space"
+  exit 1
+fi
 # One build at a time: the private dockerd belongs to the script that started it.
 exec 9>"$cache/build.lock"
 flock 9
