@@ -19,6 +19,10 @@ test-server-harness: server-build ## Quick harness suite (root, ~4 min): power c
 durability: server-build ## >= 50 power-cut trials per durable mode (always, uring durable).
 	$(MAKE) -C images/redis-uring/harness durability
 
+.PHONY: loss-window
+loss-window: server-build ## 100 power cuts per fast mode (everysec, uring fast): the loss window's p50, p99 and max.
+	$(MAKE) -C images/redis-uring/harness loss-window
+
 .PHONY: bench-server
 bench-server: server-build ## Every persistence mode side by side (commands, client sweep, pipelines, read-heavy; 3 interleaved reps): table, JSON, CSV.
 	$(MAKE) -C images/redis-uring/harness bench

@@ -78,8 +78,8 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 		}
 		s := powercut.Summarize(m, trials)
 		res := suite.Result{Name: name, Metrics: s, Status: suite.Pass}
-		detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial, loss window up to %.0f ms), %.0f acked/s; %d writes observed by readers in flight, %d of them lost; %d named by keyspace notifications, %d of them lost; %d trials cut during BGREWRITEAOF load; by kind (acked/lost/observed/notified): %s",
-			s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.MaxLossWindowMs, s.MeanAckedPerSec, s.Observed, s.ObservedLost, s.Notified, s.NotifiedLost, s.TrialsRewriting, kindFigures(s.Kinds))
+		detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial; loss window p50 %.1f ms, p99 %.1f ms, max %.1f ms), %.0f acked/s; %d writes observed by readers in flight, %d of them lost; %d named by keyspace notifications, %d of them lost; %d trials cut during BGREWRITEAOF load; by kind (acked/lost/observed/notified): %s",
+			s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.LossWindowP50Ms, s.LossWindowP99Ms, s.MaxLossWindowMs, s.MeanAckedPerSec, s.Observed, s.ObservedLost, s.Notified, s.NotifiedLost, s.TrialsRewriting, kindFigures(s.Kinds))
 		switch {
 		case s.Errors > 0:
 			res.Status = suite.Fail

@@ -40,6 +40,7 @@ import (
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/loopfs"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/resp"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/stats"
 )
 
 // Config of a series of trials.
@@ -461,14 +462,21 @@ type Summary struct {
 	TrialsWithLoss  int                   `json:"trials_with_loss"`
 	MaxLost         int                   `json:"max_lost_in_a_trial"`
 	MaxLossWindowMs float64               `json:"max_loss_window_ms"`
-	MeanAckedPerSec float64               `json:"mean_acked_per_second"`
-	Trial           []Trial               `json:"trial"`
+	// LossWindowP50Ms and LossWindowP99Ms are percentiles over all trials
+	// (nearest rank; a trial that lost nothing counts as 0 ms): the loss
+	// window a user should expect from one crash, and the bad case.
+	LossWindowP50Ms float64 `json:"loss_window_p50_ms"`
+	LossWindowP99Ms float64 `json:"loss_window_p99_ms"`
+	MeanAckedPerSec float64 `json:"mean_acked_per_second"`
+	Trial           []Trial `json:"trial"`
 }
 
 // Summarize folds trials into a Summary.
 func Summarize(mode server.Mode, trials []Trial) Summary {
 	s := Summary{Mode: mode.Name, Durable: mode.Durable(), Trials: len(trials), Trial: trials, Kinds: map[string]KindCounts{}}
+	windows := make([]time.Duration, 0, len(trials))
 	for _, t := range trials {
+		windows = append(windows, time.Duration(t.LossWindowMs*float64(time.Millisecond)))
 		if t.Error != "" {
 			s.Errors++
 		}
@@ -493,5 +501,8 @@ func Summarize(mode server.Mode, trials []Trial) Summary {
 		s.MaxLossWindowMs = max(s.MaxLossWindowMs, t.LossWindowMs)
 		s.MeanAckedPerSec += t.AckedPerSec / float64(len(trials))
 	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	s.LossWindowP50Ms = ms(stats.Percentile(windows, 50))
+	s.LossWindowP99Ms = ms(stats.Percentile(windows, 99))
 	return s
 }
