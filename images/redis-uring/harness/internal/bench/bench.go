@@ -242,14 +242,23 @@ func runOne(o Options, in *instance, w Workload, r int) Run {
 
 func measure(o Options, in *instance, w Workload, run *Run) error {
 	if w.Side == SideGet {
-		if err := preload(in.srv, o.ReadOnlyKeys, roKey); err != nil {
+		if err := preload(in.srv, o.ReadOnlyKeys, roKey, roValue); err != nil {
 			return err
 		}
 	}
+	dataSize := o.DataSize
 	if !w.writes() {
-		if err := preload(in.srv, w.Keyspace, toolKey); err != nil {
+		value := roValue
+		if w.ValueSize > 0 {
+			sized := strings.Repeat("v", w.ValueSize)
+			value = func(int) string { return sized }
+		}
+		if err := preload(in.srv, w.Keyspace, toolKey, value); err != nil {
 			return err
 		}
+	}
+	if w.ValueSize > 0 {
+		dataSize = w.ValueSize
 	}
 	info0, err := in.srv.Info("all")
 	if err != nil {
@@ -259,7 +268,7 @@ func measure(o Options, in *instance, w Workload, run *Run) error {
 	sampler := StartSampler(in.srv.Pid(), 50*time.Millisecond)
 
 	tool := ToolArgs{Addr: in.srv.Addr, Clients: w.Clients, Requests: w.Requests, Keyspace: w.Keyspace,
-		DataSize: o.DataSize, Pipeline: w.Pipeline, Test: w.Test}
+		DataSize: dataSize, Pipeline: w.Pipeline, Test: w.Test}
 	var side *sideLoad
 	if w.Side != "" {
 		side = startSide(in.srv, w.Side, w.SideClients, o.ReadOnlyKeys, o.DataSize)

@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
 )
 
 func TestFsyncFiguresFromBucketDeltas(t *testing.T) {
@@ -150,13 +152,15 @@ func TestParseWorkload(t *testing.T) {
 			Side: SideGet, SideClients: 5}},
 		{ReadHeavy, Workload{Name: ReadHeavy, Test: "get", Clients: 50, Pipeline: 1, Requests: 1000, Keyspace: 10,
 			Side: SideSet, SideClients: 8}},
+		{"get-c200-p4-d8192-r1000", Workload{Name: "get-c200-p4-d8192-r1000", Test: "get", Clients: 200, Pipeline: 4,
+			Requests: 4000, Keyspace: 1000, ValueSize: 8192}},
 	} {
 		got, err := ParseWorkload(tc.name, o)
 		if err != nil || got != tc.want {
 			t.Errorf("%s: got %+v, %v; want %+v", tc.name, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"set-c", "set-c0", "set-x5", "-c5", "set-cfoo"} {
+	for _, bad := range []string{"set-c", "set-c0", "set-x5", "-c5", "set-cfoo", "get-d0", "get-r-1"} {
 		if _, err := ParseWorkload(bad, o); err == nil {
 			t.Errorf("%s: parsed without error", bad)
 		}
@@ -325,6 +329,55 @@ SET pipelined: ops/s and x always (medians)
 	}
 	if got := b.String(); got != want {
 		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// The replies table sets each reply-path variant against the unmodified
+// server test by test, with the published figure for the pipeline depth.
+func TestWriteRepliesAgainstNone(t *testing.T) {
+	o := testOptions()
+	o.DataSize = 3
+	o.Modes = []server.Mode{server.None, server.NoneIOThreads}
+	tests := []string{"get-d64-r100", "set-p16"}
+	var err error
+	if o.Workloads, err = ParseWorkloads(tests, o); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{Options: o}
+	for _, tc := range []struct {
+		mode, test string
+		rps, cpu   []float64
+	}{
+		{"none", "get-d64-r100", []float64{100000, 90000, 110000}, []float64{0.004, 0.004, 0.004}},
+		{"none-io-threads-2", "get-d64-r100", []float64{150000, 120000, 130000}, []float64{0.006, 0.006, 0.005}},
+		{"none", "set-p16", []float64{400000}, []float64{0.002}},
+		{"none-io-threads-2", "set-p16", []float64{380000}, []float64{0.002}},
+	} {
+		for i := range tc.rps {
+			rep.Runs = append(rep.Runs, Run{Volume: "root", Mode: tc.mode, Test: tc.test, Rep: i + 1,
+				Tool: ToolResult{RPS: tc.rps[i]}, CPUPer1k: tc.cpu[i]})
+		}
+	}
+	rep.Rows = summarize(rep)
+	var b strings.Builder
+	p := &printer{w: &b}
+	rep.writeReplies(p)
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	for _, want := range []string{
+		"    root  get-d64-r100  50   1       64      100000            4.00                   130000                     1.30x                         1.50x       +31%",
+		"    root       set-p16  50  16        3      400000            2.00                   380000                     0.95x                         1.00x        -5%",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("replies table lacks\n%s\ngot:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	rep.Options.Modes = []server.Mode{server.None, server.Always}
+	rep.writeReplies(p)
+	if b.Len() != 0 {
+		t.Errorf("replies table printed without a reply-path variant:\n%s", b.String())
 	}
 }
 

@@ -55,6 +55,10 @@ type Row struct {
 	SideVsEverysec  float64 `json:"side_throughput_vs_everysec,omitempty"`
 	SideVsAlways    float64 `json:"side_throughput_vs_always,omitempty"`
 	SideP99VsNone   float64 `json:"side_p99_vs_none,omitempty"`
+	// VsNone and CPUVsNone compare with the unmodified server without
+	// persistence: the baseline of the reply-path variants.
+	VsNone    float64 `json:"throughput_vs_none,omitempty"`
+	CPUVsNone float64 `json:"cpu_per_op_vs_none,omitempty"`
 }
 
 // workload returns the workload a test name of the report stands for.
@@ -164,6 +168,8 @@ func summarize(rep *Report) []Row {
 		}
 		if n := rows[key{k.vol, "none", k.test}]; n != nil {
 			row.SideP99VsNone = ratio(row.SideP99Ms, n.SideP99Ms)
+			row.VsNone = ratio(row.RPS, n.RPS)
+			row.CPUVsNone = ratio(row.CPUPer1k, n.CPUPer1k)
 		}
 		row.OfBound = ratio(row.RPS, row.BoundOpsPS)
 		out = append(out, *row)
@@ -372,6 +378,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	writePivots(p, rep.Rows)
+	rep.writeReplies(p)
 	writeTargets(p, rep.Targets)
 	p.printf("\nCPU accounting: %s\n", rep.CPUCheck.Detail)
 	p.printf("columns: c, P = valkey-benchmark clients and pipeline; cpu = INFO used_cpu_sys+user delta per 1k requests;\n")
@@ -408,6 +415,9 @@ func (rep *Report) testNames() []string {
 // describe renders a workload as the valkey-benchmark arguments it runs.
 func describe(w Workload) string {
 	s := fmt.Sprintf("%s = -t %s -c %d -P %d -n %d -r %d", w.Name, w.Test, w.Clients, w.Pipeline, w.Requests, w.Keyspace)
+	if w.ValueSize > 0 {
+		s += fmt.Sprintf(" -d %d", w.ValueSize)
+	}
 	if w.Side != "" {
 		s += fmt.Sprintf(" + %d %s clients", w.SideClients, w.Side)
 	}
@@ -431,6 +441,60 @@ func writeSideTable(p *printer, wl Workload, rows []Row) {
 		tw.printf("%s\t%s\t%.0f\t%.3f\t%.0f\t%.3f\t%.3f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%.2f\t%d\t\n",
 			r.Volume, r.Mode, r.RPS, r.P99Ms, r.SideRPS, r.SideP50Ms, r.SideP99Ms, r.SideP999Ms, x(r.VsAlways),
 			x(r.VsEverysec), x(r.SideVsAlways), x(r.SideVsEverysec), x(r.SideP99VsNone), r.CPUPer1k*1000, r.Errors)
+	}
+	tw.flush()
+}
+
+// publishedReplies is the reference of issue 13: the AOFUring thesis'
+// asynchronous, batched reply writes through io_uring against the unmodified
+// server, maximum throughput by pipeline depth (64 B-1 KiB replies).
+var publishedReplies = map[int]string{1: "+31%", 4: "+19%", 16: "-5%"}
+
+// writeReplies prints the reply-path variants (modes without persistence
+// other than "none") against the unmodified server, test by test.
+func (rep *Report) writeReplies(p *printer) {
+	var variants []string
+	for _, m := range rep.Options.Modes {
+		if m.Persistence == "none" && m.Name != "none" && !slices.Contains(variants, m.Name) {
+			variants = append(variants, m.Name)
+		}
+	}
+	if len(variants) == 0 {
+		return
+	}
+	p.printf("\nreplies: each variant against the unmodified server (none), medians; published = the AOFUring thesis' io_uring replies vs unmodified, by pipeline depth\n")
+	tw := p.table(tabwriter.AlignRight)
+	tw.printf("volume\ttest\tc\tP\tvalue B\tnone ops/s\tnone cpu ms/1k\t")
+	for _, v := range variants {
+		tw.printf("%[1]s ops/s\t%[1]s x none\t%[1]s cpu x none\t", v)
+	}
+	tw.printf("published\t\n")
+	type key struct{ vol, mode, test string }
+	rows := map[key]Row{}
+	for _, r := range rep.Rows {
+		rows[key{r.Volume, r.Mode, r.Test}] = r
+	}
+	for _, r := range rep.Rows {
+		if r.Mode != "none" || r.SideOp != "" {
+			continue
+		}
+		size := rep.workload(r.Test).ValueSize
+		if size == 0 {
+			size = rep.Options.DataSize
+		}
+		tw.printf("%s\t%s\t%d\t%d\t%d\t%.0f\t%.2f\t", r.Volume, r.Test, r.Clients, r.Pipeline, size, r.RPS, r.CPUPer1k*1000)
+		for _, v := range variants {
+			if vr, ok := rows[key{r.Volume, v, r.Test}]; ok && vr.Errors < vr.Runs {
+				tw.printf("%.0f\t%s\t%s\t", vr.RPS, x(vr.VsNone), x(vr.CPUVsNone))
+			} else {
+				tw.printf("-\t\t\t")
+			}
+		}
+		published := publishedReplies[r.Pipeline]
+		if published == "" {
+			published = "-"
+		}
+		tw.printf("%s\t\n", published)
 	}
 	tw.flush()
 }

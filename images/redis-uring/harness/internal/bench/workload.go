@@ -32,12 +32,15 @@ const (
 // Workload is one test of the benchmark: a valkey-benchmark load, measured by
 // the tool, and optionally a side load measured by the harness.
 type Workload struct {
-	Name        string `json:"name"`
-	Test        string `json:"tool_test"` // valkey-benchmark -t
-	Clients     int    `json:"clients"`
-	Pipeline    int    `json:"pipeline"`
-	Requests    int    `json:"requests"`
-	Keyspace    int    `json:"keyspace"`
+	Name     string `json:"name"`
+	Test     string `json:"tool_test"` // valkey-benchmark -t
+	Clients  int    `json:"clients"`
+	Pipeline int    `json:"pipeline"`
+	Requests int    `json:"requests"`
+	Keyspace int    `json:"keyspace"`
+	// ValueSize is valkey-benchmark's -d and the size of the values a GET
+	// test preloads; 0 means the run's -data-size (and short preloaded values).
+	ValueSize   int    `json:"value_size,omitempty"`
 	Side        string `json:"side,omitempty"`
 	SideClients int    `json:"side_clients,omitempty"`
 }
@@ -49,6 +52,8 @@ type Workload struct {
 //	read-heavy         GET of preloaded keys at -clients, plus -read-heavy-set-clients SETting
 //	<test>             valkey-benchmark -t <test> at -clients and -pipeline
 //	<test>-c8-p16-n500 the same with -c 8 -P 16 -n 500 (each suffix optional)
+//	<test>-d1024-r1000 values of 1024 bytes (-d; a GET test preloads its keys
+//	                   with values that size) over 1000 keys (-r)
 //
 // Without -n a run has -requests requests, scaled so that every run takes
 // about as long as a 50-client one in a mode bound by fsync latency (whose
@@ -66,13 +71,16 @@ func ParseWorkload(name string, o Options) (Workload, error) {
 	w := Workload{Name: name, Clients: o.Clients, Pipeline: o.Pipeline, Keyspace: o.Keyspace}
 	parts := strings.Split(name, "-")
 	w.Test = parts[0]
+	bad := func(p string) error {
+		return fmt.Errorf("test %q: bad suffix %q (want -c<clients>, -p<pipeline>, -n<requests>, -d<value bytes>, -r<keys>)", name, p)
+	}
 	for _, p := range parts[1:] {
 		if len(p) < 2 {
-			return w, fmt.Errorf("test %q: bad suffix %q (want -c<clients>, -p<pipeline>, -n<requests>)", name, p)
+			return w, bad(p)
 		}
 		v, err := strconv.Atoi(p[1:])
 		if err != nil || v < 1 {
-			return w, fmt.Errorf("test %q: bad suffix %q (want -c<clients>, -p<pipeline>, -n<requests>)", name, p)
+			return w, bad(p)
 		}
 		switch p[0] {
 		case 'c':
@@ -81,8 +89,12 @@ func ParseWorkload(name string, o Options) (Workload, error) {
 			w.Pipeline = v
 		case 'n':
 			w.Requests = v
+		case 'd':
+			w.ValueSize = v
+		case 'r':
+			w.Keyspace = v
 		default:
-			return w, fmt.Errorf("test %q: bad suffix %q (want -c<clients>, -p<pipeline>, -n<requests>)", name, p)
+			return w, bad(p)
 		}
 	}
 	if w.Test == "" {
@@ -151,8 +163,8 @@ func toolKey(i int) string { return fmt.Sprintf("key:%012d", i) }
 
 func roValue(i int) string { return "ro-value-" + strconv.Itoa(i) }
 
-// preload writes n keys named by key(i) with roValue(i).
-func preload(srv *server.Server, n int, key func(int) string) error {
+// preload writes n keys named by key(i) with value(i).
+func preload(srv *server.Server, n int, key, value func(int) string) error {
 	c, err := srv.Dial()
 	if err != nil {
 		return err
@@ -163,7 +175,7 @@ func preload(srv *server.Server, n int, key func(int) string) error {
 	for lo := 0; lo < n; lo += batch {
 		args := []string{"MSET"}
 		for i := lo; i < min(lo+batch, n); i++ {
-			args = append(args, key(i), roValue(i))
+			args = append(args, key(i), value(i))
 		}
 		c.Send(args...)
 	}

@@ -11,6 +11,7 @@ type Mode struct {
 	Uring       bool   // appendfsync-engine uring
 	Ack         string // aof-uring-ack: "durable" or "fast"
 	SQPoll      bool   // aof-uring-sqpoll yes
+	IOThreads   int    // io-threads (0: the server's default, 1)
 }
 
 // UringAppendfsync is the appendfsync policy rendered next to
@@ -33,9 +34,13 @@ var (
 // AllModes lists every mode the benchmark knows.
 var AllModes = []Mode{None, RDB, Always, Everysec, No, UringDurable, UringFast, UringDurableSQPoll}
 
+// The reply-path variants of the replies benchmark: no persistence, so that
+// what differs is how replies reach the sockets.
+var NoneIOThreads = Mode{Name: "none-io-threads-2", Persistence: "none", IOThreads: 2}
+
 // ModeByName finds a mode by its report name.
 func ModeByName(name string) (Mode, error) {
-	for _, m := range AllModes {
+	for _, m := range append(append([]Mode(nil), AllModes...), NoneIOThreads) {
 		if m.Name == name {
 			return m, nil
 		}
@@ -57,14 +62,18 @@ func (m Mode) Durable() bool {
 
 // ConfigLines renders the mode as valkey.conf directives.
 func (m Mode) ConfigLines() []string {
+	var lines []string
+	if m.IOThreads > 0 {
+		lines = append(lines, fmt.Sprintf("io-threads %d", m.IOThreads))
+	}
 	switch m.Persistence {
 	case "none":
-		return []string{`save ""`, "appendonly no"}
+		return append(lines, `save ""`, "appendonly no")
 	case "rdb":
 		// Valkey's built-in default save points.
-		return []string{`save 3600 1 300 100 60 10000`, "appendonly no"}
+		return append(lines, `save 3600 1 300 100 60 10000`, "appendonly no")
 	}
-	lines := []string{`save ""`, "appendonly yes"}
+	lines = append(lines, `save ""`, "appendonly yes")
 	if !m.Uring {
 		return append(lines, "appendfsync "+m.Fsync)
 	}

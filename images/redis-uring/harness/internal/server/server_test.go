@@ -34,6 +34,7 @@ func TestModeConfigAndDurability(t *testing.T) {
 		{UringDurable, true, []string{"appendfsync-engine uring", "aof-uring-ack durable"}},
 		{UringFast, false, []string{"appendfsync-engine uring", "aof-uring-ack fast"}},
 		{UringDurableSQPoll, true, []string{"aof-uring-ack durable", "aof-uring-sqpoll yes"}},
+		{NoneIOThreads, false, []string{"io-threads 2", "appendonly no"}},
 	} {
 		if got := tc.mode.Durable(); got != tc.durable {
 			t.Errorf("%s: Durable() = %v", tc.mode.Name, got)
@@ -51,7 +52,7 @@ func TestModeConfigAndDurability(t *testing.T) {
 }
 
 func TestModeByName(t *testing.T) {
-	for _, m := range AllModes {
+	for _, m := range append(AllModes, NoneIOThreads) {
 		got, err := ModeByName(m.Name)
 		if err != nil || got != m {
 			t.Errorf("ModeByName(%q) = %v, %v", m.Name, got, err)
