@@ -28,7 +28,7 @@ bench-server: server-build ## Every persistence mode side by side (commands, cli
 	$(MAKE) -C images/redis-uring/harness bench
 
 .PHONY: bench-replies
-bench-replies: server-build ## The reply path side by side (unmodified, io-threads 2): GET/SET, 50/200 clients, 64 B-8 KiB, pipelines 1/4/16.
+bench-replies: server-build ## The reply path side by side (unmodified, io-uring-replies, io-threads 2): GET/SET, 50/200 clients, 64 B-8 KiB, pipelines 1/4/16.
 	$(MAKE) -C images/redis-uring/harness bench-replies
 
 # `make test` runs the server's Tcl suites and the durability harness' quick

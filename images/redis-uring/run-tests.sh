@@ -8,7 +8,12 @@
 #        scripting, functions, blocking lists and streams, pub/sub, tracking,
 #        sort, info (posix: appendfsync always, the mode uring durable is
 #        measured against);
-#  - our own Tcl tests (tests/uring-*.tcl), copied into the tree as uring/*.
+#  - upstream's networking-related suites (replies, protocol, pipelines,
+#    output-buffer limits, client eviction, pub/sub, tracking, blocking lists)
+#    with io-uring-replies on;
+#  - our own Tcl tests (tests/uring-*.tcl), copied into the tree as uring/*,
+#    once as they are and once with io-uring-replies on (durable mode's held
+#    clients are then released through the replies ring).
 #
 #   run-tests.sh BUILD_TREE DENY_IO_URING_LAUNCHER [ci|full]
 #
@@ -31,6 +36,9 @@ suite=${3:-ci}
 upstream=(integration/aof integration/aof-multi-part integration/aof-race unit/introspection)
 subset=(unit/type/string unit/type/incr unit/expire unit/keyspace unit/multi unit/scripting unit/functions
   unit/type/list unit/type/stream-cgroups unit/pubsub unit/tracking unit/sort unit/info)
+replies=(unit/networking unit/protocol unit/client-eviction unit/obuf-limits unit/info unit/querybuf
+  unit/replybufsize unit/quit unit/pubsub unit/tracking unit/limits unit/pause unit/introspection unit/type/list)
+replies_on=(--config io-uring-replies yes)
 aof_on=(--config appendonly yes)
 durable=(--config appendfsync-engine uring --config aof-uring-ack durable)
 fast=(--config appendfsync-engine uring --config aof-uring-ack fast)
@@ -122,6 +130,8 @@ singles=()
 for s in "${upstream[@]}"; do singles+=(--single "$s"); done
 broad=()
 for s in "${subset[@]}"; do broad+=(--single "$s"); done
+networking=()
+for s in "${replies[@]}"; do networking+=(--single "$s"); done
 own=()
 for s in "${ours[@]}"; do own+=(--single "$s"); done
 skip_on=()
@@ -155,8 +165,10 @@ else
   run subset-posix-always "${broad[@]}" "${aof_on[@]}" --config appendfsync always "${skip_on[@]}"
   run subset-uring-durable "${broad[@]}" "${aof_on[@]}" "${durable[@]}" "${skip_durable[@]}"
   run subset-uring-fast "${broad[@]}" "${aof_on[@]}" "${fast[@]}" "${skip_fast[@]}"
+  run networking-uring-replies "${networking[@]}" "${replies_on[@]}"
 fi
 run ours "${own[@]}"
+run ours-uring-replies "${own[@]}" "${replies_on[@]}"
 echo "server tests took $(($(date +%s) - start)) s${failures[*]:+; failing runs: ${failures[*]}}"
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -12,6 +12,7 @@ type Mode struct {
 	Ack         string // aof-uring-ack: "durable" or "fast"
 	SQPoll      bool   // aof-uring-sqpoll yes
 	IOThreads   int    // io-threads (0: the server's default, 1)
+	Replies     bool   // io-uring-replies yes
 }
 
 // UringAppendfsync is the appendfsync policy rendered next to
@@ -36,11 +37,14 @@ var AllModes = []Mode{None, RDB, Always, Everysec, No, UringDurable, UringFast, 
 
 // The reply-path variants of the replies benchmark: no persistence, so that
 // what differs is how replies reach the sockets.
-var NoneIOThreads = Mode{Name: "none-io-threads-2", Persistence: "none", IOThreads: 2}
+var (
+	NoneUringReplies = Mode{Name: "none-uring-replies", Persistence: "none", Replies: true}
+	NoneIOThreads    = Mode{Name: "none-io-threads-2", Persistence: "none", IOThreads: 2}
+)
 
 // ModeByName finds a mode by its report name.
 func ModeByName(name string) (Mode, error) {
-	for _, m := range append(append([]Mode(nil), AllModes...), NoneIOThreads) {
+	for _, m := range append(append([]Mode(nil), AllModes...), NoneUringReplies, NoneIOThreads) {
 		if m.Name == name {
 			return m, nil
 		}
@@ -65,6 +69,9 @@ func (m Mode) ConfigLines() []string {
 	var lines []string
 	if m.IOThreads > 0 {
 		lines = append(lines, fmt.Sprintf("io-threads %d", m.IOThreads))
+	}
+	if m.Replies {
+		lines = append(lines, "io-uring-replies yes")
 	}
 	switch m.Persistence {
 	case "none":

@@ -35,6 +35,7 @@ func TestModeConfigAndDurability(t *testing.T) {
 		{UringFast, false, []string{"appendfsync-engine uring", "aof-uring-ack fast"}},
 		{UringDurableSQPoll, true, []string{"aof-uring-ack durable", "aof-uring-sqpoll yes"}},
 		{NoneIOThreads, false, []string{"io-threads 2", "appendonly no"}},
+		{NoneUringReplies, false, []string{"io-uring-replies yes", "appendonly no"}},
 	} {
 		if got := tc.mode.Durable(); got != tc.durable {
 			t.Errorf("%s: Durable() = %v", tc.mode.Name, got)
@@ -52,7 +53,7 @@ func TestModeConfigAndDurability(t *testing.T) {
 }
 
 func TestModeByName(t *testing.T) {
-	for _, m := range append(AllModes, NoneIOThreads) {
+	for _, m := range append(AllModes, NoneUringReplies, NoneIOThreads) {
 		got, err := ModeByName(m.Name)
 		if err != nil || got != m {
 			t.Errorf("ModeByName(%q) = %v, %v", m.Name, got, err)
