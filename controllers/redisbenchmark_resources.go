@@ -17,6 +17,8 @@ import (
 type BenchmarkOptions struct {
 	// Image runs the benchmark (cmd/bench) unless spec.image overrides it.
 	Image string
+	// ImagePull is how benchmark pods pull their image.
+	ImagePull ImagePull
 }
 
 const (
@@ -197,6 +199,7 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alph
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+	opts.ImagePull.applyTo(&pod)
 	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: meta,

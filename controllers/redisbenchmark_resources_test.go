@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
@@ -50,7 +51,8 @@ func TestBenchmarkJobGolden(t *testing.T) {
 	}
 	render := func() []byte {
 		// The last repetition of the second target: the run with the crash check.
-		b, err := yaml.Marshal(buildBenchmarkJob(rb, runAt(rb, 5), rp, BenchmarkOptions{Image: "uring-redis-bench:test"}))
+		b, err := yaml.Marshal(buildBenchmarkJob(rb, runAt(rb, 5), rp, BenchmarkOptions{Image: "uring-redis-bench:test",
+			ImagePull: ImagePull{Policy: corev1.PullIfNotPresent, Secrets: []string{"registry-pull"}}}))
 		if err != nil {
 			t.Fatal(err)
 		}

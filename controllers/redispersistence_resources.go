@@ -77,6 +77,32 @@ type Options struct {
 	// LocalNVMeStorageClass and GP3StorageClass back the storage profiles.
 	LocalNVMeStorageClass string
 	GP3StorageClass       string
+	// ImagePull is how server pods pull their images.
+	ImagePull ImagePull
+}
+
+// ImagePull is how the pods the operator creates pull their images: the
+// chart's global.imagePullPolicy and global.imagePullSecrets, passed as
+// --image-pull-policy and --image-pull-secrets.
+type ImagePull struct {
+	// Policy of every container; empty leaves the API server's default
+	// (IfNotPresent, Always for :latest).
+	Policy corev1.PullPolicy
+	// Secrets of every pod, by name. A pod reads them from its own
+	// namespace, so each namespace with instances needs a copy.
+	Secrets []string
+}
+
+// applyTo sets the pull policy of every container of pod and its pull secrets.
+func (p ImagePull) applyTo(pod *corev1.PodSpec) {
+	for _, containers := range [][]corev1.Container{pod.InitContainers, pod.Containers} {
+		for i := range containers {
+			containers[i].ImagePullPolicy = p.Policy
+		}
+	}
+	for _, name := range p.Secrets {
+		pod.ImagePullSecrets = append(pod.ImagePullSecrets, corev1.LocalObjectReference{Name: name})
+	}
 }
 
 // KernelLabels are the node labels that carry a node's kernel major and minor version.
@@ -740,7 +766,7 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 		tolerations = append(tolerations, rp.Spec.Placement.Tolerations...)
 	}
 
-	return corev1.PodTemplateSpec{
+	template := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      objectLabels(rp),
 			Annotations: in.annotations(),
@@ -765,6 +791,8 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 			Affinity:                      buildAffinity(rp),
 		},
 	}
+	opts.ImagePull.applyTo(&template.Spec)
+	return template
 }
 
 func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container {

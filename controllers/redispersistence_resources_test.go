@@ -25,6 +25,7 @@ var testOptions = Options{
 	UringSeccompProfile:   "uring-redis/io_uring.json",
 	LocalNVMeStorageClass: "uring-local-nvme",
 	GP3StorageClass:       "uring-gp3",
+	ImagePull:             ImagePull{Policy: corev1.PullIfNotPresent, Secrets: []string{"registry-pull"}},
 }
 
 // newRedisPersistence is a RedisPersistence as the API server returns it
@@ -195,5 +196,34 @@ func TestExistingVolumeKeepsItsClass(t *testing.T) {
 	}
 	if _, _, differ := keepClaimClass(buildStatefulSet(rp, testOptions, newPodInputs(rp, "")), existing); differ {
 		t.Error("an unchanged class is reported as changed")
+	}
+}
+
+// TestImagePullIsAnOperatorDefault: the pull policy and secrets reach every
+// container and the pod, and changing them is the operator's change (staged
+// like a new default image), not the user's.
+func TestImagePullIsAnOperatorDefault(t *testing.T) {
+	rp := newRedisPersistence(goldenCases["uring-durable"])
+	spec := buildStatefulSet(rp, testOptions, newPodInputs(rp, testPassword(rp))).Spec.Template.Spec
+	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+		if c.ImagePullPolicy != corev1.PullIfNotPresent {
+			t.Errorf("container %s pull policy %q, want IfNotPresent", c.Name, c.ImagePullPolicy)
+		}
+	}
+	if len(spec.ImagePullSecrets) != 1 || spec.ImagePullSecrets[0].Name != "registry-pull" {
+		t.Errorf("pull secrets %v, want registry-pull", spec.ImagePullSecrets)
+	}
+	if unset := buildStatefulSet(rp, Options{}, newPodInputs(rp, "")).Spec.Template.Spec; unset.ImagePullSecrets != nil || unset.Containers[0].ImagePullPolicy != "" {
+		t.Errorf("without --image-pull-* the pod has pull secrets %v and policy %q; want the API server's defaults", unset.ImagePullSecrets, unset.Containers[0].ImagePullPolicy)
+	}
+
+	in := newPodInputs(rp, "")
+	changed := testOptions
+	changed.ImagePull = ImagePull{Policy: corev1.PullAlways, Secrets: []string{"other"}}
+	before := rolloutAnnotations(rp, testOptions, in, buildPodTemplate(rp, testOptions, in))
+	after := rolloutAnnotations(rp, changed, in, buildPodTemplate(rp, changed, in))
+	if before[annotationTemplateHash] == after[annotationTemplateHash] || before[annotationSpecTemplateHash] != after[annotationSpecTemplateHash] {
+		t.Errorf("new pull settings: template hash %s -> %s, spec template hash %s -> %s; want a new template with the same spec hash (an operator upgrade)",
+			before[annotationTemplateHash], after[annotationTemplateHash], before[annotationSpecTemplateHash], after[annotationSpecTemplateHash])
 	}
 }

@@ -6,7 +6,7 @@ package controllers
 // RedisPersistence (spec.image, the mode, resources, a startup option) or its
 // password: that change applies to the instance at once. Or the operator
 // changed: its default images (--redis-image, --exporter-image, the seccomp
-// profile) or, in a new operator version, the way it builds pods. A helm
+// profile, how images are pulled) or, in a new operator version, the way it builds pods. A helm
 // upgrade does the latter to every instance together; the operator then rolls
 // at most --max-concurrent-upgrades instances at a time, each until its pod is
 // Ready on the new template, and the others wait with UpToDate=False,
@@ -111,6 +111,7 @@ const operatorDefault = "(operator default)"
 func rolloutAnnotations(rp *v1alpha1.RedisPersistence, opts Options, in podInputs, template corev1.PodTemplateSpec) map[string]string {
 	withoutDefaults := opts
 	withoutDefaults.RedisImage, withoutDefaults.ExporterImage, withoutDefaults.UringSeccompProfile = operatorDefault, operatorDefault, operatorDefault
+	withoutDefaults.ImagePull = ImagePull{Policy: operatorDefault, Secrets: []string{operatorDefault}}
 	annotations := map[string]string{
 		annotationTemplateHash:     templateHash(template),
 		annotationSpecTemplateHash: templateHash(buildPodTemplate(rp, withoutDefaults, in)),

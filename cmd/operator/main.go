@@ -3,9 +3,12 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
+	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -39,9 +42,28 @@ func main() {
 	flag.IntVar(&maxConcurrentReconciles, "max-concurrent-reconciles", 4, "RedisPersistences, and RedisBenchmarks, reconciled at once; a slow server or API call then delays only its own object.")
 	flag.IntVar(&maxConcurrentUpgrades, "max-concurrent-upgrades", 1, "How many RedisPersistences may roll an upgrade of the operator's making at once (a new --redis-image, --exporter-image or --uring-seccomp-profile, a new operator version), each until its server is Ready; at least 1. A change to a RedisPersistence's own spec rolls it at once.")
 	flag.StringVar(&benchOpts.Image, "bench-image", "uring-redis-bench:dev", "RedisBenchmark runner image (cmd/bench with valkey-benchmark).")
+	var imagePull controllers.ImagePull
+	flag.Func("image-pull-policy", "Pull policy of every container of the pods the operator creates (Always, IfNotPresent, Never); empty leaves the API server's default.", func(v string) error {
+		switch policy := corev1.PullPolicy(v); policy {
+		case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+			imagePull.Policy = policy
+			return nil
+		}
+		return fmt.Errorf("%q is none of Always, IfNotPresent, Never", v)
+	})
+	flag.Func("image-pull-secrets", "Comma-separated Secrets (in each pod's namespace) that the pods the operator creates pull their images with.", func(v string) error {
+		imagePull.Secrets = nil
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				imagePull.Secrets = append(imagePull.Secrets, name)
+			}
+		}
+		return nil
+	})
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	opts.ImagePull, benchOpts.ImagePull = imagePull, imagePull
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
 	if maxConcurrentUpgrades < 1 {
