@@ -26,8 +26,6 @@ GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 
-IMG ?= uring-redis-operator:dev
-
 # What `make generate` writes; `make verify` fails when any of it differs from git.
 GENERATED := api config/crd config/rbac/role.yaml docs/api.md
 

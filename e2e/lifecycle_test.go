@@ -24,28 +24,36 @@ import (
 )
 
 // TestOperatorLifecycle walks the ways an operator is installed and removed,
-// with a RedisPersistence that must outlive all of them: helm upgrade (of a
-// value, then of the default server image, which restarts the instances one
-// at a time), helm uninstall (CRDs and instances kept), kubectl apply and
-// delete of dist/install.yaml, and helm install again. It runs last (file
-// order) and leaves the chart installed as `make e2e-install` did.
+// with a RedisPersistence that must outlive all of them, every chart pulled
+// from the node's registry: the previous release (N-1) with instances on its
+// server image, helm upgrade of a value, helm upgrade to this release (N),
+// whose new default server image restarts the instances one at a time, helm
+// uninstall (CRDs and instances kept), kubectl apply and delete of the
+// release's install.yaml, and helm install again. It runs last (file order)
+// and leaves release N installed as `make e2e-install` did.
 func TestOperatorLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the operator lifecycle reinstalls the operator; it runs in the full suite only")
 	}
 	helmBin, release, operatorNS := os.Getenv("E2E_HELM"), os.Getenv("E2E_RELEASE"), os.Getenv("E2E_NAMESPACE")
-	installYAML, upgradeImage := os.Getenv("E2E_INSTALL_YAML"), os.Getenv("E2E_UPGRADE_REDIS_IMAGE")
-	if helmBin == "" || release == "" || operatorNS == "" || installYAML == "" || upgradeImage == "" {
-		t.Fatal("E2E_HELM, E2E_RELEASE, E2E_NAMESPACE, E2E_INSTALL_YAML and E2E_UPGRADE_REDIS_IMAGE (a second tag of the server image in the node's image store) name the chart install to exercise: run it with `make e2e`")
+	installYAML, chartRef := os.Getenv("E2E_INSTALL_YAML"), os.Getenv("E2E_CHART")
+	version, previous := os.Getenv("E2E_VERSION"), os.Getenv("E2E_PREVIOUS_VERSION")
+	if helmBin == "" || release == "" || operatorNS == "" || installYAML == "" || chartRef == "" || version == "" || previous == "" {
+		t.Fatal("E2E_HELM, E2E_RELEASE, E2E_NAMESPACE, E2E_INSTALL_YAML, E2E_CHART, E2E_VERSION and E2E_PREVIOUS_VERSION (two releases in the node's registry) name the chart installs to exercise: run it with `make e2e`")
 	}
-	chart := []string{"../charts/uring-redis-operator", "--namespace", operatorNS, "--values", "../charts/uring-redis-operator/ci/e2e-values.yaml"}
-	chart = append(chart, strings.Fields(os.Getenv("E2E_HELM_ARGS"))...)
+	// chart is release v of the chart from the registry, with the test bed's values.
+	chart := func(v string) []string {
+		args := []string{chartRef, "--version", v, "--plain-http", "--namespace", operatorNS, "--values", "../charts/uring-redis-operator/ci/e2e-values.yaml"}
+		return append(args, strings.Fields(os.Getenv("E2E_HELM_ARGS"))...)
+	}
 	helm := func(args ...string) {
 		t.Helper()
 		run(t, helmBin, append([]string{"--kubeconfig", os.Getenv("KUBECONFIG")}, args...)...)
 	}
 	ctx := context.Background()
 
+	// Release N-1, as a user would run it before upgrading.
+	helm(append([]string{"upgrade", release}, append(chart(previous), "--reuse-values", "--wait", "--timeout", "5m")...)...)
 	const name = "lifecycle"
 	rp := create(t, name, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
 	// Two more for the upgrade of the default server image: one that follows
@@ -79,7 +87,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	}
 
 	// helm upgrade: a changed value rolls the operator, which keeps working.
-	helm(append([]string{"upgrade", release}, append(chart, "--reuse-values", "--set", "logLevel=debug", "--wait", "--timeout", "5m")...)...)
+	helm(append([]string{"upgrade", release}, append(chart(previous), "--reuse-values", "--set", "logLevel=debug", "--wait", "--timeout", "5m")...)...)
 	deployments := &appsv1.DeploymentList{}
 	if err := k8s.List(ctx, deployments, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/instance": release}); err != nil {
 		t.Fatal(err)
@@ -89,12 +97,16 @@ func TestOperatorLifecycle(t *testing.T) {
 	}
 	setFsync(v1alpha1.FsyncAlways)
 
-	// helm upgrade of the default server image: the operator restarts the
-	// instances that follow it one at a time (--max-concurrent-upgrades 1),
-	// in name order, each once the one before is Ready on the new image, and
-	// leaves the pinned one alone.
+	// helm upgrade to release N: a new operator whose default server image
+	// is N's. It restarts the instances that follow the default one at a time
+	// (--max-concurrent-upgrades 1), in name order, each once the one before
+	// is Ready on the new image, and leaves the pinned one alone.
 	pinnedPod := getPod(t, pinned+"-0")
-	helm(append([]string{"upgrade", release}, append(chart, "--reuse-values", "--set", "redisImage="+upgradeImage, "--wait", "--timeout", "5m")...)...)
+	helm(append([]string{"upgrade", release}, append(chart(version), "--reuse-values", "--wait", "--timeout", "5m")...)...)
+	upgradeImage := operatorFlag(t, operatorNS, release, "--redis-image")
+	if !strings.Contains(upgradeImage, "-uring"+version+"@sha256:") || upgradeImage == defaultImage {
+		t.Fatalf("after the upgrade to %s the operator's --redis-image is %s (was %s); want release %s's server image by digest", version, upgradeImage, defaultImage, version)
+	}
 	rollout := watchRollout(t, upgradeImage, []string{name, follower}, 10*time.Minute)
 	if rollout.maxRolling != 1 || strings.Join(rollout.order, ",") != name+","+follower || !rollout.waited[follower] {
 		t.Errorf("the new default image rolled %v, at most %d at once, %v waited for their turn; want %s then %s, one at a time, %s waiting",
@@ -159,7 +171,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	}, nil)
 
 	// helm install again: the chart creates the CRDs and the operator anew.
-	helm(append([]string{"install", release}, append(chart, "--create-namespace", "--wait", "--timeout", "5m")...)...)
+	helm(append([]string{"install", release}, append(chart(version), "--create-namespace", "--wait", "--timeout", "5m")...)...)
 	create(t, name+"-again", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}})
 	waitReady(t, name+"-again")
 }

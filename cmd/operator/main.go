@@ -34,14 +34,14 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles.")
 	flag.BoolVar(&labelNodes, "label-nodes", true, "Label nodes with their kernel version (uringredis.io/kernel-version.*) for clusters without Node Feature Discovery.")
-	flag.StringVar(&opts.RedisImage, "redis-image", "redis-uring:8.1.1", "Server image (Valkey with the io_uring AOF engine).")
+	flag.StringVar(&opts.RedisImage, "redis-image", "", "Server image (Valkey with the io_uring AOF engine); required.")
 	flag.StringVar(&opts.ExporterImage, "exporter-image", "oliver006/redis_exporter:v1.74.0", "redis_exporter sidecar image.")
 	flag.StringVar(&opts.UringSeccompProfile, "uring-seccomp-profile", "uring-redis/io_uring.json", "Localhost seccomp profile of uring pods, relative to the kubelet's seccomp directory.")
 	flag.StringVar(&opts.LocalNVMeStorageClass, "local-nvme-storage-class", "uring-local-nvme", "StorageClass of the local-nvme storage profile.")
 	flag.StringVar(&opts.GP3StorageClass, "gp3-storage-class", "uring-gp3", "StorageClass of the gp3 storage profile.")
 	flag.IntVar(&maxConcurrentReconciles, "max-concurrent-reconciles", 4, "RedisPersistences, and RedisBenchmarks, reconciled at once; a slow server or API call then delays only its own object.")
 	flag.IntVar(&maxConcurrentUpgrades, "max-concurrent-upgrades", 1, "How many RedisPersistences may roll an upgrade of the operator's making at once (a new --redis-image, --exporter-image or --uring-seccomp-profile, a new operator version), each until its server is Ready; at least 1. A change to a RedisPersistence's own spec rolls it at once.")
-	flag.StringVar(&benchOpts.Image, "bench-image", "uring-redis-bench:dev", "RedisBenchmark runner image (cmd/bench with valkey-benchmark).")
+	flag.StringVar(&benchOpts.Image, "bench-image", "", "RedisBenchmark runner image (cmd/bench with valkey-benchmark); required.")
 	var imagePull controllers.ImagePull
 	flag.Func("image-pull-policy", "Pull policy of every container of the pods the operator creates (Always, IfNotPresent, Never); empty leaves the API server's default.", func(v string) error {
 		switch policy := corev1.PullPolicy(v); policy {
@@ -66,6 +66,12 @@ func main() {
 	opts.ImagePull, benchOpts.ImagePull = imagePull, imagePull
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
+	// No default image: a default names an image of some release, which a
+	// build of another would run. The chart and dist/install.yaml pass them.
+	if opts.RedisImage == "" || benchOpts.Image == "" {
+		setupLog.Error(nil, "--redis-image and --bench-image are required", "redis-image", opts.RedisImage, "bench-image", benchOpts.Image)
+		os.Exit(1)
+	}
 	if maxConcurrentUpgrades < 1 {
 		setupLog.Error(nil, "--max-concurrent-upgrades must be at least 1", "max-concurrent-upgrades", maxConcurrentUpgrades)
 		os.Exit(1)

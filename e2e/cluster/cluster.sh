@@ -19,6 +19,12 @@
 # The VM has no CAP_SYS_RESOURCE: nothing may lower oom_score_adj, hence the zeros
 # passed to containerd, kubelet and kube-proxy below.
 #
+# Images come the way a user's cluster gets them: from a registry. The node runs
+# Debian's docker-registry (the distribution registry) on localhost, storage under
+# the state directory, and containerd pulls from it over plain HTTP (hosts.toml);
+# `make e2e-images` pushes there. Only the sandbox image and the test bed's own
+# images (provisioner, probe) are imported: see import_images.
+#
 # Environment: E2E_DISKS (default 10) and E2E_DISK_SIZE (default 2G) size the local
 # volumes; E2E_STORAGE=chart leaves serving them to the chart's localNvme preset;
 # KUBECTL picks the kubectl binary.
@@ -40,6 +46,7 @@ run=/run/uring-e2e            # sockets, pids, pod network namespaces
 kubelet_root=/var/lib/kubelet # the default, so seccomp profiles land where a chart puts them
 disks=/mnt/uring-e2e/local-ext4 # the provisioner's discovery directory
 containerd_sock=$run/containerd/containerd.sock
+registry=localhost:${E2E_REGISTRY_PORT:-5000} # what e2e-images pushes to and the node pulls from
 
 node=uring-e2e
 node_ip=10.244.0.1
@@ -47,7 +54,7 @@ pod_cidr=10.244.0.0/24
 service_cidr=10.96.0.0/16
 api_server=https://$node_ip:6443
 storage_class=uring-local-ext4
-components=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns)
+components=(registry etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns)
 
 # The first kubectl found, read with awk: under pipefail, `head -1` quitting
 # before `command -v` wrote its second line failed the script with SIGPIPE (141).
@@ -227,6 +234,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   sandbox_image = "$pause_image"
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
+  # Sub-tables last: a key written after a table header belongs to that table.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "$state/containerd/certs.d"
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -237,6 +247,23 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$state/cni/net.d"
+EOF
+  # The node's registry speaks plain HTTP; containerd would try HTTPS first.
+  mkdir -p "$state/containerd/certs.d/$registry" "$state/registry"
+  cat >"$state/containerd/certs.d/$registry/hosts.toml" <<EOF
+server = "http://$registry"
+
+[host."http://$registry"]
+  capabilities = ["pull", "resolve"]
+EOF
+  cat >"$state/registry.yml" <<EOF
+version: 0.1
+log: {level: warn}
+storage:
+  filesystem: {rootdirectory: $state/registry}
+  delete: {enabled: true}
+http:
+  addr: 127.0.0.1:${registry#*:}
 EOF
   cat >"$state/cni/net.d/10-uring-e2e.conflist" <<EOF
 {
@@ -357,6 +384,7 @@ boot() {
     --listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
     --initial-cluster "$node=http://127.0.0.1:12380" --log-level warn
   start containerd containerd --config "$state/containerd/config.toml"
+  start registry /usr/bin/docker-registry serve "$state/registry.yml"
   start kube-apiserver "$bins/kube-apiserver" \
     --etcd-servers http://127.0.0.1:12379 \
     --bind-address "$node_ip" --advertise-address "$node_ip" --secure-port 6443 \
@@ -373,7 +401,8 @@ boot() {
   import_images &
   images_pid=$!
   wait_for kube-apiserver 60 api_ready
-  log "API server ready after ${SECONDS}s"
+  wait_for "the registry on $registry" 30 curl -sf "http://$registry/v2/"
+  log "API server and registry ready after ${SECONDS}s"
 
   start kube-controller-manager "$bins/kube-controller-manager" \
     --kubeconfig "$pki/controller-manager.kubeconfig" \
@@ -434,14 +463,16 @@ deploy_storage() {
   fi
 }
 
-# Every image archive built earlier by e2e/images/build.sh, so a re-created cluster has
-# them (runs while the control plane boots). Not unpacked: containerd unpacks an image
-# when a container first uses it, which keeps untarring off the boot for images a run
-# may never start.
+# The test bed's own images built earlier by e2e/images/build.sh (the local volume
+# provisioner, the io_uring probe and smoke.sh's exporter: fixtures of this node, not
+# part of a release, needed before anything is pushed), so a re-created cluster has them (runs
+# while the control plane boots). The project's images are never imported: the node
+# pulls them from the registry. Not unpacked: containerd unpacks an image when a
+# container first uses it.
 import_images() {
   local archive
   for archive in "$repo"/bin/e2e/images/*.tar; do
-    [[ -e $archive && $archive != */debian-trixie-minbase.tar ]] || continue
+    case ${archive##*/} in local-volume-provisioner.tar | uring-probe.tar | redis-exporter.tar) ;; *) continue ;; esac
     ctr --address "$containerd_sock" -n k8s.io images import --all-platforms --no-unpack "$archive" >/dev/null
   done
 }
@@ -532,7 +563,7 @@ teardown() {
   local name
   for name in coredns kube-proxy kubelet kube-scheduler kube-controller-manager; do stop "$name"; done
   stop_containers
-  for name in containerd kube-apiserver etcd; do stop "$name"; done
+  for name in containerd kube-apiserver etcd registry; do stop "$name"; done
   unmount_under "$kubelet_root" "$run" "$state" "${disks%/*}"
   local mnt img
   for mnt in "$disks"/*; do

@@ -3,7 +3,7 @@
 # host already tracks. Idempotent: a no-op (one dpkg query) when everything is there.
 #
 # Packages only: nothing is enabled or started here. Services that Debian would start
-# on install (containerd, docker) are kept stopped by policy-rc.d when present; the
+# on install (containerd, docker, docker-registry) are kept stopped by policy-rc.d when present; the
 # test bed runs private instances with their own sockets and state instead.
 set -euo pipefail
 
@@ -14,6 +14,7 @@ packages=(
   e2fsprogs util-linux mount                  # ext4 volumes on loop devices
   gcc libc6-dev                               # static pause and io_uring probe
   debootstrap docker.io                       # image pipeline
+  docker-registry                             # the registry the node pulls from (distribution)
   netcat-openbsd jq                           # readiness checks without busybox wget; JSON
 )
 

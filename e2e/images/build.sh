@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Build the project's container images offline and load them into the e2e cluster.
+# Build the project's container images offline, and push them to a registry or load
+# them into the e2e cluster.
 #
-#   e2e/images/build.sh [name...]     # no names: every image whose Dockerfile exists
+#   e2e/images/build.sh [name...]            # no names: every image whose Dockerfile exists
+#   e2e/images/build.sh --push DIR name...   # push each to its registry instead (hack/release.sh);
+#                                            # DIR/<name>.digest gets the pushed digest
 #
 # No registry is reachable, so the bases are made here: a debootstrap'd Debian trixie
 # minbase rootfs imported as debian:trixie-slim, and a Go builder image (that base plus
@@ -12,13 +15,16 @@
 #
 # The builder is Debian's dockerd, started privately for the duration of the script
 # (own socket, data root under bin/e2e/docker, no iptables, no bridge: RUN steps use
-# host networking so apt and the Go module proxy work). Each image is saved to
-# bin/e2e/images/<name>.tar; `cluster.sh up` imports those, and when the cluster is
-# already up the image is imported right away.
+# host networking so apt and the Go module proxy work). With --push, each image goes
+# to the registry its tag names (the project's images and redis_exporter, which the
+# chart pulls from a registry); otherwise it is saved to bin/e2e/images/<name>.tar,
+# which `cluster.sh up` imports, and when the cluster is already up the image is
+# imported right away (the test bed's own images: the provisioner and the probe).
 #
-# Tags are what the operator and Makefile expect: IMG (default uring-redis-operator:dev),
-# REDIS_IMG (default redis-uring:8.1.1, the operator's --redis-image), BENCH_IMG (default
-# uring-redis-bench:dev); redis_exporter and the provisioner carry their upstream names.
+# Tags come from hack/release.sh (IMG, REDIS_IMG, BENCH_IMG, EXPORTER_IMG: the release
+# references); without it the project's images get local names of the working tree
+# (uring-redis-operator:local, ...), which no chart default names; redis_exporter and
+# the provisioner carry their upstream names.
 # E2E_REFRESH_BASE=1 rebuilds the Debian rootfs; E2E_KEEP_BUILDER=1 leaves dockerd running
 # for the next call (the next call without it stops it).
 set -euo pipefail
@@ -41,10 +47,10 @@ containerd_sock=/run/uring-e2e/containerd/containerd.sock
 # Dockerfiles build with the repository root as context (the root .dockerignore keeps
 # bin/ and .git out), like `docker build -f images/redis-uring/Dockerfile .`.
 declare -A images=(
-  [uring-redis-operator]="${IMG:-uring-redis-operator:dev}|Dockerfile|."
-  [redis-uring]="${REDIS_IMG:-redis-uring:8.1.1}|images/redis-uring/Dockerfile|."
-  [uring-redis-bench]="${BENCH_IMG:-uring-redis-bench:dev}|images/bench/Dockerfile|."
-  [redis-exporter]="oliver006/redis_exporter:$(awk '$1 == "require" {print $3}' "$here/redis-exporter/go.mod")|e2e/images/redis-exporter/Dockerfile|e2e/images/redis-exporter"
+  [uring-redis-operator]="${IMG:-uring-redis-operator:local}|Dockerfile|."
+  [redis-uring]="${REDIS_IMG:-redis-uring:local}|images/redis-uring/Dockerfile|."
+  [uring-redis-bench]="${BENCH_IMG:-uring-redis-bench:local}|images/bench/Dockerfile|."
+  [redis-exporter]="${EXPORTER_IMG:-oliver006/redis_exporter:$(awk '$1 == "require" {print $3}' "$here/redis-exporter/go.mod")}|e2e/images/redis-exporter/Dockerfile|e2e/images/redis-exporter"
   [local-volume-provisioner]="registry.k8s.io/sig-storage/local-volume-provisioner:v2.7.0|e2e/images/local-volume-provisioner/Dockerfile|e2e/images/local-volume-provisioner"
   [uring-probe]="uring-probe:e2e|e2e/images/uring-probe/Dockerfile|e2e/images/uring-probe"
 )
@@ -163,12 +169,27 @@ build() {
     --build-arg "REDIS_IMAGE=${images[redis-uring]%%|*}" --build-arg "GOPROXY=$(go env GOPROXY)" \
     -t "$image" -f "$repo/$dockerfile" "$repo/$context" >"$cache/$name.build.log" 2>&1 ||
     { tail -30 "$cache/$name.build.log" >&2; log "build of $image failed; see $cache/$name.build.log"; exit 1; }
+  if [[ -n $push_dir ]]; then
+    # The registry's answer, not a local ID: the digest a node pulls by.
+    "${docker[@]}" push "$image" >"$cache/$name.push.log" 2>&1 ||
+      { tail -5 "$cache/$name.push.log" >&2; log "push of $image failed; see $cache/$name.push.log"; exit 1; }
+    grep -o 'digest: sha256:[0-9a-f]\{64\}' "$cache/$name.push.log" | tail -1 | cut -d' ' -f2 >"$push_dir/$name.digest"
+    [[ -s $push_dir/$name.digest ]] || { log "no digest in the push of $image; see $cache/$name.push.log"; exit 1; }
+    log "$image@$(cat "$push_dir/$name.digest") pushed in $((SECONDS - start))s"
+    return
+  fi
   "${docker[@]}" save -o "$cache/$name.tar.tmp" "$image"
   mv "$cache/$name.tar.tmp" "$cache/$name.tar"
   load "$cache/$name.tar"
   log "$image ready in $((SECONDS - start))s"
 }
 
+push_dir=
+if [[ ${1:-} == --push ]]; then
+  push_dir=${2:?--push needs the directory for the digests}
+  shift 2
+  mkdir -p "$push_dir"
+fi
 names=("$@")
 if ((${#names[@]} == 0)); then
   for name in "${order[@]}"; do

@@ -24,14 +24,13 @@ chart-lint: $(HELM) ## Lint the chart with every ci/*-values.yaml.
 		$(HELM) lint --strict $(CHART_DIR) --values "$$values"; done
 
 .PHONY: build-installer
-build-installer: $(KUSTOMIZE) ## Write dist/install.yaml (CRDs, RBAC, operator) for `kubectl apply -f`; IMG names the image.
-	rm -rf $(LOCALBIN)/installer && mkdir -p $(LOCALBIN)/installer dist
-	printf 'resources:\n- %s\n' "$$(realpath --relative-to=$(LOCALBIN)/installer config/default)" >$(LOCALBIN)/installer/kustomization.yaml
-	cd $(LOCALBIN)/installer && $(KUSTOMIZE) edit set image uring-redis-operator=$(IMG)
-	$(KUSTOMIZE) build $(LOCALBIN)/installer >dist/install.yaml
+build-installer: $(KUSTOMIZE) ## Write dist/install.yaml (CRDs, RBAC, operator) for `kubectl apply -f`, naming IMG, REDIS_IMG, BENCH_IMG, EXPORTER_IMG (`make release` writes it by digest).
+	@for image in $(IMG) $(REDIS_IMG) $(BENCH_IMG) $(EXPORTER_IMG); do [[ $$image != /* ]] || { echo "build-installer: set REGISTRY (or IMG, REDIS_IMG, BENCH_IMG and EXPORTER_IMG)" >&2; exit 2; }; done
+	KUSTOMIZE=$(KUSTOMIZE) hack/installer.sh $(DIST)/install.yaml $(IMG) $(REDIS_IMG) $(BENCH_IMG) $(EXPORTER_IMG)
 
 .PHONY: docker-build
-docker-build: ## Build the operator image (IMG) with the root Dockerfile.
+docker-build: ## Build the operator image (IMG, from REGISTRY and VERSION) with the root Dockerfile.
+	@[[ "$(IMG)" != /* ]] || { echo "docker-build: set REGISTRY (or IMG)" >&2; exit 2; }
 	docker build -t $(IMG) .
 
 # Stamped like a release build (helm's own Makefile): without the Kubernetes

@@ -9,15 +9,15 @@ E2E_CLUSTER ?= local
 E2E_RELEASE ?= uring-redis-operator
 E2E_NAMESPACE ?= uring-redis-system
 KUBECTL ?= $(ENVTEST_ASSETS)/kubectl
-E2E_IMAGES := redis-uring uring-redis-operator redis-exporter uring-redis-bench
-# A second tag of the server image the chart runs by default: the lifecycle test's
-# `helm upgrade --set redisImage=...` rolls the instances onto it. No registry is
-# reachable, so it is tagged in the node's image store.
-E2E_REDIS_IMAGE := redis-uring:8.1.1
-E2E_UPGRADE_REDIS_IMAGE ?= redis-uring:8.1.1-e2e-upgrade
-# The offline cluster's containerd (e2e/cluster/cluster.sh); its image store
-# holds the tag only while the cluster is up, so `make e2e` tags after e2e-up.
-E2E_CONTAINERD := /run/uring-e2e/containerd/containerd.sock
+# The registry on the e2e node (e2e/cluster/cluster.sh): e2e-images releases this
+# tree there with `make release`'s script, and the chart is installed from it.
+E2E_REGISTRY ?= localhost:5000
+E2E_CHART := oci://$(E2E_REGISTRY)/charts/uring-redis-operator
+E2E_DIST := $(LOCALBIN)/e2e/dist
+# The release before this one, for the lifecycle test's upgrade N-1 -> N: the same
+# images and chart released under a lower version (a semver pre-release of VERSION),
+# which costs a second push of the same layers rather than a second build.
+E2E_PREVIOUS_VERSION ?= $(VERSION)-e2e.previous
 # Local ext4 volumes on the offline cluster: the full suite holds up to 12 at once.
 export E2E_DISKS ?= 16
 ifeq ($(E2E_CLUSTER),kind)
@@ -42,32 +42,25 @@ else
 endif
 
 .PHONY: e2e-images
-e2e-images: ## Build the images from the repository's Dockerfiles and load them into the cluster.
+e2e-images: ## Release this tree (as VERSION and E2E_PREVIOUS_VERSION) to the cluster's registry: images from the Dockerfiles, the chart.
 ifeq ($(E2E_CLUSTER),kind)
-	docker build -t uring-redis-operator:dev .
-	docker build -t redis-uring:8.1.1 -f images/redis-uring/Dockerfile .
-	docker build -t uring-redis-bench:dev -f images/bench/Dockerfile .
-	docker build -t oliver006/redis_exporter:$$(awk '$$1 == "require" {print $$3}' e2e/images/redis-exporter/go.mod) e2e/images/redis-exporter
-	docker tag $(E2E_REDIS_IMAGE) $(E2E_UPGRADE_REDIS_IMAGE)
-	kind load docker-image --name uring-e2e uring-redis-operator:dev redis-uring:8.1.1 uring-redis-bench:dev \
-		oliver006/redis_exporter:$$(awk '$$1 == "require" {print $$3}' e2e/images/redis-exporter/go.mod) $(E2E_UPGRADE_REDIS_IMAGE)
+	@echo "e2e-images: kind needs a registry its nodes reach (kind's local-registry recipe) and E2E_REGISTRY naming it; not set up here" >&2; exit 1
 else
-	e2e/images/build.sh $(E2E_IMAGES)
-	[[ ! -S $(E2E_CONTAINERD) ]] || ctr --address $(E2E_CONTAINERD) -n k8s.io images tag --force \
-		docker.io/library/$(E2E_REDIS_IMAGE) docker.io/library/$(E2E_UPGRADE_REDIS_IMAGE) >/dev/null
+	$(MAKE) --no-print-directory release VERSION=$(E2E_PREVIOUS_VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(E2E_PREVIOUS_VERSION)
+	$(MAKE) --no-print-directory release VERSION=$(VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(VERSION)
 endif
 
 .PHONY: e2e-install
-e2e-install: $(HELM) ## Install or upgrade the operator on the e2e cluster with the Helm chart.
-	$(HELM) upgrade --install $(E2E_RELEASE) charts/uring-redis-operator --kubeconfig $(E2E_KUBECONFIG) \
+e2e-install: $(HELM) ## Install or upgrade the operator on the e2e cluster with the chart VERSION from the cluster's registry.
+	$(HELM) upgrade --install $(E2E_RELEASE) $(E2E_CHART) --version $(VERSION) --plain-http --kubeconfig $(E2E_KUBECONFIG) \
 		--namespace $(E2E_NAMESPACE) --create-namespace --values charts/uring-redis-operator/ci/e2e-values.yaml \
 		$(E2E_HELM_ARGS) --wait --timeout 5m
 
 .PHONY: e2e
-e2e: e2e-up e2e-images e2e-install build-installer ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset).
+e2e: e2e-up e2e-images e2e-install ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset).
 	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) E2E_HELM=$(HELM) E2E_RELEASE=$(E2E_RELEASE) \
-		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_INSTALL_YAML=$(CURDIR)/dist/install.yaml \
-		E2E_UPGRADE_REDIS_IMAGE=$(E2E_UPGRADE_REDIS_IMAGE) \
+		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_INSTALL_YAML=$(E2E_DIST)/$(VERSION)/install.yaml \
+		E2E_CHART=$(E2E_CHART) E2E_VERSION=$(VERSION) E2E_PREVIOUS_VERSION=$(E2E_PREVIOUS_VERSION) \
 		go test -tags e2e ./e2e -count=1 -v -timeout 60m $(E2E_ARGS)
 
 .PHONY: e2e-down

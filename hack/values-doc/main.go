@@ -9,8 +9,9 @@
 //     one entry per key (resources, nodeSelector, ...). Empty maps are
 //     free-form too; every other map is closed: its schema has
 //     `additionalProperties: false`, so a misspelt key fails at install.
-//   - `# +docs:enum=a,b` restricts a value; `# +docs:type=T` overrides the
-//     JSON type read from the default.
+//   - `# +docs:enum=a,b` restricts a value; `# +docs:pattern=RE` restricts a
+//     string to a regular expression; `# +docs:type=T` overrides the JSON
+//     type read from the default.
 //
 // Every documented value must have a description.
 //
@@ -83,9 +84,9 @@ type property struct {
 }
 
 type directives struct {
-	description, section, typ string
-	enum                      []string
-	whole                     bool
+	description, section, typ, pattern string
+	enum                               []string
+	whole                              bool
 }
 
 func parseComment(comment string) directives {
@@ -100,6 +101,8 @@ func parseComment(comment string) directives {
 			d.whole = true
 		case strings.HasPrefix(line, "+docs:type="):
 			d.typ = strings.TrimPrefix(line, "+docs:type=")
+		case strings.HasPrefix(line, "+docs:pattern="):
+			d.pattern = strings.TrimPrefix(line, "+docs:pattern=")
 		case strings.HasPrefix(line, "+docs:enum="):
 			d.enum = strings.Split(strings.TrimPrefix(line, "+docs:enum="), ",")
 		default:
@@ -145,6 +148,9 @@ func walk(m *yaml.Node, prefix string, props *[]property, errs *[]error) map[str
 		s := map[string]any{"type": typ, "description": d.description, "default": def}
 		if d.enum != nil {
 			s["enum"] = d.enum
+		}
+		if d.pattern != "" {
+			s["pattern"] = d.pattern
 		}
 		properties[key.Value] = s
 		*props = append(*props, property{path: path, description: d.description, typ: typ, def: value})

@@ -15,6 +15,7 @@ func TestSchemaAndReadme(t *testing.T) {
 # The image.
 image:
   # Tag of the image.
+  # +docs:pattern=^[a-z]*$
   tag: ""
   # Pull policy.
   # +docs:enum=Always,IfNotPresent
@@ -50,8 +51,9 @@ replicaCount: 1
 	if r := s.Properties["resources"]; r.Type != "object" || r.AdditionalProperties != nil || r.Properties != nil {
 		t.Errorf("+docs:property map is not free-form: %+v", r)
 	}
-	if s.Properties["replicaCount"].Type != "integer" || !strings.Contains(string(raw), `"IfNotPresent"`) {
-		t.Errorf("types or enum missing: %s", raw)
+	if s.Properties["replicaCount"].Type != "integer" || !strings.Contains(string(raw), `"IfNotPresent"`) ||
+		!strings.Contains(string(raw), `"pattern": "^[a-z]*$"`) {
+		t.Errorf("types, enum or pattern missing: %s", raw)
 	}
 
 	doc, _ := os.ReadFile(readme)

@@ -87,8 +87,19 @@ func loadChart(t *testing.T) *chart.Chart {
 	return ch
 }
 
+// testRegistry is the registry tests render with: the chart in git names none.
+const testRegistry = "registry.example.com/uring-redis"
+
+// render renders the chart with vals, in testRegistry unless vals name a registry.
 func render(t *testing.T, vals map[string]any, apiVersions ...string) []*unstructured.Unstructured {
 	t.Helper()
+	vals = maps.Clone(vals)
+	if vals == nil {
+		vals = map[string]any{}
+	}
+	if _, ok := vals["global"]; !ok {
+		vals["global"] = map[string]any{"imageRegistry": testRegistry}
+	}
 	objs, err := Render(loadChart(t), vals, apiVersions...)
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +317,9 @@ func TestOperatorDeploymentIsLockedDown(t *testing.T) {
 	}
 	for _, arg := range []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
 		"--uring-seccomp-profile=uring-redis/io_uring.json", "--local-nvme-storage-class=uring-local-nvme",
-		"--gp3-storage-class=uring-gp3", "--redis-image=redis-uring:8.1.1"} {
+		"--gp3-storage-class=uring-gp3", "--redis-image=" + testRegistry + "/redis-uring:8.1.1-uring0.2.0",
+		"--bench-image=" + testRegistry + "/uring-redis-bench:0.2.0",
+		"--exporter-image=" + testRegistry + "/oliver006/redis_exporter:v1.74.0", "--image-pull-policy=IfNotPresent"} {
 		if !slices.Contains(c.Args, arg) {
 			t.Errorf("operator args %q lack %s", c.Args, arg)
 		}
@@ -315,8 +328,11 @@ func TestOperatorDeploymentIsLockedDown(t *testing.T) {
 		c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
 		t.Errorf("probes: liveness %+v readiness %+v", c.LivenessProbe, c.ReadinessProbe)
 	}
-	if c.Image != "uring-redis-operator:0.1.0" {
-		t.Errorf("image %s: want the appVersion tag", c.Image)
+	if c.Image != testRegistry+"/uring-redis-operator:0.2.0" || c.ImagePullPolicy != corev1.PullIfNotPresent || len(pod.ImagePullSecrets) != 0 {
+		t.Errorf("image %s, pull policy %s, pull secrets %v: want the appVersion tag in the global registry, IfNotPresent, none", c.Image, c.ImagePullPolicy, pod.ImagePullSecrets)
+	}
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--image-pull-secrets") }) {
+		t.Errorf("operator args %q pass --image-pull-secrets without any", c.Args)
 	}
 }
 
@@ -499,7 +515,7 @@ func TestMonitoringOnlyWhereTheCRDsAreServed(t *testing.T) {
 func TestDashboardConfigMaps(t *testing.T) {
 	ch := loadChart(t)
 	ch.Files = append(ch.Files, &chart.File{Name: "dashboards/modes.json", Data: []byte(`{"title": "modes"}`)})
-	objs, err := Render(ch, values(t, "grafana: {dashboards: {enabled: true}}"))
+	objs, err := Render(ch, values(t, "grafana: {dashboards: {enabled: true}}\nglobal: {imageRegistry: "+testRegistry+"}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -657,5 +673,98 @@ func TestLeastPrivilege(t *testing.T) {
 		if args := strings.Join(operatorArgs(t, objs), " "); !strings.Contains(args, fmt.Sprintf("--label-nodes=%v", labelNodes)) {
 			t.Errorf("labelNodes=%v: operator args %s", labelNodes, args)
 		}
+	}
+}
+
+// TestImageReferences: every image reference is built from registry,
+// repository, tag and digest, and the pull policy and secrets reach the
+// chart's pods and, through the operator's flags, the pods it creates.
+func TestImageReferences(t *testing.T) {
+	objs := render(t, values(t, `
+global:
+  imageRegistry: mirror.example.com:5000/team/
+  imagePullPolicy: Always
+  imagePullSecrets: [{name: pull-a}, {name: pull-b}]
+image: {tag: "1.2.3", digest: "sha256:`+strings.Repeat("a", 64)+`"}
+redisImage: {registry: other.example.com, repository: valkey/redis-uring}
+exporterImage: {tag: v9}
+storageClasses: {localNvme: {create: true}}`))
+	operator := convert[struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}](t, one(t, objs, "Deployment", "uring-redis-operator")).Spec.Template.Spec
+	c := operator.Containers[0]
+	if want := "mirror.example.com:5000/team/uring-redis-operator:1.2.3@sha256:" + strings.Repeat("a", 64); c.Image != want {
+		t.Errorf("operator image %s, want %s", c.Image, want)
+	}
+	for _, arg := range []string{"--redis-image=other.example.com/valkey/redis-uring:8.1.1-uring0.2.0",
+		"--exporter-image=mirror.example.com:5000/team/oliver006/redis_exporter:v9",
+		"--bench-image=mirror.example.com:5000/team/uring-redis-bench:0.2.0",
+		"--image-pull-policy=Always", "--image-pull-secrets=pull-a,pull-b"} {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("operator args %q lack %s", c.Args, arg)
+		}
+	}
+	wantSecrets := []corev1.LocalObjectReference{{Name: "pull-a"}, {Name: "pull-b"}}
+	for _, d := range []struct{ kind, name string }{{"Deployment", "uring-redis-operator"}, {"DaemonSet", "seccomp-installer"}, {"DaemonSet", "local-static-provisioner"}} {
+		pod := convert[struct {
+			Spec struct {
+				Template corev1.PodTemplateSpec `json:"template"`
+			} `json:"spec"`
+		}](t, one(t, objs, d.kind, d.name)).Spec.Template.Spec
+		if !reflect.DeepEqual(pod.ImagePullSecrets, wantSecrets) {
+			t.Errorf("%s %s pull secrets %v, want %v", d.kind, d.name, pod.ImagePullSecrets, wantSecrets)
+		}
+		if d.name != "local-static-provisioner" && pod.Containers[0].ImagePullPolicy != corev1.PullAlways {
+			t.Errorf("%s %s pull policy %s, want Always", d.kind, d.name, pod.Containers[0].ImagePullPolicy)
+		}
+	}
+	dryRunApply(t, objs)
+
+	byDigest := convert[struct {
+		Spec struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}](t, one(t, render(t, values(t, "exporterImage: {tag: '', digest: sha256:"+strings.Repeat("b", 64)+"}")), "Deployment", "uring-redis-operator"))
+	if want := "--exporter-image=" + testRegistry + "/oliver006/redis_exporter@sha256:" + strings.Repeat("b", 64); !slices.Contains(byDigest.Spec.Template.Spec.Containers[0].Args, want) {
+		t.Errorf("operator args %q lack %s", byDigest.Spec.Template.Spec.Containers[0].Args, want)
+	}
+}
+
+func TestBadImageValuesFailWithAMessage(t *testing.T) {
+	for doc, want := range map[string]string{
+		"global: {imageRegistry: ''}":                               "global.imageRegistry is empty and benchImage, image, redisImage name no registry of their own",
+		"global: {imageRegistry: ''}\nimage: {registry: r.io}":      "global.imageRegistry is empty and benchImage, redisImage name no registry",
+		"global: {imageRegistry: 'https://r.io'}":                   "global.imageRegistry: Does not match pattern",
+		"image: {digest: 'sha256:abc'}":                             "image.digest: Does not match pattern",
+		"redisImage: {tag: 'a tag'}":                                "redisImage.tag: Does not match pattern",
+		"redisImage: redis-uring:8.1.1":                             "redisImage: Invalid type. Expected: object",
+		"global: {imagePullPolicy: Sometimes}":                      "global.imagePullPolicy must be one of",
+		"global: {imageRegistry: r.io, imagePullSecrets: [pull-a]}": "global.imagePullSecrets[0] pull-a must be a map with a name",
+		"exporterImage: {tag: ''}":                                  "exporterImage needs a tag or a digest",
+	} {
+		vals := values(t, doc)
+		if _, ok := vals["global"]; !ok {
+			vals["global"] = map[string]any{"imageRegistry": testRegistry}
+		}
+		_, err := Render(loadChart(t), vals)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want %q", doc, err, want)
+		}
+	}
+}
+
+// TestChartIsTheReleaseVersion: VERSION is the one place the release
+// version is set; `make generate` writes it into Chart.yaml.
+func TestChartIsTheReleaseVersion(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(Dir(), "..", "..", "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := strings.TrimSpace(string(raw))
+	md := loadChart(t).Metadata
+	if md.Version != version || md.AppVersion != version {
+		t.Errorf("Chart.yaml version %s, appVersion %s; VERSION says %s: run `make generate`", md.Version, md.AppVersion, version)
 	}
 }

@@ -29,13 +29,37 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 {{- end -}}
 {{- end -}}
 
-{{- define "uring-redis-operator.image" -}}
-{{- $tag := default .Chart.AppVersion .Values.image.tag -}}
-{{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
-{{- else -}}
-{{- printf "%s:%s" .Values.image.repository $tag -}}
+{{/*
+An image reference <registry>/<repository>:<tag>[@<digest>] from a values image (.image: registry, repository, tag,
+digest), the global registry and .defaultTag for an empty tag.
+*/}}
+{{- define "uring-redis-operator.imageRef" -}}
+{{- $registry := default .root.Values.global.imageRegistry .image.registry | trimSuffix "/" -}}
+{{- $ref := .image.repository -}}
+{{- if $registry -}}
+{{- $ref = printf "%s/%s" $registry $ref -}}
 {{- end -}}
+{{- with default .defaultTag .image.tag -}}
+{{- $ref = printf "%s:%s" $ref . -}}
+{{- end -}}
+{{- if .image.digest -}}
+{{- $ref = printf "%s@%s" $ref .image.digest -}}
+{{- end -}}
+{{- $ref -}}
+{{- end -}}
+
+{{- define "uring-redis-operator.operatorImage" -}}
+{{- include "uring-redis-operator.imageRef" (dict "root" . "image" .Values.image "defaultTag" .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/* The server image: tagged with the Valkey version it builds and the release (8.1.1-uring0.2.0). */}}
+{{- define "uring-redis-operator.redisImage" -}}
+{{- $tag := printf "%s-uring%s" (index .Chart.Annotations "uringredis.io/valkey-version") .Chart.AppVersion -}}
+{{- include "uring-redis-operator.imageRef" (dict "root" . "image" .Values.redisImage "defaultTag" $tag) -}}
+{{- end -}}
+
+{{- define "uring-redis-operator.benchImage" -}}
+{{- include "uring-redis-operator.imageRef" (dict "root" . "image" .Values.benchImage "defaultTag" .Chart.AppVersion) -}}
 {{- end -}}
 
 {{/* Name of the Security Profiles Operator SeccompProfile. */}}
@@ -89,6 +113,23 @@ Checks what the schema cannot: fails once, listing every problem.
 {{- end -}}
 {{- if and (or .Values.prometheus.serviceMonitor.enabled .Values.prometheus.prometheusRule.enabled) (not .Values.prometheus.enabled) -}}
 {{- $errors = append $errors "prometheus.serviceMonitor and prometheus.prometheusRule need prometheus.enabled" -}}
+{{- end -}}
+{{- $unregistered := list -}}
+{{- range $name, $image := dict "image" .Values.image "redisImage" .Values.redisImage "benchImage" .Values.benchImage -}}
+{{- if not (or $image.registry $.Values.global.imageRegistry) -}}
+{{- $unregistered = append $unregistered $name -}}
+{{- end -}}
+{{- end -}}
+{{- if $unregistered -}}
+{{- $errors = append $errors (printf "global.imageRegistry is empty and %s name no registry of their own: the chart in git points at no published image; install a packaged release (helm install <release> oci://<registry>/charts/uring-redis-operator --version <version>) or set global.imageRegistry to the registry `make release` pushed to" (join ", " $unregistered)) -}}
+{{- end -}}
+{{- if not (or .Values.exporterImage.tag .Values.exporterImage.digest) -}}
+{{- $errors = append $errors "exporterImage needs a tag or a digest" -}}
+{{- end -}}
+{{- range $i, $secret := .Values.global.imagePullSecrets -}}
+{{- if not (and (kindIs "map" $secret) $secret.name) -}}
+{{- $errors = append $errors (printf "global.imagePullSecrets[%d] %v must be a map with a name: [{name: <secret>}]" $i $secret) -}}
+{{- end -}}
 {{- end -}}
 {{- if $errors -}}
 {{- fail (printf "\n\ninvalid values:\n  - %s\n" (join "\n  - " $errors)) -}}

@@ -1,0 +1,30 @@
+##@ Release
+
+# One version for the whole release: the operator and benchmark images, the chart
+# (version and appVersion) and the server image, tagged <Valkey version>-uring<VERSION>.
+# VERSION is the one place it is set; `make generate` writes it into Chart.yaml.
+VERSION ?= $(shell cat VERSION)
+VALKEY_VERSION := $(shell awk -F'"' '$$1 ~ /uringredis.io\/valkey-version/ {print $$2}' charts/uring-redis-operator/Chart.yaml)
+EXPORTER_VERSION := $(shell awk '$$1 == "require" {print $$3}' e2e/images/redis-exporter/go.mod)
+# Where `make release` pushes; the chart goes to oci://$(REGISTRY)/charts.
+REGISTRY ?=
+IMG ?= $(REGISTRY)/uring-redis-operator:$(VERSION)
+REDIS_IMG ?= $(REGISTRY)/redis-uring:$(VALKEY_VERSION)-uring$(VERSION)
+BENCH_IMG ?= $(REGISTRY)/uring-redis-bench:$(VERSION)
+EXPORTER_IMG ?= $(REGISTRY)/oliver006/redis_exporter:$(EXPORTER_VERSION)
+DIST ?= dist
+
+.PHONY: release
+release: $(HELM) $(KUSTOMIZE) ## Build every image, push it to REGISTRY, package and push the chart (OCI), write dist/ (VERSION=x.y.z REGISTRY=host[:port][/path]).
+	@[[ -n "$(REGISTRY)" ]] || { echo "release: set REGISTRY=host[:port][/path], where the images and the chart go" >&2; exit 2; }
+	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) hack/release.sh $(VERSION) $(REGISTRY) $(DIST)
+
+chart-generate: chart-version
+
+.PHONY: chart-version
+chart-version: ## Write VERSION into the chart's version and appVersion.
+	sed -i -e 's/^version: .*/version: $(VERSION)/' -e 's/^appVersion: .*/appVersion: "$(VERSION)"/' $(CHART_DIR)/Chart.yaml
+
+.PHONY: build-arm64
+build-arm64: ## Cross-compile the Go binaries (operator, seccomp-installer, bench) for linux/arm64 into bin/arm64/.
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath -ldflags "-s -w" -o bin/arm64/ ./cmd/operator ./cmd/seccomp-installer ./cmd/bench
