@@ -47,7 +47,7 @@ func TestBenchmarkJobGolden(t *testing.T) {
 	}
 	rp := &v1alpha1.RedisPersistence{
 		ObjectMeta: metav1.ObjectMeta{Name: "durable", Namespace: "ns"},
-		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Auth: &v1alpha1.AuthSpec{SecretRef: v1alpha1.SecretKeyRef{Name: "pw"}}},
+		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Auth: &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "pw"}}},
 	}
 	render := func() []byte {
 		// The last repetition of the second target: the run with the crash check.

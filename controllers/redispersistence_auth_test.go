@@ -11,6 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
@@ -33,7 +36,7 @@ func TestAuthInstanceBlocksNoOne(t *testing.T) {
 	ensureNodes(t)
 	ns := newNamespace(t)
 	createSecret(t, ns, "redis-auth", "first-password")
-	auth := &v1alpha1.AuthSpec{SecretRef: v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}}
+	auth := &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}}
 	createRP(t, ns, "guarded", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Auth: auth})
 	waitCondition(t, ns, "guarded", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 
@@ -95,11 +98,248 @@ func TestAuthSecretMissing(t *testing.T) {
 	ensureNodes(t)
 	ns := newNamespace(t)
 	createRP(t, ns, "early", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone,
-		Auth: &v1alpha1.AuthSpec{SecretRef: v1alpha1.SecretKeyRef{Name: "later", Key: "password"}}})
+		Auth: &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "later", Key: "password"}}})
 	got := waitCondition(t, ns, "early", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonAuthSecretMissing)
 	if msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "later") {
 		t.Errorf("the condition does not name the Secret: %q", msg)
 	}
 	createSecret(t, ns, "later", "a-password")
 	waitCondition(t, ns, "early", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+}
+
+// Without spec.auth the operator generates a password into <name>-auth and
+// the server, its probes and the exporter use it as they would a Secret of
+// the user's. The Secret outlives the RedisPersistence, like the data: the
+// same name created again finds the same password.
+func TestGeneratedPassword(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	createRP(t, ns, "closed", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF})
+	waitCondition(t, ns, "closed", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+
+	secret := &corev1.Secret{}
+	if err := get(t, secret, ns, "closed-auth"); err != nil {
+		t.Fatal(err)
+	}
+	password := string(secret.Data["password"])
+	if len(password) < 32 {
+		t.Errorf("generated password %q is shorter than 32 characters", password)
+	}
+	if len(secret.OwnerReferences) != 0 || secret.Labels[labelManagedBy] != fieldOwner || secret.Labels[labelInstance] != "closed" {
+		t.Errorf("the generated Secret must be labelled as the operator's and owned by no one (it outlives the instance): %+v", secret.ObjectMeta)
+	}
+	if len(eventsFor(t, ns, "closed", "GeneratedPassword")) == 0 {
+		t.Error("no GeneratedPassword event")
+	}
+	if !strings.Contains(renderedConfig(t, ns, "closed"), "requirepass") {
+		t.Fatal("redis.conf does not include the auth file")
+	}
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, "closed"); err != nil {
+		t.Fatal(err)
+	}
+	if sts.Spec.Template.Annotations[annotationAuthHash] == "" || sts.Annotations[annotationAuthSource] != string(authGenerated) {
+		t.Errorf("StatefulSet annotations %v, template annotations %v", sts.Annotations, sts.Spec.Template.Annotations)
+	}
+	for _, c := range append(sts.Spec.Template.Spec.InitContainers, sts.Spec.Template.Spec.Containers...) {
+		if env := secretEnv(c); env != "closed-auth/password" {
+			t.Errorf("container %s reads the password from %q, want closed-auth/password", c.Name, env)
+		}
+	}
+
+	// The real server with the generated password: the operator reads its INFO with it.
+	serverAddrs.Store(ns+"/closed-0", testenv.StartServer(t, renderedConfig(t, ns, "closed")))
+	actAsKubelet(t, ns, "closed-0", "ext4")
+	if got := waitCondition(t, ns, "closed", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady); got.Status.Engine != "posix" {
+		t.Errorf("engine %q: the operator did not read the server's INFO with the generated password", got.Status.Engine)
+	}
+
+	rp := &v1alpha1.RedisPersistence{}
+	if err := get(t, rp, ns, "closed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, &appsv1.StatefulSet{}, ns, "closed"); err == nil {
+			return fmt.Errorf("the StatefulSet is still there")
+		}
+		return nil
+	})
+	if err := get(t, secret, ns, "closed-auth"); err != nil {
+		t.Fatalf("the generated Secret went with the RedisPersistence: %v", err)
+	}
+	again := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "closed", Namespace: ns},
+		Spec: v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Storage: &v1alpha1.StorageSpec{StorageClassName: storageClass}}}
+	if err := k8s.Create(context.Background(), again); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, ns, "closed", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	if got := instancePassword(t, ns, "closed"); got != password {
+		t.Error("the RedisPersistence created again under the same name got a new password")
+	}
+}
+
+// secretEnv is "secret/key" of the container's password variable, "" without one.
+func secretEnv(c corev1.Container) string {
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			return e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	return ""
+}
+
+// A Secret named like the generated one that the operator did not make is
+// never overwritten nor used.
+func TestGeneratedPasswordSecretTaken(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	createSecret(t, ns, "taken-auth", "someone-elses")
+	createRP(t, ns, "taken", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
+	got := waitCondition(t, ns, "taken", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonAuthSecretMissing)
+	if msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady).Message; !strings.Contains(msg, "taken-auth") || !strings.Contains(msg, "not the operator's") {
+		t.Errorf("the condition does not say whose the Secret is: %q", msg)
+	}
+	secret := &corev1.Secret{}
+	if err := get(t, secret, ns, "taken-auth"); err != nil || string(secret.Data["password"]) != "someone-elses" {
+		t.Errorf("the user's Secret changed: %v %v", secret.Data, err)
+	}
+	if err := get(t, &appsv1.StatefulSet{}, ns, "taken"); err == nil {
+		t.Error("a StatefulSet was made without a password the operator can vouch for")
+	}
+}
+
+// spec.auth.disabled runs without a password and says so with a Warning
+// event; going back to no spec.auth is the choice of a generated password.
+func TestAuthDisabled(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	rp := createRP(t, ns, "open", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, Auth: &v1alpha1.AuthSpec{Disabled: true}})
+	waitCondition(t, ns, "open", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	eventually(t, 30*time.Second, func() error {
+		if len(eventsFor(t, ns, "open", "RunningWithoutPassword")) == 0 {
+			return fmt.Errorf("no RunningWithoutPassword event")
+		}
+		return nil
+	})
+	if config := renderedConfig(t, ns, "open"); strings.Contains(config, "auth.conf") || strings.Contains(config, "requirepass") {
+		t.Errorf("redis.conf of a password-less server sets one:\n%s", config)
+	}
+	if err := get(t, &corev1.Secret{}, ns, "open-auth"); err == nil {
+		t.Error("a password was generated for spec.auth.disabled")
+	}
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, "open"); err != nil {
+		t.Fatal(err)
+	}
+	if sts.Annotations[annotationAuthSource] != string(authDisabled) {
+		t.Errorf("StatefulSet annotations %v", sts.Annotations)
+	}
+
+	if err := get(t, rp, ns, "open"); err != nil {
+		t.Fatal(err)
+	}
+	rp.Spec.Auth = nil
+	if err := k8s.Update(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, sts, ns, "open"); err != nil {
+			return err
+		}
+		if sts.Spec.Template.Annotations[annotationAuthHash] == "" {
+			return fmt.Errorf("the pod template has no password yet")
+		}
+		return nil
+	})
+	if err := get(t, rp, ns, "open"); err != nil {
+		t.Fatal(err)
+	}
+	if _, marked := rp.Annotations[annotationPredatesClosedDefaults]; marked {
+		t.Error("an instance of this operator was taken for one from before generated passwords")
+	}
+}
+
+// An instance that ran without a password under an operator older than
+// generated passwords keeps running without one after the operator upgrade,
+// with no restart: its clients connect without a password. Removing the
+// annotation that records it is the choice to close it.
+func TestAuthPredatesGeneratedPasswords(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	opts := versionOptions("redis-uring:v1")
+	clock := clocktesting.NewFakePassiveClock(testNow)
+	rp := &v1alpha1.RedisPersistence{
+		ObjectMeta: metav1.ObjectMeta{Name: "legacy", Namespace: ns, Labels: map[string]string{upgradeTestOperator: ns}},
+		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, Auth: &v1alpha1.AuthSpec{Disabled: true}},
+	}
+	if err := k8s.Create(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	op := startOperator(t, ns, opts, 1, clock)
+	readyOn(t, ns, "legacy", "redis-uring:v1")
+	op.stop()
+
+	// What the previous operator left: the same pod template, no record of
+	// where the password comes from, and no spec.auth.
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, "legacy"); err != nil {
+		t.Fatal(err)
+	}
+	generation := sts.Generation
+	if err := k8s.Patch(context.Background(), sts, client.RawPatch(types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, annotationAuthSource)))); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Patch(context.Background(), rp, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"auth":null}}`))); err != nil {
+		t.Fatal(err)
+	}
+
+	startOperator(t, ns, opts, 1, clock)
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, rp, ns, "legacy"); err != nil {
+			return err
+		}
+		if rp.Annotations[annotationPredatesClosedDefaults] != "password,networkPolicy" {
+			return fmt.Errorf("annotations %v", rp.Annotations)
+		}
+		if err := get(t, sts, ns, "legacy"); err != nil {
+			return err
+		}
+		if sts.Annotations[annotationAuthSource] != string(authPredatesGenerated) {
+			return fmt.Errorf("StatefulSet annotations %v", sts.Annotations)
+		}
+		return nil
+	})
+	if len(eventsFor(t, ns, "legacy", "KeptOpen")) == 0 {
+		t.Error("no KeptOpen event")
+	}
+	waitCondition(t, ns, "legacy", v1alpha1.ConditionUpToDate, metav1.ConditionTrue, ReasonUpToDate)
+	waitCondition(t, ns, "legacy", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	if err := get(t, sts, ns, "legacy"); err != nil {
+		t.Fatal(err)
+	}
+	if sts.Generation != generation || sts.Spec.Template.Annotations[annotationAuthHash] != "" {
+		t.Errorf("the operator upgrade changed the pod template (generation %d -> %d, annotations %v)", generation, sts.Generation, sts.Spec.Template.Annotations)
+	}
+	if err := get(t, &corev1.Secret{}, ns, "legacy-auth"); err == nil {
+		t.Error("a password was generated for an instance whose clients connect without one")
+	}
+
+	// The owner's choice: a generated password, rolled at once.
+	if err := k8s.Patch(context.Background(), rp, client.RawPatch(types.MergePatchType,
+		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, annotationPredatesClosedDefaults)))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, sts, ns, "legacy"); err != nil {
+			return err
+		}
+		if sts.Spec.Template.Annotations[annotationAuthHash] == "" || sts.Annotations[annotationAuthSource] != string(authGenerated) {
+			return fmt.Errorf("StatefulSet annotations %v, template annotations %v", sts.Annotations, sts.Spec.Template.Annotations)
+		}
+		return get(t, &corev1.Secret{}, ns, "legacy-auth")
+	})
 }

@@ -91,14 +91,16 @@ type RedisPersistenceReconciler struct {
 	watchMu            sync.Mutex
 }
 
-// +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences,verbs=get;list;watch
+// patch records annotationPredatesClosedDefaults.
+// +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
 // Secrets: get for the password (read uncached), list and watch for a
-// metadata-only informer that tells when a password changes.
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// metadata-only informer that tells when a password changes, create for the
+// generated password.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // The data claim, read uncached: is there data a mode change must carry, has
 // it the size spec.storage.size asks for? patch expands it.
@@ -127,6 +129,10 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, nil
 	}
 
+	if err := r.recordPredatedDefaults(ctx, rp); err != nil {
+		return ctrl.Result{}, err
+	}
+
 	original := rp.DeepCopy()
 	defer func() {
 		if retErr != nil {
@@ -144,6 +150,9 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 	}()
 
+	if authSourceOf(rp) == authDisabled && rp.Status.ObservedGeneration != rp.Generation {
+		r.Recorder.Event(rp, corev1.EventTypeWarning, "RunningWithoutPassword", "spec.auth.disabled: the server runs without a password; any client that reaches its port can read and write every key")
+	}
 	password, err := r.password(ctx, rp)
 	if errors.Is(err, errAuthSecret) {
 		// Nothing can start without the password; the Secret watch brings the
@@ -378,24 +387,31 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 // errAuthSecret marks a Secret or key spec.auth names that is missing.
 var errAuthSecret = errors.New("auth secret")
 
-// password reads the server's password through the uncached reader. The
-// error for a missing Secret or key names only what the spec names, so it
-// can go into a condition.
+// password reads the server's password through the uncached reader, after
+// generating it when the instance has no spec.auth. The error for a missing
+// Secret or key names only what the spec names, so it can go into a
+// condition.
 func (r *RedisPersistenceReconciler) password(ctx context.Context, rp *v1alpha1.RedisPersistence) (string, error) {
-	if rp.Spec.Auth == nil {
+	ref := authSecretRef(rp)
+	if ref == nil {
 		return "", nil
 	}
-	ref := rp.Spec.Auth.SecretRef
-	key := orDefault(ref.Key, "password")
+	named := "named in spec.auth.secretRef"
+	if authSourceOf(rp) == authGenerated {
+		if err := r.ensureGeneratedSecret(ctx, rp); err != nil {
+			return "", err
+		}
+		named = "of the generated password"
+	}
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: ref.Name}, secret); apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("%w: the Secret %s named in spec.auth.secretRef does not exist", errAuthSecret, ref.Name)
+		return "", fmt.Errorf("%w: the Secret %s %s does not exist", errAuthSecret, ref.Name, named)
 	} else if err != nil {
 		return "", fmt.Errorf("reading the auth Secret: %w", err)
 	}
-	password, ok := secret.Data[key]
+	password, ok := secret.Data[ref.Key]
 	if !ok || len(password) == 0 {
-		return "", fmt.Errorf("%w: the Secret %s has no key %q (spec.auth.secretRef.key)", errAuthSecret, ref.Name, key)
+		return "", fmt.Errorf("%w: the Secret %s %s has no key %q", errAuthSecret, ref.Name, named, ref.Key)
 	}
 	return string(password), nil
 }
@@ -566,7 +582,8 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.cache = mgr.GetCache()
 	c, err := ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.RedisPersistence{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Annotations too: removing annotationPredatesClosedDefaults closes the server.
+		For(&v1alpha1.RedisPersistence{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.ConfigMap{}).
@@ -606,8 +623,8 @@ func podToRedisPersistence(_ context.Context, obj client.Object) []reconcile.Req
 }
 
 func authSecretName(obj client.Object) []string {
-	if auth := obj.(*v1alpha1.RedisPersistence).Spec.Auth; auth != nil {
-		return []string{auth.SecretRef.Name}
+	if ref := authSecretRef(obj.(*v1alpha1.RedisPersistence)); ref != nil {
+		return []string{ref.Name}
 	}
 	return nil
 }

@@ -203,13 +203,45 @@ func actAsKubelet(t *testing.T, ns, podName, filesystem string) {
 	})
 }
 
+// renderedConfig is the instance's redis.conf as a server of the test runs
+// it: the auth include file the prepare container would write holds the
+// password of the instance's Secret.
 func renderedConfig(t *testing.T, ns, name string) string {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
 	if err := get(t, cm, ns, name+"-config"); err != nil {
 		t.Fatal(err)
 	}
-	return cm.Data["redis.conf"]
+	return withPassword(cm.Data["redis.conf"], instancePassword(t, ns, name))
+}
+
+// instancePassword is the password the operator gives the instance's pods,
+// "" without one.
+func instancePassword(t *testing.T, ns, name string) string {
+	t.Helper()
+	rp := &v1alpha1.RedisPersistence{}
+	if err := get(t, rp, ns, name); err != nil {
+		t.Fatal(err)
+	}
+	ref := authSecretRef(rp)
+	if ref == nil {
+		return ""
+	}
+	secret := &corev1.Secret{}
+	if err := get(t, secret, ns, ref.Name); err != nil {
+		t.Fatal(err)
+	}
+	return string(secret.Data[ref.Key])
+}
+
+// withPassword replaces the auth include of a rendered redis.conf with what
+// the prepare container writes there.
+func withPassword(config, password string) string {
+	include := "include " + runDir + "/auth.conf\n"
+	if password == "" {
+		return strings.Replace(config, include, "", 1)
+	}
+	return strings.Replace(config, include, fmt.Sprintf("requirepass %q\n", password), 1)
 }
 
 func TestLifecycle(t *testing.T) {
@@ -273,7 +305,7 @@ func TestLifecycle(t *testing.T) {
 	if err := k8s.Update(context.Background(), rp); err != nil {
 		t.Fatal(err)
 	}
-	server := newClient(serverAddress(t, ns, "cache-0"))
+	server := newClient(serverAddress(t, ns, "cache-0"), instancePassword(t, ns, "cache"))
 	defer func() { _ = server.Close() }()
 	eventually(t, 30*time.Second, func() error {
 		if !strings.Contains(renderedConfig(t, ns, "cache"), "appendfsync always\n") {

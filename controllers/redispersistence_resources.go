@@ -212,7 +212,7 @@ func startupConfig(rp *v1alpha1.RedisPersistence) string {
 	line("enable-debug-command %s", yesNo(rp.Spec.Benchmark != nil && rp.Spec.Benchmark.CrashCheck))
 	line("dbfilename dump.rdb")
 	line("appenddirname appendonlydir")
-	if rp.Spec.Auth != nil {
+	if authSecretRef(rp) != nil {
 		line("include %s/auth.conf", runDir)
 	}
 	for _, name := range sortedKeys(rp.Spec.Config) {
@@ -567,15 +567,15 @@ fi
 `
 
 func passwordEnv(rp *v1alpha1.RedisPersistence, name string) []corev1.EnvVar {
-	if rp.Spec.Auth == nil {
+	ref := authSecretRef(rp)
+	if ref == nil {
 		return nil
 	}
-	ref := rp.Spec.Auth.SecretRef
 	return []corev1.EnvVar{{
 		Name: name,
 		ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name},
-			Key:                  orDefault(ref.Key, "password"),
+			Key:                  ref.Key,
 		}},
 	}}
 }
@@ -666,6 +666,7 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 	}
 	meta := objectMeta(rp, rp.Name)
 	meta.Annotations = rolloutAnnotations(rp, opts, in, template)
+	meta.Annotations[annotationAuthSource] = string(authSourceOf(rp))
 
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},

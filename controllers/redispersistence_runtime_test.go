@@ -107,14 +107,14 @@ func TestRuntimeOptionsKeepThePodTemplate(t *testing.T) {
 		t.Error("appendfsync is a runtime option")
 	}
 	withoutAuth := base.DeepCopy()
-	withoutAuth.Spec.Auth = nil
+	withoutAuth.Spec.Auth = &v1alpha1.AuthSpec{Disabled: true}
 	if configHash(withoutAuth) == configHash(base) {
 		t.Error("auth is read at start: turning it off must restart the pod")
 	}
 }
 
-func newClient(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true, MaxRetries: -1})
+func newClient(addr, password string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, Password: password, DisableIdentity: true, MaxRetries: -1})
 }
 
 // waitLoaded waits until a restarted server has loaded its files.
@@ -166,8 +166,8 @@ func TestModeChangesCarryTheData(t *testing.T) {
 				old.UID = types.UID("uid-" + string(from) + "-" + string(to))
 				next.UID = old.UID
 
-				server := testenv.RunServer(t, dir, renderConfig(old))
-				c := newClient(server.Addr)
+				server := testenv.RunServer(t, dir, withPassword(renderConfig(old), ""))
+				c := newClient(server.Addr, "")
 				defer func() { _ = c.Close() }()
 				writeKeys(t, c, "before", 500)
 
@@ -188,8 +188,8 @@ func TestModeChangesCarryTheData(t *testing.T) {
 				writeKeys(t, c, "after", 100)
 				server.Stop(t)
 
-				restarted := testenv.RunServer(t, dir, renderConfig(next))
-				c2 := newClient(restarted.Addr)
+				restarted := testenv.RunServer(t, dir, withPassword(renderConfig(next), ""))
+				c2 := newClient(restarted.Addr, "")
 				defer func() { _ = c2.Close() }()
 				waitLoaded(t, c2)
 				if n := missingKeys(t, c2, "before", 500); n != 0 {
@@ -204,8 +204,8 @@ func TestModeChangesCarryTheData(t *testing.T) {
 				}
 				writeKeys(t, c2, "later", 100)
 				restarted.Stop(t)
-				again := testenv.RunServer(t, dir, renderConfig(next))
-				c3 := newClient(again.Addr)
+				again := testenv.RunServer(t, dir, withPassword(renderConfig(next), ""))
+				c3 := newClient(again.Addr, "")
 				defer func() { _ = c3.Close() }()
 				waitLoaded(t, c3)
 				if n := missingKeys(t, c3, "before", 500) + missingKeys(t, c3, "later", 100); n != 0 {
@@ -232,7 +232,7 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 	if rp.Status.AppliedConfigHash == "" {
 		t.Fatal("status.appliedConfigHash is empty on a Ready server")
 	}
-	c := newClient(server)
+	c := newClient(server, instancePassword(t, ns, "tuned"))
 	defer func() { _ = c.Close() }()
 
 	sts := &appsv1.StatefulSet{}

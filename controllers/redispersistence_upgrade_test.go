@@ -480,7 +480,7 @@ func TestUpgradeRolloutOrigin(t *testing.T) {
 	v1, v2 := versionOptions("redis-uring:v1"), versionOptions("redis-uring:v2")
 	base := func() *v1alpha1.RedisPersistence {
 		return newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec},
-			Auth: &v1alpha1.AuthSpec{SecretRef: v1alpha1.SecretKeyRef{Name: "auth", Key: "password"}}})
+			Auth: &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "auth", Key: "password"}}})
 	}
 	build := func(rp *v1alpha1.RedisPersistence, opts Options, password string) *appsv1.StatefulSet {
 		return buildStatefulSet(rp, opts, newPodInputs(rp, password))

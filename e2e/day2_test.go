@@ -149,7 +149,7 @@ func TestAuthInstanceDoesNotStallOthers(t *testing.T) {
 		return v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, Storage: nil, Exporter: v1alpha1.ExporterSpec{Enabled: ptr.To(false)}}
 	}
 	guarded := ephemeral()
-	guarded.Auth = &v1alpha1.AuthSpec{SecretRef: v1alpha1.SecretKeyRef{Name: "guarded-auth"}}
+	guarded.Auth = &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "guarded-auth"}}
 	guarded.Exporter.Enabled = ptr.To(true)
 	createWithoutStorage(t, "guarded", guarded)
 	waitReady(t, "guarded")

@@ -135,7 +135,13 @@ type RedisPersistenceSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['appendonly', 'appendfilename', 'appenddirname', 'dir', 'dbfilename', 'save', 'port', 'bind', 'bind-source-addr', 'protected-mode', 'requirepass', 'masterauth', 'primaryauth', 'masteruser', 'primaryuser', 'aclfile', 'user', 'replicaof', 'slaveof', 'daemonize', 'supervised', 'pidfile', 'logfile', 'enable-debug-command', 'enable-module-command', 'enable-protected-configs', 'include', 'rename-command', 'loadmodule']) && !k.startsWith('appendfsync') && !k.startsWith('aof-uring-') && !k.startsWith('unixsocket') && !k.startsWith('tls-'))",messageExpression="'spec.config.' + self.filter(k, k in ['appendonly', 'appendfilename', 'appenddirname', 'dir', 'dbfilename', 'save', 'port', 'bind', 'bind-source-addr', 'protected-mode', 'requirepass', 'masterauth', 'primaryauth', 'masteruser', 'primaryuser', 'aclfile', 'user', 'replicaof', 'slaveof', 'daemonize', 'supervised', 'pidfile', 'logfile', 'enable-debug-command', 'enable-module-command', 'enable-protected-configs', 'include', 'rename-command', 'loadmodule'] || k.startsWith('appendfsync') || k.startsWith('aof-uring-') || k.startsWith('unixsocket') || k.startsWith('tls-'))[0] + ' is set by the operator and cannot be set in spec.config: persistence is spec.mode, spec.aof, spec.rdb and spec.uring; the password is spec.auth; DEBUG is spec.benchmark.crashCheck'"
 	Config map[string]ServerOptionValue `json:"config,omitempty"`
 
-	// auth turns on password authentication.
+	// auth is how clients authenticate. Without it the operator generates a
+	// random password into the Secret <name>-auth (key password), which it
+	// keeps when the RedisPersistence is deleted, as it keeps the data volume.
+	// An instance that ran without a password under an operator older than
+	// generated passwords keeps running without one (the annotation
+	// uringredis.io/predates-closed-defaults records it) until spec.auth is
+	// set or the annotation is removed.
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
 
@@ -338,11 +344,20 @@ type PlacementSpec struct {
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 }
 
-// AuthSpec turns on password authentication.
+// AuthSpec is how clients authenticate: with the password of a Secret the
+// user provides, or not at all.
+// +kubebuilder:validation:XValidation:rule="!(has(self.secretRef) && has(self.disabled) && self.disabled)",message="spec.auth.secretRef and spec.auth.disabled: true exclude each other: a password from your Secret, or no password at all"
+// +kubebuilder:validation:XValidation:rule="has(self.secretRef) || (has(self.disabled) && self.disabled)",message="spec.auth needs secretRef (a password from your Secret) or disabled: true (no password); leave spec.auth out for a password the operator generates"
 type AuthSpec struct {
 	// secretRef names the Secret key that holds the password.
-	// +required
-	SecretRef SecretKeyRef `json:"secretRef"`
+	// +optional
+	SecretRef *SecretKeyRef `json:"secretRef,omitempty"`
+
+	// disabled runs the server without a password: any client that reaches
+	// its port can read and write everything. The operator records a Warning
+	// event saying so.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // SecretKeyRef is a key of a Secret in the RedisPersistence's namespace.

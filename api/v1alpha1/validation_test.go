@@ -96,7 +96,9 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"empty image", map[string]any{"mode": "aof", "image": ""}, "spec.image in body should be at least 1 chars long"},
 		{"empty exporter image", map[string]any{"mode": "aof", "exporter": map[string]any{"image": ""}}, "spec.exporter.image in body should be at least 1 chars long"},
 		{"auth without secret name", map[string]any{"mode": "aof", "auth": map[string]any{"secretRef": map[string]any{"name": ""}}}, "spec.auth.secretRef.name in body should be at least 1 chars long"},
-		{"auth without secretRef", map[string]any{"mode": "aof", "auth": map[string]any{}}, "spec.auth.secretRef: Required value"},
+		{"auth without secretRef", map[string]any{"mode": "aof", "auth": map[string]any{}}, "spec.auth needs secretRef (a password from your Secret) or disabled: true (no password); leave spec.auth out for a password the operator generates"},
+		{"auth disabled: false", map[string]any{"mode": "aof", "auth": map[string]any{"disabled": false}}, "spec.auth needs secretRef (a password from your Secret) or disabled: true"},
+		{"auth secretRef and disabled", map[string]any{"mode": "aof", "auth": map[string]any{"disabled": true, "secretRef": map[string]any{"name": "pw"}}}, "spec.auth.secretRef and spec.auth.disabled: true exclude each other"},
 		{"malformed scrape interval", map[string]any{"mode": "aof", "monitoring": map[string]any{"podMonitor": map[string]any{"interval": "30 seconds"}}}, "spec.monitoring.podMonitor.interval in body should match"},
 		{"absolute seccomp profile", uring(map[string]any{"localhostProfile": "/etc/seccomp/io_uring.json"}), "uring.localhostProfile is a path relative to the kubelet's seccomp directory"},
 		{"seccomp profile escaping its directory", uring(map[string]any{"localhostProfile": "../io_uring.json"}), "uring.localhostProfile is a path relative to the kubelet's seccomp directory"},
@@ -340,6 +342,11 @@ func TestDefaultsAreApplied(t *testing.T) {
 	}
 	if rp.Spec.Benchmark != nil {
 		t.Errorf("a server is opted in to benchmarks by default: %+v", rp.Spec.Benchmark)
+	}
+	for _, auth := range []map[string]any{{"disabled": true}, {"disabled": false, "secretRef": map[string]any{"name": "pw"}}} {
+		if err := k8s.Create(ctx, newObject(map[string]any{"mode": "none", "auth": auth})); err != nil {
+			t.Errorf("auth %v: %v", auth, err)
+		}
 	}
 
 	// Opting in to benchmarks gives them db 15, and no crash check.
