@@ -9,10 +9,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -327,6 +330,9 @@ func TestAuthPredatesGeneratedPasswords(t *testing.T) {
 	if err := get(t, &corev1.Secret{}, ns, "legacy-auth"); err == nil {
 		t.Error("a password was generated for an instance whose clients connect without one")
 	}
+	if err := get(t, &networkingv1.NetworkPolicy{}, ns, "legacy"); err == nil {
+		t.Error("a NetworkPolicy was made for an instance whose clients carry no client label")
+	}
 
 	// The owner's choice: a generated password, rolled at once.
 	if err := k8s.Patch(context.Background(), rp, client.RawPatch(types.MergePatchType,
@@ -340,6 +346,58 @@ func TestAuthPredatesGeneratedPasswords(t *testing.T) {
 		if sts.Spec.Template.Annotations[annotationAuthHash] == "" || sts.Annotations[annotationAuthSource] != string(authGenerated) {
 			return fmt.Errorf("StatefulSet annotations %v, template annotations %v", sts.Annotations, sts.Spec.Template.Annotations)
 		}
+		if err := get(t, &networkingv1.NetworkPolicy{}, ns, "legacy"); err != nil {
+			return err
+		}
 		return get(t, &corev1.Secret{}, ns, "legacy-auth")
 	})
+}
+
+// Every instance gets the NetworkPolicy the builder makes, owned by it, put
+// back when changed, and deleted when its spec turns it off.
+func TestNetworkPolicy(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	rp := createRP(t, ns, "fenced", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
+	np := &networkingv1.NetworkPolicy{}
+	eventually(t, 30*time.Second, func() error { return get(t, np, ns, "fenced") })
+	if ref := metav1.GetControllerOf(np); ref == nil || ref.UID != rp.UID {
+		t.Errorf("the NetworkPolicy is not controlled by the RedisPersistence: %v", ref)
+	}
+	want := buildNetworkPolicy(rp, testOptions.NetworkPolicy)
+	if !equality.Semantic.DeepEqual(np.Spec, want.Spec) {
+		t.Errorf("NetworkPolicy spec\n%+v\nwant\n%+v", np.Spec, want.Spec)
+	}
+
+	// Drift is put back.
+	np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{}}
+	if err := k8s.Update(context.Background(), np); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, np, ns, "fenced"); err != nil {
+			return err
+		}
+		if !equality.Semantic.DeepEqual(np.Spec, want.Spec) {
+			return fmt.Errorf("the NetworkPolicy still admits everyone: %+v", np.Spec.Ingress)
+		}
+		return nil
+	})
+
+	if err := get(t, rp, ns, "fenced"); err != nil {
+		t.Fatal(err)
+	}
+	rp.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Enabled: ptr.To(false)}
+	if err := k8s.Update(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, np, ns, "fenced"); err == nil {
+			return fmt.Errorf("the NetworkPolicy is still there")
+		}
+		return nil
+	})
+	if len(eventsFor(t, ns, "fenced", "DeletedNetworkPolicy")) == 0 {
+		t.Error("no DeletedNetworkPolicy event")
+	}
 }

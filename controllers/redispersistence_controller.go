@@ -15,6 +15,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,6 +108,7 @@ type RedisPersistenceReconciler struct {
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;patch
 // The claim's StorageClass, read uncached: does it allow volume expansion?
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;patch;delete
 
 func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
@@ -211,6 +213,11 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		buildConfigMap(rp, config),
 		buildHeadlessService(rp),
 		buildClientService(rp),
+	}
+	if networkPolicyEnabled(rp, r.Options.NetworkPolicy) {
+		desired = append(desired, buildNetworkPolicy(rp, r.Options.NetworkPolicy))
+	} else if err := r.removeNetworkPolicy(ctx, rp); err != nil {
+		return ctrl.Result{}, err
 	}
 	if pm, err := r.podMonitor(ctx, rp); err != nil {
 		return ctrl.Result{}, err
@@ -588,6 +595,7 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&appsv1.StatefulSet{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		// Pods belong to the StatefulSet; the instance label leads back to the RedisPersistence.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRedisPersistence), builder.WithPredicates(managedPods)).
 		// Only the Secrets' metadata is cached: a new resourceVersion is all

@@ -79,6 +79,8 @@ type Options struct {
 	GP3StorageClass       string
 	// ImagePull is how server pods pull their images.
 	ImagePull ImagePull
+	// NetworkPolicy configures the instances' NetworkPolicies.
+	NetworkPolicy NetworkPolicyOptions
 }
 
 // ImagePull is how the pods the operator creates pull their images: the

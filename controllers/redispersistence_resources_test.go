@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -26,6 +27,7 @@ var testOptions = Options{
 	LocalNVMeStorageClass: "uring-local-nvme",
 	GP3StorageClass:       "uring-gp3",
 	ImagePull:             ImagePull{Policy: corev1.PullIfNotPresent, Secrets: []string{"registry-pull"}},
+	NetworkPolicy:         networkPolicyOptions,
 }
 
 // newRedisPersistence is a RedisPersistence as the API server returns it
@@ -225,5 +227,65 @@ func TestImagePullIsAnOperatorDefault(t *testing.T) {
 	if before[annotationTemplateHash] == after[annotationTemplateHash] || before[annotationSpecTemplateHash] != after[annotationSpecTemplateHash] {
 		t.Errorf("new pull settings: template hash %s -> %s, spec template hash %s -> %s; want a new template with the same spec hash (an operator upgrade)",
 			before[annotationTemplateHash], after[annotationTemplateHash], before[annotationSpecTemplateHash], after[annotationSpecTemplateHash])
+	}
+}
+
+// networkPolicyOptions are the options the chart's defaults give the operator.
+var networkPolicyOptions = func() NetworkPolicyOptions {
+	opts, err := ParseNetworkPolicyOptions(true, "uring-redis", "app.kubernetes.io/name=uring-redis-operator,app.kubernetes.io/instance=uring-redis", "", "app.kubernetes.io/name=prometheus")
+	if err != nil {
+		panic(err)
+	}
+	return opts
+}()
+
+func TestNetworkPolicyGolden(t *testing.T) {
+	for name, spec := range map[string]v1alpha1.RedisPersistenceSpec{
+		"default": {Mode: v1alpha1.ModeAOF},
+		"clients": {Mode: v1alpha1.ModeNone, Exporter: v1alpha1.ExporterSpec{Enabled: ptr.To(false)},
+			NetworkPolicy: &v1alpha1.NetworkPolicySpec{Clients: []networkingv1.NetworkPolicyPeer{
+				{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"team": "checkout"}}, PodSelector: &metav1.LabelSelector{}},
+				{IPBlock: &networkingv1.IPBlock{CIDR: "10.20.0.0/16"}},
+			}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			render := func() []byte {
+				out, err := yaml.Marshal(buildNetworkPolicy(newRedisPersistence(spec), networkPolicyOptions))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			got := render()
+			if !bytes.Equal(got, render()) {
+				t.Fatal("rendering the same spec twice gave different output")
+			}
+			compareGolden(t, filepath.Join("testdata", "networkpolicy-"+name+".yaml"), got)
+		})
+	}
+}
+
+func TestNetworkPolicyEnabled(t *testing.T) {
+	on, off := NetworkPolicyOptions{Enabled: true}, NetworkPolicyOptions{}
+	predates := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
+	predates.Annotations = map[string]string{annotationPredatesClosedDefaults: "password,networkPolicy"}
+	explicit := predates.DeepCopy()
+	explicit.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Enabled: ptr.To(true)}
+	optOut := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, NetworkPolicy: &v1alpha1.NetworkPolicySpec{Enabled: ptr.To(false)}})
+	for _, c := range []struct {
+		desc string
+		rp   *v1alpha1.RedisPersistence
+		opts NetworkPolicyOptions
+		want bool
+	}{
+		{"the operator's default on", newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}), on, true},
+		{"the operator's default off", newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}), off, false},
+		{"an instance from before NetworkPolicies", predates, on, false},
+		{"its owner turned it on", explicit, off, true},
+		{"opted out", optOut, on, false},
+	} {
+		if got := networkPolicyEnabled(c.rp, c.opts); got != c.want {
+			t.Errorf("%s: %v, want %v", c.desc, got, c.want)
+		}
 	}
 }

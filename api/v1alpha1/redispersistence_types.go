@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -144,6 +145,10 @@ type RedisPersistenceSpec struct {
 	// set or the annotation is removed.
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
+
+	// networkPolicy restricts who may connect to the server.
+	// +optional
+	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
 
 	// exporter configures the redis_exporter sidecar.
 	// +optional
@@ -373,6 +378,29 @@ type SecretKeyRef struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Key string `json:"key,omitempty"`
+}
+
+// NetworkPolicySpec configures the instance's NetworkPolicy. It admits to the
+// server port the clients, the operator and the RedisBenchmark runners that
+// target the instance, to the exporter port the Prometheus the operator's
+// --prometheus-* flags select (the chart's networkPolicy.prometheus), and
+// nothing else. It takes effect only where the cluster's network plugin
+// enforces NetworkPolicies.
+type NetworkPolicySpec struct {
+	// enabled makes the NetworkPolicy. Empty means the operator's default
+	// (--network-policy, the chart's networkPolicy.enabled), except on an
+	// instance that ran before the operator made NetworkPolicies (the
+	// annotation uringredis.io/predates-closed-defaults lists networkPolicy),
+	// which gets none until this is set or the annotation removed.
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// clients may connect to the server port. Empty means the pods of the
+	// instance's namespace labelled uringredis.io/client: <name>.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Clients []networkingv1.NetworkPolicyPeer `json:"clients,omitempty"`
 }
 
 // ExporterSpec configures the redis_exporter sidecar.

@@ -29,6 +29,10 @@ func main() {
 		maxConcurrentUpgrades   int
 		opts                    controllers.Options
 		benchOpts               controllers.BenchmarkOptions
+		operatorNamespace       string
+		operatorPodLabels       string
+		prometheusPodLabels     string
+		prometheusNSLabels      string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
@@ -60,6 +64,11 @@ func main() {
 		}
 		return nil
 	})
+	flag.BoolVar(&opts.NetworkPolicy.Enabled, "network-policy", true, "Give every RedisPersistence whose spec.networkPolicy.enabled is empty a NetworkPolicy that admits only its clients, its benchmark runners, the operator and Prometheus.")
+	flag.StringVar(&operatorNamespace, "operator-namespace", "", "Namespace of the operator's pods, which the NetworkPolicies admit to the servers; empty admits none (an operator running outside the cluster).")
+	flag.StringVar(&operatorPodLabels, "operator-pod-labels", "", "Labels of the operator's pods (k=v,k=v), with --operator-namespace.")
+	flag.StringVar(&prometheusPodLabels, "prometheus-pod-labels", "app.kubernetes.io/name=prometheus", "Labels (k=v,k=v) of the pods the NetworkPolicies admit to the exporter port; empty means every pod of the namespaces --prometheus-namespace-labels selects.")
+	flag.StringVar(&prometheusNSLabels, "prometheus-namespace-labels", "", "Labels (k=v,k=v) of the namespaces of those pods; empty means every namespace.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -74,6 +83,12 @@ func main() {
 	}
 	if maxConcurrentUpgrades < 1 {
 		setupLog.Error(nil, "--max-concurrent-upgrades must be at least 1", "max-concurrent-upgrades", maxConcurrentUpgrades)
+		os.Exit(1)
+	}
+
+	var err error
+	if opts.NetworkPolicy, err = controllers.ParseNetworkPolicyOptions(opts.NetworkPolicy.Enabled, operatorNamespace, operatorPodLabels, prometheusNSLabels, prometheusPodLabels); err != nil {
+		setupLog.Error(err, "parsing the NetworkPolicy flags")
 		os.Exit(1)
 	}
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,6 +28,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/uring-redis/uring-redis-operator/controllers"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -766,5 +768,54 @@ func TestChartIsTheReleaseVersion(t *testing.T) {
 	md := loadChart(t).Metadata
 	if md.Version != version || md.AppVersion != version {
 		t.Errorf("Chart.yaml version %s, appVersion %s; VERSION says %s: run `make generate`", md.Version, md.AppVersion, version)
+	}
+}
+
+// The operator's NetworkPolicy flags: the peer it builds for itself selects
+// the operator's own pods in the release namespace, and the Prometheus
+// selectors follow the values.
+func TestNetworkPolicyFlags(t *testing.T) {
+	objs := render(t, nil)
+	d := convert[struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+		Spec     struct {
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}](t, one(t, objs, "Deployment", "uring-redis-operator"))
+	flags := map[string]string{}
+	for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+		if name, value, ok := strings.Cut(strings.TrimPrefix(arg, "--"), "="); ok {
+			flags[name] = value
+		}
+	}
+	opts, err := controllers.ParseNetworkPolicyOptions(flags["network-policy"] == "true", flags["operator-namespace"],
+		flags["operator-pod-labels"], flags["prometheus-namespace-labels"], flags["prometheus-pod-labels"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !opts.Enabled || opts.Operator == nil {
+		t.Fatalf("flags %v: NetworkPolicies off or the operator not admitted", flags)
+	}
+	if ns := opts.Operator.NamespaceSelector.MatchLabels[corev1.LabelMetadataName]; ns != d.Metadata.Namespace {
+		t.Errorf("the operator is admitted from namespace %q, it runs in %q", ns, d.Metadata.Namespace)
+	}
+	if sel := labels.SelectorFromSet(opts.Operator.PodSelector.MatchLabels); !sel.Matches(labels.Set(d.Spec.Template.Labels)) {
+		t.Errorf("the operator's peer %v does not select its pods %v", sel, d.Spec.Template.Labels)
+	}
+	if got := opts.Prometheus[0].PodSelector.MatchLabels; !maps.Equal(got, map[string]string{"app.kubernetes.io/name": "prometheus"}) {
+		t.Errorf("Prometheus pods %v", got)
+	}
+
+	args := strings.Join(operatorArgs(t, render(t, values(t, `
+networkPolicy:
+  enabled: false
+  prometheus:
+    namespaceLabels: {team: observability, kubernetes.io/metadata.name: monitoring}
+    podLabels: {app.kubernetes.io/name: null, app: prometheus}
+`))), " ")
+	for _, want := range []string{"--network-policy=false", "--prometheus-namespace-labels=kubernetes.io/metadata.name=monitoring,team=observability", "--prometheus-pod-labels=app=prometheus "} {
+		if !strings.Contains(args+" ", want) {
+			t.Errorf("operator args %s lack %q", args, want)
+		}
 	}
 }

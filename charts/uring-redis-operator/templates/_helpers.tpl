@@ -135,3 +135,12 @@ Checks what the schema cannot: fails once, listing every problem.
 {{- fail (printf "\n\ninvalid values:\n  - %s\n" (join "\n  - " $errors)) -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* labelList writes a label map as the operator's k=v,k=v flags take it, sorted. */}}
+{{- define "uring-redis-operator.labelList" -}}
+{{- $pairs := list -}}
+{{- range $k, $v := . -}}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) -}}
+{{- end -}}
+{{- join "," $pairs -}}
+{{- end -}}
