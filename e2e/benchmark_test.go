@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -241,21 +241,14 @@ func envInt(t *testing.T, key string, def int) int {
 	return n
 }
 
-// operatorMetrics reads the operator's /metrics through the API server's pod proxy.
+// operatorMetrics reads the operator's /metrics as an authorized reader.
 func operatorMetrics(t *testing.T) string {
 	t.Helper()
-	operatorNS := envOr("E2E_NAMESPACE", "uring-redis-system")
-	pods := &corev1.PodList{}
-	if err := k8s.List(context.Background(), pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/name": "uring-redis-operator"}); err != nil {
-		t.Fatal(err)
+	code, body := scrapeOperator(t, metricsReaderToken(t))
+	if code != http.StatusOK {
+		t.Fatalf("the operator's metrics: status %d: %.300s", code, body)
 	}
-	for _, pod := range pods.Items {
-		if pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil {
-			return run(t, kubectl[0], append(kubectl[1:], "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:8080/proxy/metrics", operatorNS, pod.Name))...)
-		}
-	}
-	t.Fatalf("no running operator pod in %s", operatorNS)
-	return ""
+	return body
 }
 
 // jobLogs is the runner's output, for a failure message.

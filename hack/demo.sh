@@ -136,6 +136,12 @@ prometheus() {
   dir=$(hack/prometheus-tools.sh)
   stop_prometheus
   mkdir -p "$work/prometheus"
+  # The operator serves its metrics over HTTPS to a token allowed to get
+  # /metrics: a ServiceAccount bound to the chart's metrics-reader ClusterRole.
+  kubectl -n uring-redis-system create serviceaccount demo-prometheus --dry-run=client -o yaml | kubectl apply -f -
+  kubectl create clusterrolebinding demo-prometheus-metrics-reader --clusterrole=uring-redis-operator-metrics-reader \
+    --serviceaccount=uring-redis-system:demo-prometheus --dry-run=client -o yaml | kubectl apply -f -
+  kubectl -n uring-redis-system create token demo-prometheus --duration=24h >"$work/prometheus/operator-token"
   cat >"$work/prometheus/prometheus.yml" <<EOF
 global: {scrape_interval: 5s}
 scrape_configs:
@@ -147,6 +153,9 @@ scrape_configs:
       - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
   - job_name: uring-redis-operator
     honor_labels: true # its benchmark metrics carry the benchmark's namespace
+    scheme: https
+    tls_config: {insecure_skip_verify: true} # a self-signed certificate; the token is what is checked
+    authorization: {credentials_file: $work/prometheus/operator-token}
     kubernetes_sd_configs: [{role: pod, kubeconfig_file: $kubeconfig, namespaces: {names: [uring-redis-system]}}]
     relabel_configs:
       - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}

@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/controllers"
@@ -25,6 +24,8 @@ func main() {
 	var (
 		metricsAddr, probeAddr  string
 		leaderElect, labelNodes bool
+		secureMetrics           bool
+		metricsCertDir          string
 		maxConcurrentReconciles int
 		maxConcurrentUpgrades   int
 		opts                    controllers.Options
@@ -34,7 +35,9 @@ func main() {
 		prometheusPodLabels     string
 		prometheusNSLabels      string
 	)
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address the metrics endpoint binds to; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; 0 disables it.")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, only to callers whose Kubernetes token may get the non-resource URL /metrics; false serves plain HTTP to anyone.")
+	flag.StringVar(&metricsCertDir, "metrics-cert-dir", "", "Directory with the metrics endpoint's tls.crt and tls.key; empty means a self-signed certificate.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address the health probes bind to.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so only one replica reconciles.")
 	flag.BoolVar(&labelNodes, "label-nodes", true, "Label nodes with their kernel version (uringredis.io/kernel-version.*) for clusters without Node Feature Discovery.")
@@ -101,7 +104,7 @@ func main() {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  controllers.CacheOptions(),
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                controllers.MetricsServerOptions(metricsAddr, secureMetrics, metricsCertDir),
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "uring-redis-operator.uringredis.io",

@@ -14,7 +14,7 @@ generate: chart-generate
 chart-generate: manifests ## Sync the chart's CRDs and RBAC from config/, generate its seccomp profile, README and values schema.
 	rm -f $(CHART_DIR)/files/crds/*.yaml
 	cp config/crd/bases/*.yaml $(CHART_DIR)/files/crds/
-	cp config/rbac/role.yaml config/rbac/node_labeler_role.yaml $(CHART_DIR)/files/rbac/
+	cp config/rbac/role.yaml config/rbac/node_labeler_role.yaml config/rbac/metrics_reader_role.yaml $(CHART_DIR)/files/rbac/
 	cd hack/seccomp-profile && go run . $(REPO_ROOT)/$(CHART_DIR)/files/io_uring.json
 	go run ./hack/values-doc $(CHART_DIR)/values.yaml $(CHART_DIR)/README.md $(CHART_DIR)/values.schema.json
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -317,7 +318,7 @@ func TestOperatorDeploymentIsLockedDown(t *testing.T) {
 		sc.Capabilities == nil || !reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 		t.Errorf("container security context %+v: want a read-only root, no privilege escalation, drop ALL", sc)
 	}
-	for _, arg := range []string{"--leader-elect", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
+	for _, arg := range []string{"--leader-elect", "--metrics-bind-address=:8443", "--metrics-secure=true", "--health-probe-bind-address=:8081",
 		"--uring-seccomp-profile=uring-redis/io_uring.json", "--local-nvme-storage-class=uring-local-nvme",
 		"--gp3-storage-class=uring-gp3", "--redis-image=" + testRegistry + "/redis-uring:8.1.1-uring0.2.0",
 		"--bench-image=" + testRegistry + "/uring-redis-bench:0.2.0",
@@ -817,5 +818,36 @@ networkPolicy:
 		if !strings.Contains(args+" ", want) {
 			t.Errorf("operator args %s lack %q", args, want)
 		}
+	}
+}
+
+// The ServiceMonitor scrapes the operator as it serves its metrics: HTTPS with
+// Prometheus's ServiceAccount token by default, plain HTTP on 8080 when
+// prometheus.secureMetrics is false; the Service's port follows.
+func TestServiceMonitorFollowsSecureMetrics(t *testing.T) {
+	vals := ciValues(t)["monitoring-values.yaml"]
+	for _, secure := range []bool{true, false} {
+		v := maps.Clone(vals)
+		prom := maps.Clone(v["prometheus"].(map[string]any))
+		prom["secureMetrics"] = secure
+		v["prometheus"] = prom
+		objs := render(t, v, servedAPIVersions...)
+		sm := convert[monitoringv1.ServiceMonitor](t, one(t, objs, "ServiceMonitor", "uring-redis-operator"))
+		ep := sm.Spec.Endpoints[0]
+		svc := convert[corev1.Service](t, one(t, objs, "Service", "uring-redis-operator-metrics"))
+		args := strings.Join(operatorArgs(t, objs), " ")
+		if secure {
+			if ep.Scheme != "https" || ep.BearerTokenFile == "" || ep.TLSConfig == nil || svc.Spec.Ports[0].Port != 8443 ||
+				!strings.Contains(args, "--metrics-secure=true") || !strings.Contains(args, "--metrics-bind-address=:8443") {
+				t.Errorf("secure: endpoint %+v, Service port %d, args %s", ep, svc.Spec.Ports[0].Port, args)
+			}
+		} else if ep.Scheme != "" || ep.BearerTokenFile != "" || svc.Spec.Ports[0].Port != 8080 ||
+			!strings.Contains(args, "--metrics-secure=false") || !strings.Contains(args, "--metrics-bind-address=:8080") {
+			t.Errorf("plain: endpoint %+v, Service port %d, args %s", ep, svc.Spec.Ports[0].Port, args)
+		}
+	}
+	reader := convert[rbacv1.ClusterRole](t, one(t, render(t, nil), "ClusterRole", "uring-redis-operator-metrics-reader"))
+	if len(reader.Rules) != 1 || !slices.Equal(reader.Rules[0].NonResourceURLs, []string{"/metrics"}) || !slices.Equal(reader.Rules[0].Verbs, []string{"get"}) {
+		t.Errorf("metrics-reader rules %+v", reader.Rules)
 	}
 }

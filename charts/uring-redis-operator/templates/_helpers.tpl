@@ -144,3 +144,8 @@ Checks what the schema cannot: fails once, listing every problem.
 {{- end -}}
 {{- join "," $pairs -}}
 {{- end -}}
+
+{{- /* metricsPort is the operator's metrics port: 8443 over HTTPS, 8080 plain. */}}
+{{- define "uring-redis-operator.metricsPort" -}}
+{{- if .Values.prometheus.secureMetrics }}8443{{ else }}8080{{ end -}}
+{{- end -}}
