@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 
-	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -832,7 +831,17 @@ func TestServiceMonitorFollowsSecureMetrics(t *testing.T) {
 		prom["secureMetrics"] = secure
 		v["prometheus"] = prom
 		objs := render(t, v, servedAPIVersions...)
-		sm := convert[monitoringv1.ServiceMonitor](t, one(t, objs, "ServiceMonitor", "uring-redis-operator"))
+		// The Prometheus Operator deprecates bearerTokenFile for authorization,
+		// which needs a Secret; the ServiceAccount's own token is what fits here.
+		sm := convert[struct {
+			Spec struct {
+				Endpoints []struct {
+					Scheme          string         `json:"scheme"`
+					BearerTokenFile string         `json:"bearerTokenFile"`
+					TLSConfig       map[string]any `json:"tlsConfig"`
+				} `json:"endpoints"`
+			} `json:"spec"`
+		}](t, one(t, objs, "ServiceMonitor", "uring-redis-operator"))
 		ep := sm.Spec.Endpoints[0]
 		svc := convert[corev1.Service](t, one(t, objs, "Service", "uring-redis-operator-metrics"))
 		args := strings.Join(operatorArgs(t, objs), " ")
