@@ -52,6 +52,10 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 	for i := range tolerations {
 		tolerations[i] = map[string]any{"key": fmt.Sprintf("k%d", i), "operator": "Exists"}
 	}
+	peers := make([]any, 17)
+	for i := range peers {
+		peers[i] = map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{"app": fmt.Sprintf("client-%d", i)}}}
+	}
 	saves := make([]any, 9)
 	for i := range saves {
 		saves[i] = map[string]any{"seconds": i + 1, "changes": 1}
@@ -98,6 +102,7 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"auth without secret name", map[string]any{"mode": "aof", "auth": map[string]any{"secretRef": map[string]any{"name": ""}}}, "spec.auth.secretRef.name in body should be at least 1 chars long"},
 		{"auth without secretRef", map[string]any{"mode": "aof", "auth": map[string]any{}}, "spec.auth needs secretRef (a password from your Secret) or disabled: true (no password); leave spec.auth out for a password the operator generates"},
 		{"auth disabled: false", map[string]any{"mode": "aof", "auth": map[string]any{"disabled": false}}, "spec.auth needs secretRef (a password from your Secret) or disabled: true"},
+		{"too many network policy clients", map[string]any{"mode": "none", "networkPolicy": map[string]any{"clients": peers}}, "spec.networkPolicy.clients: Too many: 17: must have at most 16 items"},
 		{"auth secretRef and disabled", map[string]any{"mode": "aof", "auth": map[string]any{"disabled": true, "secretRef": map[string]any{"name": "pw"}}}, "spec.auth.secretRef and spec.auth.disabled: true exclude each other"},
 		{"malformed scrape interval", map[string]any{"mode": "aof", "monitoring": map[string]any{"podMonitor": map[string]any{"interval": "30 seconds"}}}, "spec.monitoring.podMonitor.interval in body should match"},
 		{"absolute seccomp profile", uring(map[string]any{"localhostProfile": "/etc/seccomp/io_uring.json"}), "uring.localhostProfile is a path relative to the kubelet's seccomp directory"},
