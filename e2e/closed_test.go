@@ -32,13 +32,16 @@ import (
 // cluster's network plugin (the CNI bridge) does not enforce it.
 func TestDefaultInstanceIsClosed(t *testing.T) {
 	createWithoutStorage(t, "closed", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
+	waitReady(t, "closed")
+	// The outsider runs the server's image, which the node already holds, for its valkey-cli.
+	server := getPod(t, "closed-0").Spec.Containers[0]
 	outsider := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "outsider", Namespace: namespace},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
-				Name:            "redis", // podExec's container
-				Image:           envOr("E2E_REDIS_IMAGE", "redis-uring:8.1.1"),
-				ImagePullPolicy: corev1.PullNever,
+				Name:            "redis", // outsiderCLI execs here
+				Image:           server.Image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"sleep", "600"},
 				SecurityContext: &corev1.SecurityContext{
 					AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](999),
@@ -53,7 +56,12 @@ func TestDefaultInstanceIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), outsider) })
-	waitReady(t, "closed")
+	eventually(t, 2*time.Minute, func() bool {
+		return k8s.Get(context.Background(), client.ObjectKeyFromObject(outsider), outsider) == nil && outsider.Status.Phase == corev1.PodRunning
+	})
+	if outsider.Status.Phase != corev1.PodRunning {
+		t.Fatalf("the outsider pod is %s: %+v", outsider.Status.Phase, outsider.Status.ContainerStatuses)
+	}
 
 	secret := &corev1.Secret{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "closed-auth"}, secret); err != nil {
