@@ -317,7 +317,10 @@ func runtimeSettings(rp *v1alpha1.RedisPersistence) []serverSetting {
 			serverSetting{name: "appendfsync-engine", value: "uring"},
 			serverSetting{name: "aof-uring-ack", value: orDefault(string(u.Ack), string(v1alpha1.AckDurable))},
 			serverSetting{name: "aof-uring-queue-depth", value: strconv.Itoa(int(orDefaultInt(u.QueueDepth, 256)))},
-			serverSetting{name: "aof-uring-sqpoll", value: yesNo(sqpoll)})
+			serverSetting{name: "aof-uring-sqpoll", value: yesNo(sqpoll)},
+			// Off is the server's default and left implicit, so a uring
+			// image from before io-uring-replies still starts.
+			serverSetting{name: "io-uring-replies", value: yesNo(u.Replies), implicit: !u.Replies})
 		if sqpoll && u.SQPoll.IdleMillis != nil {
 			settings = append(settings, serverSetting{name: "aof-uring-sqpoll-idle-ms", value: strconv.Itoa(int(*u.SQPoll.IdleMillis))})
 		}

@@ -84,6 +84,7 @@ func TestRuntimeOptionsKeepThePodTemplate(t *testing.T) {
 		"queue depth": func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.QueueDepth = 1024 },
 		"io-wq bound": func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.MaxWorkers = 8 },
 		"ack mode":    func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.Ack = v1alpha1.AckFast },
+		"replies":     func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.Replies = true },
 		"sqpoll": func(s *v1alpha1.RedisPersistenceSpec) {
 			s.Uring.SQPoll = &v1alpha1.SQPollSpec{Enabled: true, IdleMillis: ptr.To[int32](20)}
 		},
@@ -241,12 +242,13 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 	}
 	template := sts.Spec.Template.DeepCopy()
 	rp.Spec.Uring.QueueDepth = 1024
+	rp.Spec.Uring.Replies = true
 	rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory-policy": "allkeys-lru"}
 	if err := k8s.Update(context.Background(), rp); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() error {
-		for option, want := range map[string]string{"aof-uring-queue-depth": "1024", "maxmemory-policy": "allkeys-lru"} {
+		for option, want := range map[string]string{"aof-uring-queue-depth": "1024", "io-uring-replies": "yes", "maxmemory-policy": "allkeys-lru"} {
 			got, err := c.ConfigGet(context.Background(), option).Result()
 			if err != nil {
 				return err
@@ -270,8 +272,18 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 		}
 		return nil
 	})
-	if !strings.Contains(cm.Data["redis.conf"], "aof-uring-queue-depth 1024\n") || !strings.Contains(cm.Data["redis.conf"], "maxmemory-policy allkeys-lru\n") {
-		t.Error("the ConfigMap lacks the new queue depth or eviction policy: a restart would lose them")
+	if !strings.Contains(cm.Data["redis.conf"], "aof-uring-queue-depth 1024\n") || !strings.Contains(cm.Data["redis.conf"], "io-uring-replies yes\n") ||
+		!strings.Contains(cm.Data["redis.conf"], "maxmemory-policy allkeys-lru\n") {
+		t.Error("the ConfigMap lacks the new queue depth, replies engine or eviction policy: a restart would lose them")
+	}
+	// The replies now go through the server's io_uring ring (the test's
+	// server runs without a seccomp filter, so the ring starts).
+	stats, err := c.InfoMap(context.Background(), "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := stats["Stats"]; s["io_uring_replies"] != "1" || s["io_uring_replies_sends"] == "0" {
+		t.Errorf("spec.uring.replies: the server does not send its replies through io_uring: %v", s)
 	}
 	if err := get(t, sts, ns, "tuned"); err != nil {
 		t.Fatal(err)

@@ -247,6 +247,14 @@ type UringSpec struct {
 	// +optional
 	SQPoll *SQPollSpec `json:"sqpoll,omitempty"`
 
+	// replies sends the server's client replies through io_uring as well: the
+	// replies of one event-loop pass go out in a single submission instead of
+	// one write(2) per client (io-uring-replies; applied without a restart).
+	// Where io_uring is unavailable the server writes them as usual and says
+	// why in INFO stats (io_uring_replies_fallback_reason).
+	// +optional
+	Replies bool `json:"replies,omitempty"`
+
 	// maxWorkers bounds the kernel's io-wq worker threads for the ring.
 	// +optional
 	// +kubebuilder:default=2
