@@ -5,38 +5,56 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
-// TestPrepareScript runs the prepare container's script with sh: it must
-// report the filesystem of a mount point and render a password the real
-// server parses back exactly, quotes and backslashes included.
+// TestPrepareScript runs the prepare container's script with sh, the server
+// build's storage probe on its PATH: it must report the filesystem of a mount
+// point and the probe's measurement of the data directory within the probe's
+// bound, and render a password the real server parses back exactly, quotes
+// and backslashes included.
 func TestPrepareScript(t *testing.T) {
 	dir := t.TempDir()
 	script := strings.NewReplacer(
 		"dir="+dataDir+" ", "dir=/ ",
+		" "+dataDir+" >>", " "+dir+" >>",
 		"/dev/termination-log", filepath.Join(dir, "termination-log"),
 		runDir+"/auth.conf", filepath.Join(dir, "auth.conf"),
 	).Replace(prepareScript)
 	password := `p"a\ss word$1`
 	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), "REDIS_PASSWORD="+password)
+	cmd.Env = append(os.Environ(), "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"))
+	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("prepare script: %v\n%s", err, out)
 	}
+	if budget, _ := strconv.Atoi(fsprobeMillis); time.Since(start) > time.Duration(budget)*time.Millisecond+time.Second {
+		t.Errorf("the prepare script took %s, the probe's bound is %s ms", time.Since(start), fsprobeMillis)
+	}
 
-	report, err := os.ReadFile(filepath.Join(dir, "termination-log"))
+	message, err := os.ReadFile(filepath.Join(dir, "termination-log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, ok := strings.CutPrefix(strings.TrimSpace(string(report)), "filesystem=")
-	if !ok || fs == "" || fs == "unknown" {
-		t.Fatalf("termination message %q does not name the root filesystem", report)
+	if len(message) > 4096 {
+		t.Errorf("termination message of %d bytes, the kubelet keeps 4096", len(message))
+	}
+	report := parseStorageReport(string(message))
+	if !strings.HasPrefix(string(message), "filesystem=") || report.filesystem == "" || report.filesystem == "unknown" {
+		t.Fatalf("termination message %q does not name the root filesystem", message)
+	}
+	if !report.measured() || report.mountOptions == "" || report.writeCache == "" {
+		t.Fatalf("termination message %q carries no measurement of %s", message, dir)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("the data directory holds %v: the probe must remove its scratch file", entries)
 	}
 
 	auth, err := os.ReadFile(filepath.Join(dir, "auth.conf"))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -29,7 +30,8 @@ import (
 // against a real Prometheus that scraped real redis_exporters (with the
 // chart's Lua script) attached to real servers in uring and posix mode, and
 // the operator's metrics after this envtest's RedisBenchmark collected the
-// real runner's results from both servers. A third server asks for io_uring
+// real runner's results from both servers and the real storage probe's
+// measurement of a directory. A third server asks for io_uring
 // under a seccomp filter that denies it: the chart's fallback alert must go
 // pending for it, and only for it.
 func TestDashboardQueriesReturnData(t *testing.T) {
@@ -117,6 +119,13 @@ scrape_configs:
 	waitBenchmark(t, ns, "dash", func(rb *v1alpha1.RedisBenchmark) error {
 		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionTrue, ReasonBenchmarkSucceeded)
 	})
+
+	// The uring target's pod reports what the real storage probe measured on a real directory.
+	probe, err := exec.Command(fsprobeBin(), "-t", "200", t.TempDir()).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", fsprobeBin(), err)
+	}
+	actAsKubeletReporting(t, ns, "uring-0", "filesystem=ext4\n"+string(probe))
 
 	queries, err := dashboards.AllQueries("5s")
 	if err != nil {

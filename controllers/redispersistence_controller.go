@@ -370,7 +370,7 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 		return client.IgnoreNotFound(err)
 	}
 	obs.pod = pod
-	obs.filesystem = filesystemFromPod(pod)
+	obs.storage = storageReportFromPod(pod)
 	if pod.Spec.NodeName != "" {
 		node := &corev1.Node{}
 		if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); client.IgnoreNotFound(err) != nil {
@@ -426,7 +426,7 @@ func (r *RedisPersistenceReconciler) password(ctx context.Context, rp *v1alpha1.
 func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence, obs observation) {
 	r.reportRestarts(rp, obs.pod)
 	scheduled := scheduledCondition(obs)
-	storage := storageCondition(rp, obs)
+	storage := storageCondition(rp, obs.storage)
 	r.setCondition(rp, v1alpha1.ConditionScheduled, scheduled)
 	r.setCondition(rp, v1alpha1.ConditionStorageReady, storage)
 	if uring := uringCondition(rp, obs); uring != nil {
@@ -446,8 +446,9 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	if obs.node != nil {
 		st.KernelVersion = obs.node.Status.NodeInfo.KernelVersion
 	}
-	if obs.filesystem != "" {
-		st.Filesystem = obs.filesystem
+	if obs.storage.filesystem != "" {
+		st.Filesystem = obs.storage.filesystem
+		r.reportStorage(rp, obs.storage, storage)
 	}
 	if obs.info != nil {
 		st.Engine = obs.info.engine
@@ -458,6 +459,20 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	if image, ok := runningImage(obs.pod, containerExporter); ok {
 		st.ExporterImage = image
 	}
+	exportInstanceMetrics(rp)
+}
+
+// reportStorage records a new measurement of the data volume in
+// status.storage and status.recommendation, with an event.
+func (r *RedisPersistenceReconciler) reportStorage(rp *v1alpha1.RedisPersistence, report storageReport, storage condition) {
+	st := &rp.Status
+	if st.Storage == nil || st.Storage.MeasuredAt == nil || !st.Storage.MeasuredAt.Equal(&report.measuredAt) {
+		if eventType, reason, message := storageEvent(report, storage); reason != "" {
+			r.Recorder.Event(rp, eventType, reason, message)
+		}
+	}
+	st.Storage = storageStatus(report)
+	st.Recommendation = recommendation(report)
 }
 
 // reportRestarts records the server container's restarts and last
@@ -473,9 +488,7 @@ func (r *RedisPersistenceReconciler) reportRestarts(rp *v1alpha1.RedisPersistenc
 	if cs != nil {
 		rp.Status.Restarts = cs.RestartCount
 	}
-	degraded := degradedCondition(cs, rp.Status.LastTermination, r.Clock.Now())
-	r.setCondition(rp, v1alpha1.ConditionDegraded, degraded)
-	exportInstanceMetrics(rp, degraded.status == metav1.ConditionTrue)
+	r.setCondition(rp, v1alpha1.ConditionDegraded, degradedCondition(cs, rp.Status.LastTermination, r.Clock.Now()))
 }
 
 func (r *RedisPersistenceReconciler) setCondition(rp *v1alpha1.RedisPersistence, conditionType string, c condition) {

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"strings"
 	"syscall"
 	"time"
 
@@ -22,18 +21,20 @@ const (
 	ReasonFilesystemOK      = "FilesystemVerified"
 	ReasonFilesystemNotExt4 = "FilesystemNotExt4"
 	ReasonFilesystemUnknown = "FilesystemUnknown"
-	ReasonUringActive       = "Active"
-	ReasonUringFallback     = "FellBackToPosix"
-	ReasonServerUnreachable = "ServerUnreachable"
-	ReasonReady             = "Ready"
-	ReasonRolloutInProgress = "RolloutInProgress"
-	ReasonPodNotReady       = "PodNotReady"
-	ReasonStorageNotReady   = "StorageNotReady"
-	ReasonNotScheduled      = "NotScheduled"
-	ReasonApplyFailed       = "ApplyFailed"
-	ReasonRestarting        = "Restarting"
-	ReasonStable            = "Stable"
-	ReasonAuthSecretMissing = "AuthSecretMissing"
+	// StorageReady: a durable mode on a volume whose fdatasync does not reach stable media.
+	ReasonWriteBarrierDisabled = "WriteBarrierDisabled"
+	ReasonUringActive          = "Active"
+	ReasonUringFallback        = "FellBackToPosix"
+	ReasonServerUnreachable    = "ServerUnreachable"
+	ReasonReady                = "Ready"
+	ReasonRolloutInProgress    = "RolloutInProgress"
+	ReasonPodNotReady          = "PodNotReady"
+	ReasonStorageNotReady      = "StorageNotReady"
+	ReasonNotScheduled         = "NotScheduled"
+	ReasonApplyFailed          = "ApplyFailed"
+	ReasonRestarting           = "Restarting"
+	ReasonStable               = "Stable"
+	ReasonAuthSecretMissing    = "AuthSecretMissing"
 	// A mode change waits for the running server to rewrite or snapshot its data.
 	ReasonModeChangeInProgress = "ModeChangeInProgress"
 	// A mode change cannot be prepared: the server is not ready or failed.
@@ -56,8 +57,8 @@ type observation struct {
 	statefulSet   *appsv1.StatefulSet
 	pod           *corev1.Pod // nil until the StatefulSet created it
 	node          *corev1.Node
-	filesystem    string      // "" until the prepare container reported
-	info          *serverInfo // nil when the server was not asked
+	storage       storageReport // zero until the prepare container reported
+	info          *serverInfo   // nil when the server was not asked
 	infoErr       error
 	modeChange    *condition // set while a mode change holds the old configuration
 	// upgradePending is set while an operator upgrade waits for its turn.
@@ -90,17 +91,6 @@ func scheduledCondition(obs observation) condition {
 // needsExt4 is true for the modes whose durability this product measures on ext4.
 func needsExt4(rp *v1alpha1.RedisPersistence) bool {
 	return rp.Spec.Mode == v1alpha1.ModeAOF || rp.Spec.Mode == v1alpha1.ModeUring
-}
-
-func storageCondition(rp *v1alpha1.RedisPersistence, obs observation) condition {
-	switch {
-	case obs.filesystem == "" || obs.filesystem == "unknown":
-		return condition{metav1.ConditionUnknown, ReasonFilesystemUnknown, "the data directory's filesystem has not been reported yet"}
-	case needsExt4(rp) && obs.filesystem != "ext4":
-		return condition{metav1.ConditionFalse, ReasonFilesystemNotExt4,
-			fmt.Sprintf("mode %s needs the data directory on ext4, found %s; use a local-nvme or gp3 storage profile", rp.Spec.Mode, obs.filesystem)}
-	}
-	return condition{metav1.ConditionTrue, ReasonFilesystemOK, "the data directory is on " + obs.filesystem}
 }
 
 // uringCondition is nil for modes other than uring.
@@ -160,25 +150,6 @@ func readyCondition(scheduled, storage condition, obs observation) condition {
 		return condition{metav1.ConditionFalse, ReasonPodNotReady, "the server pod is not ready"}
 	}
 	return condition{metav1.ConditionTrue, ReasonReady, "the server is serving"}
-}
-
-// filesystemFromPod reads what the prepare container wrote to its
-// termination message ("filesystem=ext4").
-func filesystemFromPod(pod *corev1.Pod) string {
-	if pod == nil {
-		return ""
-	}
-	for _, s := range pod.Status.InitContainerStatuses {
-		if s.Name != containerPrepare || s.State.Terminated == nil {
-			continue
-		}
-		for _, line := range strings.Split(s.State.Terminated.Message, "\n") {
-			if v, ok := strings.CutPrefix(line, "filesystem="); ok {
-				return strings.TrimSpace(v)
-			}
-		}
-	}
-	return ""
 }
 
 // degradedWindow is how long after the server container last ended the

@@ -45,6 +45,7 @@ func UringInstance() (dashboard.Dashboard, error) {
 		WithPanel(aofSizePanel()).
 		WithPanel(cpuPanel()).
 		WithPanel(writeErrorsPanel()).
+		WithPanel(volumeFsyncPanel()).
 		Build()
 }
 
@@ -129,4 +130,11 @@ func writeErrorsPanel() *timeseries.PanelBuilder {
 		WithTarget(query("A", `1 - redis_aof_last_write_status{`+podSelector+`}`, "{{pod}} write failing")).
 		WithTarget(query("B", `rate(`+script("aof_uring_write_errors")+`[$__rate_interval])`, "{{pod}} write errors/s")).
 		WithTarget(query("C", `rate(`+script("aof_uring_short_writes")+`[$__rate_interval])`, "{{pod}} short writes/s"))
+}
+
+func volumeFsyncPanel() *timeseries.PanelBuilder {
+	return livePanel(10, "Volume fsync latency at pod start",
+		"p50 and p99 of a 4 KiB append + fdatasync on the data volume, measured by the operator's probe for about 2 s when the pod started "+
+			"(status.storage). A durable mode acknowledges at most about clients / p50 writes per second; compare with the live fsync latency above.", "s").
+		WithTarget(query("A", `uringredis_storage_fsync_seconds{`+podSelector+`}`, "{{pod}} {{quantile}} quantile"))
 }
