@@ -125,7 +125,7 @@ scrape_configs:
 	if err != nil {
 		t.Fatalf("%s: %v", fsprobeBin(), err)
 	}
-	actAsKubeletReporting(t, ns, "uring-0", "filesystem=ext4\n"+string(probe))
+	actAsKubeletReporting(t, ns, "uring-0", "filesystem=ext4\n"+string(probe), metav1.Now())
 
 	queries, err := dashboards.AllQueries("5s")
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,6 +111,8 @@ type RedisPersistenceReconciler struct {
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;patch;delete
+// The storage probe Jobs of spec.storage.probeInterval.
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 
 func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	logger := log.FromContext(ctx)
@@ -259,6 +262,10 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		r.applyRuntimeConfig(serverCtx, rp, password, obs.pod, obs.info.runID)
 	}
 	r.updateStatus(rp, obs)
+	probeIn, err := r.reprobeStorage(ctx, rp, obs.pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if upgradeWait != nil && upgradeWait.retry < resyncInterval {
 		return ctrl.Result{RequeueAfter: upgradeWait.retry}, nil
 	}
@@ -278,7 +285,37 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		// wait for one that stalls.
 		return ctrl.Result{RequeueAfter: resyncInterval}, nil
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: probeIn}, nil
+}
+
+// reprobeStorage starts a storage probe Job when spec.storage.probeInterval
+// has passed since the last measurement and the server runs, and returns
+// when to look again (0: an event will say). The probe pod's events bring
+// its result.
+func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1alpha1.RedisPersistence, pod *corev1.Pod) (time.Duration, error) {
+	left, ok := storageProbeDue(rp, r.Clock.Now())
+	switch {
+	case !ok:
+		return 0, nil
+	case left > 0:
+		return left, nil
+	case !podReady(pod) || pod.Spec.NodeName == "":
+		return 0, nil
+	}
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: storageProbeJobName(rp)}, job); err == nil {
+		// Running, or finished without a newer measurement: its TTL frees the name for the next try.
+		return resyncInterval, nil
+	} else if !apierrors.IsNotFound(err) {
+		return 0, fmt.Errorf("reading Job %s: %w", storageProbeJobName(rp), err)
+	}
+	image, _ := runningImage(pod, containerRedis)
+	job = buildStorageProbeJob(rp, orDefault(image, orDefault(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
+	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedCreate", "creating the storage probe Job %s: %v", job.Name, err)
+		return 0, fmt.Errorf("creating Job %s: %w", job.Name, err)
+	}
+	return 0, nil
 }
 
 // switchMode prepares the running server for change and returns nil once a
@@ -370,7 +407,15 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 		return client.IgnoreNotFound(err)
 	}
 	obs.pod = pod
-	obs.storage = storageReportFromPod(pod)
+	var probe storageReport
+	if rp.Spec.Storage != nil && rp.Spec.Storage.ProbeInterval != nil {
+		var pods corev1.PodList
+		if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels{labelJobName: storageProbeJobName(rp)}); err != nil {
+			return fmt.Errorf("listing the storage probe's pods: %w", err)
+		}
+		probe = storageReportFromProbePods(pods.Items)
+	}
+	obs.storage = newestStorageReport(storageReportFromPod(pod), probe, storageReportFromStatus(rp.Status.Storage))
 	if pod.Spec.NodeName != "" {
 		node := &corev1.Node{}
 		if err := r.Get(ctx, types.NamespacedName{Name: pod.Spec.NodeName}, node); client.IgnoreNotFound(err) != nil {

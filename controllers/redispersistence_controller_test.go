@@ -170,12 +170,12 @@ func ensureNodes(t *testing.T) {
 // run: the prepare container's termination message and readiness.
 func actAsKubelet(t *testing.T, ns, podName, filesystem string) {
 	t.Helper()
-	actAsKubeletReporting(t, ns, podName, "filesystem="+filesystem+"\n")
+	actAsKubeletReporting(t, ns, podName, "filesystem="+filesystem+"\n", metav1.Now())
 }
 
 // actAsKubeletReporting is actAsKubelet with the whole termination message
-// of the prepare container (its storage report).
-func actAsKubeletReporting(t *testing.T, ns, podName, report string) {
+// of the prepare container (its storage report) and the time it ended.
+func actAsKubeletReporting(t *testing.T, ns, podName, report string, finishedAt metav1.Time) {
 	t.Helper()
 	eventually(t, 30*time.Second, func() error {
 		pod := &corev1.Pod{}
@@ -191,7 +191,7 @@ func actAsKubeletReporting(t *testing.T, ns, podName, report string) {
 		pod.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
 		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{
 			Name: containerPrepare, Ready: true, Image: "redis-uring:test", ImageID: "redis-uring@sha256:0",
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: report, StartedAt: now, FinishedAt: now}},
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: report, StartedAt: finishedAt, FinishedAt: finishedAt}},
 		}}
 		pod.Status.ContainerStatuses = nil
 		for _, c := range pod.Spec.Containers {

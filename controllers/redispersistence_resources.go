@@ -557,20 +557,23 @@ func podSeccomp(rp *v1alpha1.RedisPersistence, opts Options) *corev1.SeccompProf
 	return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 }
 
-// prepareScript runs before the server: it reports the filesystem under the
-// data directory (mountinfo, because statfs cannot tell ext4 from ext2/3) as
-// the container's termination message, then measures the volume with
-// uring-redis-fsprobe (redispersistence_storage.go) where the image has it (a
-// spec.image built before the probe reports the filesystem only; a probe that
-// fails does not keep the server from starting), and renders the auth include
-// file so the password never lands in the ConfigMap or on a command line.
-const prepareScript = `set -eu
-fs=$(awk -v dir=` + dataDir + ` '$5 == dir { for (i = 7; $i != "-"; i++) {}; fs = $(i + 1) } END { print fs }' /proc/self/mountinfo)
+// measureScript reports the filesystem under the data directory
+// (mountinfo, because statfs cannot tell ext4 from ext2/3) as the container's
+// termination message, then measures the volume with uring-redis-fsprobe
+// (redispersistence_storage.go) where the image has it: a spec.image built
+// before the probe reports the filesystem only, and a probe that fails does
+// not keep the server from starting.
+const measureScript = `fs=$(awk -v dir=` + dataDir + ` '$5 == dir { for (i = 7; $i != "-"; i++) {}; fs = $(i + 1) } END { print fs }' /proc/self/mountinfo)
 printf 'filesystem=%s\n' "${fs:-unknown}" >/dev/termination-log
 if command -v uring-redis-fsprobe >/dev/null; then
   uring-redis-fsprobe -t ` + fsprobeMillis + ` ` + dataDir + ` >>/dev/termination-log || true
 fi
-if [ -n "${REDIS_PASSWORD:-}" ]; then
+`
+
+// prepareScript runs before the server: it measures the data volume
+// (measureScript) and renders the auth include file so the password never
+// lands in the ConfigMap or on a command line.
+const prepareScript = "set -eu\n" + measureScript + `if [ -n "${REDIS_PASSWORD:-}" ]; then
   umask 077
   pw=$(printf '%s' "$REDIS_PASSWORD" | sed 's/[\\"]/\\&/g')
   printf 'requirepass "%s"\nprimaryauth "%s"\n' "$pw" "$pw" >` + runDir + `/auth.conf

@@ -7,8 +7,11 @@ import (
 	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -230,4 +233,134 @@ func storageEvent(r storageReport, storage condition) (eventType, reason, messag
 	}
 	return corev1.EventTypeNormal, "MeasuredStorage", fmt.Sprintf("%s (%s, write cache %s): fdatasync p50 %s, p99 %s over %d samples",
 		r.filesystem, r.mountOptions, orDefault(r.writeCache, "unknown"), formatLatency(r.p50), formatLatency(r.p99), r.samples)
+}
+
+// The periodic re-probe (spec.storage.probeInterval): a Job on the server's
+// node runs measureScript on the server's claim, and its pod's termination
+// message is read like the prepare container's. The Job is never deleted by
+// the operator: its TTL removes it, and a new one is made only once the old
+// one is gone, so a probe that fails is retried at most every
+// storageProbeTTL.
+const (
+	containerStorageProbe = "storage-probe"
+	// storageProbeTTL is how long a finished probe Job stays for the
+	// operator (and a person) to read.
+	storageProbeTTL = 5 * time.Minute
+	// storageProbeDeadline ends a probe whose volume does not answer.
+	storageProbeDeadline = 2 * time.Minute
+)
+
+func storageProbeJobName(rp *v1alpha1.RedisPersistence) string { return rp.Name + "-storage-probe" }
+
+func storageProbeLabels(rp *v1alpha1.RedisPersistence) map[string]string {
+	return map[string]string{
+		labelName:      "redis-storage-probe",
+		labelInstance:  rp.Name,
+		labelManagedBy: fieldOwner,
+		labelComponent: "storage-probe",
+	}
+}
+
+// storageProbeDue is how long until the volume is due for a re-probe (<= 0:
+// now), and false when rp does not ask for re-probes or was never measured.
+func storageProbeDue(rp *v1alpha1.RedisPersistence, now time.Time) (time.Duration, bool) {
+	st := rp.Status.Storage
+	if rp.Spec.Storage == nil || rp.Spec.Storage.ProbeInterval == nil || st == nil || st.MeasuredAt == nil {
+		return 0, false
+	}
+	return st.MeasuredAt.Add(rp.Spec.Storage.ProbeInterval.Duration).Sub(now), true
+}
+
+// buildStorageProbeJob runs image's probe on node, on the claim of rp's
+// server pod, as the server's user.
+func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, image, node string) *batchv1.Job {
+	labels := storageProbeLabels(rp)
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: storageProbeJobName(rp), Namespace: rp.Namespace, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{ownerReference(rp)},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            ptr.To[int32](0),
+			ActiveDeadlineSeconds:   ptr.To(int64(storageProbeDeadline.Seconds())),
+			TTLSecondsAfterFinished: ptr.To(int32(storageProbeTTL.Seconds())),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					// The server's node: a ReadWriteOnce claim mounts only there.
+					NodeName:      node,
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers: []corev1.Container{{
+						Name:                     containerStorageProbe,
+						Image:                    image,
+						Command:                  []string{"sh", "-c", "set -eu\n" + measureScript},
+						VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: dataDir}},
+						SecurityContext:          restrictedSecurityContext(),
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+						},
+					}},
+					Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + rp.Name + "-0"},
+					}}},
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:        ptr.To(true),
+						RunAsUser:           ptr.To[int64](redisUID),
+						RunAsGroup:          ptr.To[int64](redisUID),
+						FSGroup:             ptr.To[int64](redisUID),
+						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+						SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+				},
+			},
+		},
+	}
+}
+
+// storageReportFromProbePods is the newest report of the probe Job's pods.
+func storageReportFromProbePods(pods []corev1.Pod) storageReport {
+	var newest storageReport
+	for _, pod := range pods {
+		for _, s := range pod.Status.ContainerStatuses {
+			if t := s.State.Terminated; s.Name == containerStorageProbe && t != nil && t.FinishedAt.After(newest.measuredAt.Time) {
+				newest = parseStorageReport(t.Message)
+				newest.measuredAt = t.FinishedAt
+			}
+		}
+	}
+	return newest
+}
+
+// storageReportFromStatus is the measurement status.storage holds.
+func storageReportFromStatus(st *v1alpha1.StorageStatus) storageReport {
+	if st == nil || st.MeasuredAt == nil {
+		return storageReport{}
+	}
+	r := storageReport{filesystem: st.Filesystem, mountOptions: st.MountOptions, writeCache: st.WriteCache,
+		samples: st.Samples, probeError: st.ProbeError, measuredAt: *st.MeasuredAt}
+	if st.FsyncP50 != nil && st.FsyncP99 != nil {
+		r.p50, r.p99 = st.FsyncP50.Duration, st.FsyncP99.Duration
+	}
+	return r
+}
+
+// newestStorageReport picks what describes the volume now. The pod's own
+// report comes first: without one (no pod, or not started) nothing is
+// known. A later re-probe, in a Job's pod or already in status, replaces it.
+func newestStorageReport(pod, probe, status storageReport) storageReport {
+	if pod.filesystem == "" {
+		return pod
+	}
+	newest := pod
+	for _, r := range []storageReport{probe, status} {
+		if r.filesystem != "" && r.measuredAt.After(newest.measuredAt.Time) {
+			newest = r
+		}
+	}
+	return newest
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
@@ -185,9 +189,9 @@ func TestStorageMeasured(t *testing.T) {
 	for _, name := range []string{"unsafe", "lossy", "sound"} {
 		waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	}
-	actAsKubeletReporting(t, ns, "unsafe-0", unsafeReport)
-	actAsKubeletReporting(t, ns, "lossy-0", unsafeReport)
-	actAsKubeletReporting(t, ns, "sound-0", strings.Replace(unsafeReport, ",nobarrier", "", 1))
+	actAsKubeletReporting(t, ns, "unsafe-0", unsafeReport, metav1.Now())
+	actAsKubeletReporting(t, ns, "lossy-0", unsafeReport, metav1.Now())
+	actAsKubeletReporting(t, ns, "sound-0", strings.Replace(unsafeReport, ",nobarrier", "", 1), metav1.Now())
 
 	got := waitCondition(t, ns, "unsafe", v1alpha1.ConditionStorageReady, metav1.ConditionFalse, ReasonWriteBarrierDisabled)
 	st := got.Status.Storage
@@ -235,4 +239,133 @@ func TestStorageMeasured(t *testing.T) {
 	if n := len(eventsFor(t, ns, "lossy", "MeasuredUnsafeStorage")); n != 0 {
 		t.Errorf("%d MeasuredUnsafeStorage events for a mode without a durability promise", n)
 	}
+}
+
+func TestStorageProbeJobGolden(t *testing.T) {
+	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring,
+		Storage: &v1alpha1.StorageSpec{StorageClassName: "local", ProbeInterval: &metav1.Duration{Duration: time.Hour}}})
+	render := func() []byte {
+		b, err := yaml.Marshal(buildStorageProbeJob(rp, "redis-uring:test", "node-a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first := render()
+	if second := render(); string(first) != string(second) {
+		t.Fatal("two renders of the same storage probe Job differ")
+	}
+	compareGolden(t, filepath.Join("testdata", "storage-probe.job.yaml"), first)
+}
+
+func TestStorageProbeDue(t *testing.T) {
+	measured := metav1.NewTime(testNow.Add(-50 * time.Minute))
+	rp := func(interval *metav1.Duration, st *v1alpha1.StorageStatus) *v1alpha1.RedisPersistence {
+		return &v1alpha1.RedisPersistence{
+			Spec:   v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Storage: &v1alpha1.StorageSpec{ProbeInterval: interval}},
+			Status: v1alpha1.RedisPersistenceStatus{Storage: st},
+		}
+	}
+	hour := &metav1.Duration{Duration: time.Hour}
+	cases := []struct {
+		desc   string
+		rp     *v1alpha1.RedisPersistence
+		left   time.Duration
+		wantOK bool
+	}{
+		{"off", rp(nil, &v1alpha1.StorageStatus{MeasuredAt: &measured}), 0, false},
+		{"never measured: the pod's start measures first", rp(hour, nil), 0, false},
+		{"measured 50 minutes ago, every hour", rp(hour, &v1alpha1.StorageStatus{MeasuredAt: &measured}), 10 * time.Minute, true},
+		{"overdue", rp(&metav1.Duration{Duration: 10 * time.Minute}, &v1alpha1.StorageStatus{MeasuredAt: &measured}), -40 * time.Minute, true},
+	}
+	for _, c := range cases {
+		if left, ok := storageProbeDue(c.rp, testNow); left != c.left || ok != c.wantOK {
+			t.Errorf("%s: %s %v, want %s %v", c.desc, left, ok, c.left, c.wantOK)
+		}
+	}
+}
+
+func TestNewestStorageReport(t *testing.T) {
+	at := func(minutes int, fs string) storageReport {
+		return storageReport{filesystem: fs, measuredAt: metav1.NewTime(testNow.Add(time.Duration(minutes) * time.Minute))}
+	}
+	cases := []struct {
+		desc               string
+		pod, probe, status storageReport
+		want               storageReport
+	}{
+		{"no pod report: nothing is known", storageReport{}, at(5, "ext4"), at(4, "ext4"), storageReport{}},
+		{"the pod's start only", at(0, "ext4"), storageReport{}, at(0, "ext4"), at(0, "ext4")},
+		{"a later re-probe", at(0, "ext4"), at(30, "ext4"), at(0, "ext4"), at(30, "ext4")},
+		{"a re-probe already in status, its Job gone", at(0, "ext4"), storageReport{}, at(30, "ext4"), at(30, "ext4")},
+		{"a new pod measures after the last re-probe", at(60, "xfs"), at(30, "ext4"), at(30, "ext4"), at(60, "xfs")},
+	}
+	for _, c := range cases {
+		if got := newestStorageReport(c.pod, c.probe, c.status); got != c.want {
+			t.Errorf("%s: got %+v, want %+v", c.desc, got, c.want)
+		}
+	}
+}
+
+// The periodic re-probe: once spec.storage.probeInterval has passed since
+// the pod's measurement, a Job on the server's node measures its claim, and
+// its result replaces the pod's in status, condition and event.
+func TestStorageReprobe(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	createRP(t, ns, "probed", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring,
+		Storage: &v1alpha1.StorageSpec{StorageClassName: storageClass, ProbeInterval: &metav1.Duration{Duration: 10 * time.Minute}}})
+	waitCondition(t, ns, "probed", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	sound := strings.Replace(unsafeReport, ",nobarrier", "", 1)
+	// The pod measured its volume 11 minutes before the operator's clock.
+	actAsKubeletReporting(t, ns, "probed-0", sound, metav1.NewTime(testNow.Add(-11*time.Minute)))
+
+	job := waitJob(t, ns, "probed-storage-probe")
+	server := &corev1.Pod{}
+	if err := get(t, server, ns, "probed-0"); err != nil {
+		t.Fatal(err)
+	}
+	spec := job.Spec.Template.Spec
+	if spec.NodeName != server.Spec.NodeName || spec.Volumes[0].PersistentVolumeClaim.ClaimName != "data-probed-0" ||
+		spec.Containers[0].Image != server.Spec.Containers[0].Image {
+		t.Fatalf("probe Job on node %q, claim %v, image %q; want the server's node %q, claim data-probed-0 and image %q",
+			spec.NodeName, spec.Volumes[0].PersistentVolumeClaim, spec.Containers[0].Image, server.Spec.NodeName, server.Spec.Containers[0].Image)
+	}
+	if ref := metav1.GetControllerOf(job); ref == nil || ref.Name != "probed" {
+		t.Errorf("the probe Job is not controlled by the RedisPersistence: %v", ref)
+	}
+
+	// The volume lost its write barriers since the pod started.
+	probedAt := metav1.NewTime(testNow.Add(-time.Minute))
+	eventually(t, 30*time.Second, func() error {
+		var pods corev1.PodList
+		if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{labelJobName: job.Name}); err != nil {
+			return err
+		}
+		if len(pods.Items) != 1 {
+			return fmt.Errorf("Job %s has %d pods, want 1", job.Name, len(pods.Items))
+		}
+		pod := pods.Items[0]
+		pod.Status.Phase = corev1.PodSucceeded
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: containerStorageProbe, Image: pod.Spec.Containers[0].Image, ImageID: "redis-uring@sha256:0",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: unsafeReport, StartedAt: probedAt, FinishedAt: probedAt}},
+		}}
+		return k8s.Status().Update(context.Background(), &pod)
+	})
+	got := waitCondition(t, ns, "probed", v1alpha1.ConditionStorageReady, metav1.ConditionFalse, ReasonWriteBarrierDisabled)
+	if st := got.Status.Storage; st == nil || st.MeasuredAt == nil || !st.MeasuredAt.Equal(&probedAt) || st.MountOptions != "rw,relatime,nobarrier" {
+		t.Fatalf("status.storage %+v, want the probe Job's measurement of %s", st, probedAt)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if n := len(eventsFor(t, ns, "probed", "MeasuredUnsafeStorage")); n != 1 {
+			return fmt.Errorf("%d MeasuredUnsafeStorage events, want 1", n)
+		}
+		return nil
+	})
+	// The re-probe's result holds: a reconcile does not fall back to the pod's older measurement.
+	if _, err := reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "probed"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, ns, "probed", v1alpha1.ConditionStorageReady, metav1.ConditionFalse, ReasonWriteBarrierDisabled)
 }

@@ -329,6 +329,17 @@ type StorageSpec struct {
 	// +kubebuilder:validation:XIntOrString
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Mi')) >= 0",message="storage.size must be at least 64Mi"
 	Size *resource.Quantity `json:"size,omitempty"`
+
+	// probeInterval re-measures the data volume this long after its last
+	// measurement while the server runs (status.storage), with a Job on the
+	// server's node that mounts the same claim. Off when empty: the volume is
+	// measured whenever the server's pod starts. Each probe writes to the
+	// volume for about 2 seconds, beside the server.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10m')",message="spec.storage.probeInterval must be at least 10m: every probe writes to the volume for 2 s beside the server"
+	ProbeInterval *metav1.Duration `json:"probeInterval,omitempty"`
 }
 
 // PlacementSpec restricts where the server runs. For mode: uring the operator

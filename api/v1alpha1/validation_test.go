@@ -93,6 +93,8 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"sqpoll cpu negative", uring(map[string]any{"sqpoll": map[string]any{"enabled": true, "cpu": -1}}), "spec.uring.sqpoll.cpu in body should be greater than or equal to 0"},
 		{"unknown storage profile", map[string]any{"mode": "aof", "storage": map[string]any{"profile": "ssd"}}, `spec.storage.profile: Unsupported value: "ssd"`},
 		{"volume too small", map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Mi"}}, "storage.size must be at least 64Mi"},
+		{"re-probe more often than every 10 minutes", map[string]any{"mode": "aof", "storage": map[string]any{"probeInterval": "5m"}}, "spec.storage.probeInterval must be at least 10m"},
+		{"re-probe interval in words", map[string]any{"mode": "aof", "storage": map[string]any{"probeInterval": "hourly"}}, "spec.storage.probeInterval in body should match"},
 		{"malformed storage class", map[string]any{"mode": "aof", "storage": map[string]any{"storageClassName": "Fast_SSD"}}, "spec.storage.storageClassName in body should match"},
 		{"kernel version without minor", map[string]any{"mode": "uring", "placement": map[string]any{"minKernelVersion": "6"}}, "spec.placement.minKernelVersion in body should match"},
 		{"kernel version with a v", map[string]any{"mode": "uring", "placement": map[string]any{"minKernelVersion": "v6.1"}}, "spec.placement.minKernelVersion in body should match"},
@@ -161,6 +163,15 @@ func TestConfigAccepted(t *testing.T) {
 	}
 	if err := create(map[string]any{"mode": "aof", "config": map[string]any{"io-threads": "4"}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A re-probe interval of 10 minutes or more is accepted in any unit.
+func TestProbeIntervalAccepted(t *testing.T) {
+	for _, interval := range []string{"10m", "600s", "1h30m", "24h"} {
+		if err := create(map[string]any{"mode": "aof", "storage": map[string]any{"probeInterval": interval}}); err != nil {
+			t.Errorf("probeInterval %s: %v", interval, err)
+		}
 	}
 }
 
