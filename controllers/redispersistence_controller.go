@@ -310,7 +310,7 @@ func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1a
 		return 0, fmt.Errorf("reading Job %s: %w", storageProbeJobName(rp), err)
 	}
 	image, _ := runningImage(pod, containerRedis)
-	job = buildStorageProbeJob(rp, orDefault(image, orDefault(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
+	job = buildStorageProbeJob(rp, r.Options, orDefault(image, orDefault(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
 	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedCreate", "creating the storage probe Job %s: %v", job.Name, err)
 		return 0, fmt.Errorf("creating Job %s: %w", job.Name, err)

@@ -273,9 +273,9 @@ func storageProbeDue(rp *v1alpha1.RedisPersistence, now time.Time) (time.Duratio
 
 // buildStorageProbeJob runs image's probe on node, on the claim of rp's
 // server pod, as the server's user.
-func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, image, node string) *batchv1.Job {
+func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, node string) *batchv1.Job {
 	labels := storageProbeLabels(rp)
-	return &batchv1.Job{
+	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: storageProbeJobName(rp), Namespace: rp.Namespace, Labels: labels,
@@ -320,6 +320,8 @@ func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, image, node string) *ba
 			},
 		},
 	}
+	opts.ImagePull.applyTo(&job.Spec.Template.Spec)
+	return job
 }
 
 // storageReportFromProbePods is the newest report of the probe Job's pods.

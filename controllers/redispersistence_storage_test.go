@@ -245,7 +245,7 @@ func TestStorageProbeJobGolden(t *testing.T) {
 	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring,
 		Storage: &v1alpha1.StorageSpec{StorageClassName: "local", ProbeInterval: &metav1.Duration{Duration: time.Hour}}})
 	render := func() []byte {
-		b, err := yaml.Marshal(buildStorageProbeJob(rp, "redis-uring:test", "node-a"))
+		b, err := yaml.Marshal(buildStorageProbeJob(rp, testOptions, "redis-uring:test", "node-a"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,7 @@ func remount(t *testing.T, node, path, options string) {
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
 				Name:            "remount",
-				Image:           envOr("E2E_REDIS_IMAGE", "redis-uring:8.1.1"),
+				Image:           operatorFlag(t, os.Getenv("E2E_NAMESPACE"), os.Getenv("E2E_RELEASE"), "--redis-image"),
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"mount", "-o", "remount," + options, "/volume"},
 				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false)},
