@@ -389,7 +389,7 @@ func installDenyProfile(t *testing.T) {
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
 				Name:            "install",
-				Image:           operatorFlag(t, os.Getenv("E2E_NAMESPACE"), os.Getenv("E2E_RELEASE"), "--redis-image"),
+				Image:           operatorRedisImage(t, os.Getenv("E2E_NAMESPACE"), os.Getenv("E2E_RELEASE")),
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"sh", "-c", "mkdir -p /seccomp/uring-redis && cp /profile/profile.json /seccomp/" + denyProfile},
 				SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false)},

@@ -58,7 +58,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	rp := create(t, name, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
 	// Two more for the upgrade of the default server image: one that follows
 	// the default like the first, one that pins the image it runs today.
-	defaultImage := operatorFlag(t, operatorNS, release, "--redis-image")
+	defaultImage := operatorRedisImage(t, operatorNS, release)
 	follower, pinned := name+"-b", name+"-pinned"
 	create(t, follower, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
 	create(t, pinned, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}, Image: defaultImage})
@@ -103,7 +103,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	// is Ready on the new image, and leaves the pinned one alone.
 	pinnedPod := getPod(t, pinned+"-0")
 	helm(append([]string{"upgrade", release}, append(chart(version), "--reuse-values", "--wait", "--timeout", "5m")...)...)
-	upgradeImage := operatorFlag(t, operatorNS, release, "--redis-image")
+	upgradeImage := operatorRedisImage(t, operatorNS, release)
 	if !strings.Contains(upgradeImage, "-uring"+version+"@sha256:") || upgradeImage == defaultImage {
 		t.Fatalf("after the upgrade to %s the operator's --redis-image is %s (was %s); want release %s's server image by digest", version, upgradeImage, defaultImage, version)
 	}
@@ -176,9 +176,11 @@ func TestOperatorLifecycle(t *testing.T) {
 	waitReady(t, name+"-again")
 }
 
-// operatorFlag is the value of flag in the arguments of the chart's operator.
-func operatorFlag(t *testing.T, operatorNS, release, flag string) string {
+// operatorRedisImage is the server image the chart's operator runs by
+// default: the value of its --redis-image flag.
+func operatorRedisImage(t *testing.T, operatorNS, release string) string {
 	t.Helper()
+	const flag = "--redis-image"
 	deployments := &appsv1.DeploymentList{}
 	if err := k8s.List(context.Background(), deployments, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/instance": release}); err != nil {
 		t.Fatal(err)

@@ -129,7 +129,7 @@ func remount(t *testing.T, node, path, options string) {
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
 				Name:            "remount",
-				Image:           operatorFlag(t, os.Getenv("E2E_NAMESPACE"), os.Getenv("E2E_RELEASE"), "--redis-image"),
+				Image:           operatorRedisImage(t, os.Getenv("E2E_NAMESPACE"), os.Getenv("E2E_RELEASE")),
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command:         []string{"mount", "-o", "remount," + options, "/volume"},
 				SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false)},
