@@ -102,6 +102,24 @@ func TestStorageCondition(t *testing.T) {
 	}
 }
 
+// The fast mode's loss window follows the engine's pacing: 5 fsyncs on a fast
+// volume, 10 ms in the middle, two fsyncs on a slow one.
+func TestFastLossWindow(t *testing.T) {
+	for _, c := range []struct{ l, want time.Duration }{
+		{250 * time.Microsecond, 1250 * time.Microsecond},
+		{time.Millisecond, 5 * time.Millisecond},
+		{2 * time.Millisecond, 10 * time.Millisecond},
+		{4 * time.Millisecond, 10 * time.Millisecond},
+		{5 * time.Millisecond, 10 * time.Millisecond},
+		{8 * time.Millisecond, 16 * time.Millisecond},
+		{40 * time.Millisecond, 80 * time.Millisecond},
+	} {
+		if got := fastLossWindow(c.l); got != c.want {
+			t.Errorf("fsync %s: loss window %s, want %s", c.l, got, c.want)
+		}
+	}
+}
+
 func TestRecommendation(t *testing.T) {
 	measured := func(p50, p99 time.Duration) storageReport {
 		return storageReport{filesystem: "ext4", mountOptions: "rw,relatime", writeCache: "write back", samples: 500, p50: p50, p99: p99}
@@ -115,11 +133,11 @@ func TestRecommendation(t *testing.T) {
 		{"probe failed", storageReport{filesystem: "ext4", probeError: "write: No space left on device"}, []string{"no recommendation", "No space left"}},
 		{"local NVMe", measured(100*time.Microsecond, 250*time.Microsecond),
 			[]string{"p50 100µs, p99 250µs over 500 samples", "clients / 100µs = 10000 writes/s per client", "500000/s with 50 clients",
-				"5 x p99 = 1.25ms", "suggested: mode uring with ack: durable"}},
+				"loses up to about 1.25ms of acknowledged writes", "suggested: mode uring with ack: durable"}},
 		{"network volume", measured(1500*time.Microsecond, 4*time.Millisecond),
-			[]string{"= 667 writes/s per client", "5 x p99 = 20ms", "suggested: ack: durable if that rate covers your writes, else ack: fast"}},
+			[]string{"= 667 writes/s per client", "loses up to about 10ms", "suggested: ack: durable if that rate covers your writes, else ack: fast"}},
 		{"throttled volume", measured(8*time.Millisecond, 40*time.Millisecond),
-			[]string{"= 125 writes/s per client", "5 x p99 = 200ms", "suggested: mode uring with ack: fast", "durable writes wait 40ms at p99"}},
+			[]string{"= 125 writes/s per client", "loses up to about 80ms", "suggested: mode uring with ack: fast", "durable writes wait 40ms at p99"}},
 		{"no barriers", storageReport{filesystem: "ext4", mountOptions: "rw,nobarrier", writeCache: "write back", samples: 9, p50: 30 * time.Microsecond, p99: 90 * time.Microsecond},
 			[]string{"no mode is durable on this volume", "rw,nobarrier", "write back", "p50 30µs"}},
 	}
