@@ -546,6 +546,19 @@ func restrictedSecurityContext() *corev1.SecurityContext {
 	}
 }
 
+// serverPodSecurity runs a pod on the server's data volume as the server's
+// user, the volume's group set to it, under seccomp.
+func serverPodSecurity(seccomp *corev1.SeccompProfile) *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:        ptr.To(true),
+		RunAsUser:           ptr.To[int64](redisUID),
+		RunAsGroup:          ptr.To[int64](redisUID),
+		FSGroup:             ptr.To[int64](redisUID),
+		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+		SeccompProfile:      seccomp,
+	}
+}
+
 func podSeccomp(rp *v1alpha1.RedisPersistence, opts Options) *corev1.SeccompProfile {
 	if rp.Spec.Mode == v1alpha1.ModeUring {
 		profile := opts.UringSeccompProfile
@@ -787,17 +800,10 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 			Annotations: in.annotations(),
 		},
 		Spec: corev1.PodSpec{
-			InitContainers: []corev1.Container{prepare},
-			Containers:     containers,
-			Volumes:        volumes,
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:        ptr.To(true),
-				RunAsUser:           ptr.To[int64](redisUID),
-				RunAsGroup:          ptr.To[int64](redisUID),
-				FSGroup:             ptr.To[int64](redisUID),
-				FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-				SeccompProfile:      podSeccomp(rp, opts),
-			},
+			InitContainers:                []corev1.Container{prepare},
+			Containers:                    containers,
+			Volumes:                       volumes,
+			SecurityContext:               serverPodSecurity(podSeccomp(rp, opts)),
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](60),

@@ -316,14 +316,7 @@ func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, no
 					Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + rp.Name + "-0"},
 					}}},
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:        ptr.To(true),
-						RunAsUser:           ptr.To[int64](redisUID),
-						RunAsGroup:          ptr.To[int64](redisUID),
-						FSGroup:             ptr.To[int64](redisUID),
-						FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-						SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
+					SecurityContext:              serverPodSecurity(&corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}),
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
 				},
