@@ -5,9 +5,9 @@
 #                       # -> Prometheus -> RedisBenchmark -> comparison table + PNG -> dashboard queries
 #   hack/demo.sh down   # remove what it made (the cluster included); caches under bin/ stay
 #
-# The cluster is kind when docker and kind are present and work (E2E_CLUSTER=kind),
-# else the offline one-node cluster of e2e/cluster (E2E_CLUSTER=local); set E2E_CLUSTER
-# to choose. DEMO_REQUESTS (default 50000) sizes each command of the benchmark,
+# The cluster is the offline one-node cluster of e2e/cluster (E2E_CLUSTER=local), which
+# runs its own registry; E2E_CLUSTER=kind is not picked on its own since images reach
+# the cluster through a registry and kind has none here (make e2e-images says so). DEMO_REQUESTS (default 50000) sizes each command of the benchmark,
 # DEMO_REPETITIONS (default 3) how many interleaved rounds it runs.
 # Every step logs to bin/demo/logs/<step>.log; a failure names the step and its log.
 set -euo pipefail
@@ -21,14 +21,7 @@ repetitions=${DEMO_REPETITIONS:-3}
 prom_port=${DEMO_PROMETHEUS_PORT:-9090}
 make=(make --no-print-directory)
 
-if [[ -z ${E2E_CLUSTER:-} ]]; then
-  if command -v kind >/dev/null && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
-    E2E_CLUSTER=kind
-  else
-    E2E_CLUSTER=local
-  fi
-fi
-export E2E_CLUSTER
+export E2E_CLUSTER=${E2E_CLUSTER:-local}
 kubeconfig=$("${make[@]}" -s print-e2e-kubeconfig)
 kubectl_bin=$("${make[@]}" -s print-kubectl)
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
