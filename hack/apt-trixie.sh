@@ -8,6 +8,13 @@
 #
 #   hack/apt-trixie.sh download etcd-server
 #   hack/apt-trixie.sh source --download-only valkey=8.1.1+dfsg1-3+deb13u2
+#   hack/apt-trixie.sh pool main/v/valkey/valkey_8.1.1+dfsg1.orig.tar.xz SHA256
+#
+# `pool` fetches one file of a pinned version straight from the archive's pool
+# (the main archive, then the security archive) into the current directory and
+# checks its sha256. The pinned inputs use it first: a security update replaces
+# the version in trixie's index the day it is published, and `apt-get source
+# pkg=old` then fails although the old files stay in the pool.
 set -euo pipefail
 
 root=${APT_TRIXIE_DIR:-$(cd "$(dirname "$0")/.." && pwd)/bin/apt-trixie}
@@ -17,6 +24,22 @@ host_uris=$(grep -hs -e '^URIs:' -e '^deb ' /etc/apt/sources.list.d/*.sources /e
 mirror=${DEBIAN_MIRROR:-$(grep -m1 '/debian/\?$' <<<"$host_uris" || true)}
 security=${DEBIAN_SECURITY_MIRROR:-$(grep -m1 '/debian-security/\?$' <<<"$host_uris" || true)}
 [[ -n $mirror ]] || { echo "apt-trixie: no Debian mirror in /etc/apt; set DEBIAN_MIRROR" >&2; exit 1; }
+if [[ ${1:-} == pool ]]; then
+  path=$2 sum=$3 file=${2##*/}
+  command -v curl >/dev/null || { echo "apt-trixie: pool needs curl (apt-get install curl)" >&2; exit 1; }
+  for base in "$mirror/pool" ${security:+"$security/pool/updates"}; do
+    # The pool's file names carry '+' (Debian versions); the archive wants it escaped.
+    if curl -fsS --retry 2 -o "$file.part" "${base%/}/${path//+/%2b}" 2>/dev/null &&
+      echo "$sum  $file.part" | sha256sum -c --quiet - >/dev/null 2>&1; then
+      mv "$file.part" "$file"
+      exit 0
+    fi
+  done
+  rm -f "$file.part"
+  echo "apt-trixie: pool/$path with sha256 $sum is not in the archive" >&2
+  exit 1
+fi
+
 mkdir -p "$root"/{lists/partial,cache/archives/partial,etc/preferences.d}
 cat >"$root/etc/sources.list" <<SRC
 deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main

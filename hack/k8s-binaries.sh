@@ -15,6 +15,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" {print $3}' "$here/k8s/go.mod")
 etcd_version=${ETCD_DEB_VERSION:-3.5.16-4}
+# sha256 of etcd-server_3.5.16-4_amd64.deb; empty when ETCD_DEB_VERSION overrides the pin.
+etcd_sha256=0875921bb0d023f2af9b8e15cdfbe417a03e65731345fb832c40f9c2dd72967b
+[[ -z ${ETCD_DEB_VERSION:-} ]] || etcd_sha256=
 out=${K8S_BIN_DIR:-$repo/bin/k8s/$version}
 mkdir -p "$out"
 
@@ -37,7 +40,9 @@ fetch_etcd() {
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' RETURN
   echo "k8s-binaries: fetching etcd-server $etcd_version" >&2
-  (cd "$tmp" && "$here/apt-trixie.sh" -qq download "etcd-server=$etcd_version")
+  # The pinned .deb from the pool first (trixie's index moves on with updates), then apt.
+  (cd "$tmp" && { [[ -n $etcd_sha256 ]] && "$here/apt-trixie.sh" pool "main/e/etcd/etcd-server_${etcd_version}_amd64.deb" "$etcd_sha256"; } ||
+    "$here/apt-trixie.sh" -qq download "etcd-server=$etcd_version")
   dpkg-deb -x "$tmp"/etcd-server_*.deb "$tmp/root"
   install -m 0755 "$tmp/root/usr/bin/etcd" "$out/etcd"
 }

@@ -6,10 +6,10 @@
 # excluded, so the build does not need the distro's liblua/libhiredis/jemalloc.
 # What it does need from the host: a C toolchain, liburing (the engine),
 # libseccomp (the launcher that denies io_uring_setup in the fallback test),
-# and tcl for the upstream test suite.
+# tcl for the upstream test suite, and curl for the pinned source from the pool.
 set -euo pipefail
 
-pkgs=(build-essential pkg-config liburing-dev libseccomp-dev tcl xz-utils patch procps)
+pkgs=(build-essential pkg-config liburing-dev libseccomp-dev tcl xz-utils patch procps curl)
 missing=()
 for p in "${pkgs[@]}"; do
   # Not `dpkg-query | grep -q`: under pipefail, grep quitting early would fail

@@ -31,7 +31,10 @@ verify() { # file sha256
 
 mkdir -p "$dl"
 if ! verify "$dl/$ORIG" "$ORIG_SHA256" || ! verify "$dl/$DEBIAN" "$DEBIAN_SHA256"; then
-  (cd "$dl" && "$repo/hack/apt-trixie.sh" source --download-only "valkey=$VERSION")
+  # The pool by sha256 first; apt's index only knows the newest security update.
+  (cd "$dl" && "$repo/hack/apt-trixie.sh" pool "main/v/valkey/$ORIG" "$ORIG_SHA256" &&
+    "$repo/hack/apt-trixie.sh" pool "main/v/valkey/$DEBIAN" "$DEBIAN_SHA256") ||
+    (cd "$dl" && "$repo/hack/apt-trixie.sh" source --download-only "valkey=$VERSION")
   verify "$dl/$ORIG" "$ORIG_SHA256" || { echo "fetch-source: sha256 mismatch for $ORIG" >&2; exit 1; }
   verify "$dl/$DEBIAN" "$DEBIAN_SHA256" || { echo "fetch-source: sha256 mismatch for $DEBIAN" >&2; exit 1; }
 fi
