@@ -35,7 +35,7 @@ logs=${TEST_LOGS:-$tree/../test-logs}
 suite=${3:-ci}
 upstream=(integration/aof integration/aof-multi-part integration/aof-race unit/introspection)
 subset=(unit/type/string unit/type/incr unit/expire unit/keyspace unit/multi unit/scripting unit/functions
-  unit/type/list unit/type/stream-cgroups unit/pubsub unit/tracking unit/sort unit/info)
+  unit/type/list unit/type/stream-cgroups unit/pubsub unit/tracking unit/sort unit/info unit/wait)
 replies=(unit/networking unit/protocol unit/client-eviction unit/obuf-limits unit/info unit/querybuf
   unit/replybufsize unit/quit unit/pubsub unit/tracking unit/limits unit/pause unit/introspection unit/type/list)
 replies_on=(--config io-uring-replies yes)

@@ -117,6 +117,28 @@
  *    On a slower device the gap shrinks to 10 ms - L, down to back to back
  *    (a window of about 2 L: no pacing can bound it below the device).
  *
+ * Replicas (aof-uring-ack-replicas k, durable mode, on a primary). A gated
+ * client's output also waits until k replicas have fdatasync'ed what it
+ * needs: the gate releases up to min(durable_fed, replica_fed) instead of
+ * durable_fed, for writes and reads alike. Replicas already report the
+ * replication offset their own AOF has fsync'ed (REPLCONF ACK <off> FACK
+ * <aof off>, what WAITAOF counts); the k-th highest of these among online
+ * replicas is mapped back to an AOF offset through checkpoints, one per
+ * unit that fed the AOF: (aof_fed, primary_repl_offset) once it propagated
+ * to both (replica_fed, see the checkpoint comment). A replica running the
+ * engine sends that ACK as soon as one of its batches completes, not at the
+ * next replicationCron, so a write waits for one replica round trip plus
+ * its fsync, in parallel with the local one. With fewer than k replicas
+ * online and heard from within min-replicas-max-lag seconds (10 if 0),
+ * write commands are refused before they execute (-NOREPLICAS, counted in
+ * aof_uring_noreplicas_refusals); writes already held when replicas go
+ * away wait for aof-uring-hold-timeout-ms and are then closed without a
+ * reply, like any held client. Promotion starts the acknowledgements over
+ * (the offsets of the old history mean nothing to the new replicas):
+ * everything fed until then waits for the first acknowledgement of the new
+ * history (see resetReplicaAcks). Turning the option on applies it to the
+ * writes that follow. A replica's own readers wait for its own AOF only.
+ *
  * Threading. Everything runs on the main thread: submissions (one
  * io_uring_enter per loop pass; none with SQPOLL while the SQ thread is awake),
  * the eventfd handler that reaps CQEs, and the client gating. The ring is set
@@ -201,6 +223,11 @@
  *   aof_uring_durable_bytes           durable_fed: the fdatasync'ed prefix of it
  *   aof_uring_durable_offset          fsynced replication offset
  *   aof_uring_durable_lag_bytes       primary_repl_offset - durable offset
+ *   aof_uring_ack_replicas            aof-uring-ack-replicas
+ *   aof_uring_replica_durable_offset  k-th highest replica AOF fsync offset, -1 if none
+ *   aof_uring_replica_durable_bytes   replica_fed: the prefix of aof_fed on k replicas' disks
+ *   aof_uring_replica_checkpoints     writes waiting for the replicas' acknowledgement
+ *   aof_uring_noreplicas_refusals     writes refused: fewer than k replicas connected
  *   aof_uring_fsync_count             completed batches timed below
  *   aof_uring_fsync_usec_sum          sum of submit->fdatasync-done times, usec
  *   aof_uring_fsync_usec_p50/_p99/_max
@@ -249,6 +276,8 @@ static int setup_failed = 0; /* Don't retry setup until the engine is re-selecte
 /* The durable gate (durable mode), kept whether or not the ring is up so
  * that held clients are released when the engine goes away. Offsets are
  * AOF byte offsets: aof_fed counts every byte ever appended to aof_buf. */
+void replicationSendAck(void); /* replication.c */
+
 #define AOF_URING_UNRESOLVED LLONG_MAX /* Written in the current execution unit. */
 static long long aof_fed = 0;          /* Bytes appended to aof_buf, ever. */
 static long long durable_fed = 0;      /* Prefix of aof_fed known to be fdatasync'ed. */
@@ -278,6 +307,102 @@ static size_t pushed_len = 0, pushed_cap = 0;
 
 static void markDurable(long long fed) {
     if (fed > durable_fed) durable_fed = fed;
+}
+
+/* Durable acks across replicas (aof-uring-ack-replicas k, see "Replicas" in
+ * the DESIGN comment). Checkpoints map AOF offsets to replication offsets:
+ * each unit that fed the AOF appends (aof_fed, primary_repl_offset) after
+ * it propagated. When the k-th highest AOF fsync offset the replicas
+ * reported (REPLCONF ACK ... FACK) reaches a checkpoint's replication
+ * offset, its AOF offset is durable on k replicas: replica_fed. */
+#define AOF_URING_CHECKPOINTS 65536 /* Beyond, the last one absorbs new ones. */
+static struct checkpoint {
+    long long fed, reploff;
+} *ckpt = NULL;
+static size_t ckpt_head = 0, ckpt_len = 0;
+static long long replica_fed = 0;      /* Prefix of aof_fed fdatasync'ed by k replicas. */
+static long long replica_reploff = -1; /* k-th highest FACK offset (this role's offsets). */
+static int was_primary = -1;           /* Role seen by the last beforeSleep. */
+static long long acked_fsynced = -1;   /* Replica: fsynced_reploff last sent to the primary. */
+static long long noreplicas_refusals = 0;
+
+static int ackReplicas(void) {
+    return server.aof_uring_ack_replicas > 0 && server.primary_host == NULL;
+}
+
+static void resetReplicaAcks(int promoted);
+
+/* Promoted: the replicas' acknowledgements start over. Checked before any
+ * decision to hold a client, so that nothing is decided between the
+ * promotion (REPLICAOF NO ONE, in a command) and the reset. */
+static void noticePromotion(void) {
+    int primary = server.primary_host == NULL;
+    if (primary && was_primary == 0) resetReplicaAcks(1);
+    was_primary = primary;
+}
+
+/* What a gated client's output may have reached: durable here and, on a
+ * primary with aof-uring-ack-replicas, on that many replicas too. */
+static long long releasedFed(void) {
+    noticePromotion();
+    if (ackReplicas() && replica_fed < durable_fed) return replica_fed;
+    return durable_fed;
+}
+
+/* Drop the checkpoints the replicas have acknowledged. */
+static void popAckedCheckpoints(void) {
+    while (ckpt_len && ckpt[ckpt_head].reploff <= replica_reploff) {
+        if (ckpt[ckpt_head].fed > replica_fed) replica_fed = ckpt[ckpt_head].fed;
+        ckpt_head = (ckpt_head + 1) % AOF_URING_CHECKPOINTS;
+        ckpt_len--;
+    }
+}
+
+static void pushCheckpoint(long long fed, long long reploff) {
+    if (server.aof_uring_ack_replicas == 0) return;
+    if (ckpt == NULL) ckpt = zmalloc(sizeof(*ckpt) * AOF_URING_CHECKPOINTS);
+    if (ckpt_len && reploff <= ckpt[(ckpt_head + ckpt_len - 1) % AOF_URING_CHECKPOINTS].reploff) {
+        /* No replication bytes since the last one (a script's REPL_AOF
+         * writes): the same replica acknowledgement covers both. */
+        ckpt[(ckpt_head + ckpt_len - 1) % AOF_URING_CHECKPOINTS].fed = fed;
+    } else if (ckpt_len == AOF_URING_CHECKPOINTS) {
+        /* Full (replicas far behind): coarser, never wrong, since a later
+         * replication offset only makes the replicas' ack come later. */
+        struct checkpoint *last = &ckpt[(ckpt_head + ckpt_len - 1) % AOF_URING_CHECKPOINTS];
+        last->fed = fed;
+        last->reploff = reploff;
+    } else {
+        ckpt[(ckpt_head + ckpt_len) % AOF_URING_CHECKPOINTS] = (struct checkpoint){fed, reploff};
+        ckpt_len++;
+    }
+    popAckedCheckpoints();
+}
+
+/* The replicas' acknowledgements start over. promoted: a new replication
+ * history; the new replicas' acknowledgements of the old one mean nothing,
+ * and what this server holds may be on no other disk yet (its old primary
+ * may have died before telling anyone of its last writes), so everything fed
+ * so far waits for the first acknowledgement of the new history. Output
+ * already released under the replica's rule stays released (a client that
+ * read keys before is not held for them again). Otherwise (the option or
+ * the gate was just turned on) the writes executed before were already
+ * acknowledged without replicas: only what comes next waits for them. */
+static void resetReplicaAcks(int promoted) {
+    ckpt_head = ckpt_len = 0;
+    replica_reploff = -1;
+    if (!promoted) {
+        if (aof_fed > replica_fed) replica_fed = aof_fed;
+        return;
+    }
+    replica_fed = 0;
+    pushCheckpoint(aof_fed, server.primary_repl_offset);
+    listIter li;
+    listNode *ln;
+    listRewind(server.clients, &li);
+    while ((ln = listNext(&li))) {
+        client *c = listNodeValue(ln);
+        if (c->aof_uring_held_node == NULL && c->aof_uring_need != AOF_URING_UNRESOLVED) c->aof_uring_need = 0;
+    }
 }
 
 /* Coalescing (durable mode): clients released by the last durable batch whose
@@ -806,6 +931,7 @@ static int gateOn(void) {
     if (on && !gate_was_on) {
         dirty_all = aof_fed;
         last_write_off = aof_fed;
+        resetReplicaAcks(0);
         /* Allocated now rather than at the first write, so that used_memory
          * does not jump by 512 KiB in the middle of a workload. */
         if (dirty_off == NULL) dirty_off = zcalloc(sizeof(long long) * AOF_URING_DIRTY_SLOTS);
@@ -826,7 +952,7 @@ static int gatedClient(client *c) {
 }
 
 static int mustHold(client *c) {
-    return c->aof_uring_need > durable_fed && gateOn() && gatedClient(c);
+    return c->aof_uring_need > releasedFed() && gateOn() && gatedClient(c);
 }
 
 int aofUringHoldClient(client *c) {
@@ -958,13 +1084,15 @@ static void resolveUnit(client *target) {
          * propagation): whatever they changed, every read waits for them. */
         if (!dirtied) dirty_all = fed;
         resolved_fed = fed;
+        /* Propagated to the AOF and the replication stream together. */
+        pushCheckpoint(fed, server.primary_repl_offset);
     }
 
     long long need = unit_read_off;
     if (unit_read_any && dirty_all > need) need = dirty_all;
     if (wrote || unit_read_unresolved) need = fed;
     if (target && gatedClient(target) && need > target->aof_uring_need) {
-        if (!wrote && need > durable_fed) stats.gated_reads++;
+        if (!wrote && need > releasedFed()) stats.gated_reads++;
         target->aof_uring_need = need;
         /* In the held list at once, so that its output counts as held
          * (aofUringHeldOutputMemory) before the next eviction check. */
@@ -977,13 +1105,69 @@ static void resolveUnit(client *target) {
         client *c = lookupClientByID(pushed[i].id);
         if (c == NULL || c->aof_uring_need != AOF_URING_UNRESOLVED) continue;
         c->aof_uring_need = pushed[i].need > fed ? pushed[i].need : fed;
-        if (fed > durable_fed) stats.gated_pushes++;
+        if (fed > releasedFed()) stats.gated_pushes++;
     }
     pushed_len = 0;
 }
 
 void aofUringExecutionUnitDone(void) {
     resolveUnit(server.current_client);
+}
+
+/* The k-th highest AOF fsync offset reported by the online replicas, -1 if
+ * fewer than k report one. */
+static long long kthReplicaFsync(int k) {
+    long long top[64]; /* aof-uring-ack-replicas <= 64 */
+    int n = 0;
+    listIter li;
+    listNode *ln;
+    listRewind(server.replicas, &li);
+    while ((ln = listNext(&li))) {
+        client *r = listNodeValue(ln);
+        if (r->repl_data->repl_state != REPLICA_STATE_ONLINE) continue;
+        long long off = r->repl_data->repl_aof_off;
+        if (n == k && off <= top[k - 1]) continue;
+        int i = n < k ? n++ : k - 1; /* Insert, in descending order. */
+        while (i > 0 && top[i - 1] < off) {
+            top[i] = top[i - 1];
+            i--;
+        }
+        top[i] = off;
+    }
+    return n < k ? -1 : top[k - 1];
+}
+
+void aofUringReplicaAcked(void) {
+    if (!ackReplicas() || !gateOn()) return;
+    long long off = kthReplicaFsync(server.aof_uring_ack_replicas);
+    if (off <= replica_reploff) return;
+    replica_reploff = off;
+    popAckedCheckpoints(); /* Held clients are released in beforeSleep. */
+}
+
+/* Replicas that count as connected: online, and heard from within
+ * min-replicas-max-lag seconds (10 when that is 0). */
+int aofUringEnoughReplicas(void) {
+    if (!ackReplicas() || !gatingEnabled()) return 1;
+    int good = 0, max_lag = server.repl_min_replicas_max_lag ? server.repl_min_replicas_max_lag : 10;
+    listIter li;
+    listNode *ln;
+    listRewind(server.replicas, &li);
+    while ((ln = listNext(&li))) {
+        client *r = listNodeValue(ln);
+        if (r->repl_data->repl_state == REPLICA_STATE_ONLINE && server.unixtime - r->repl_data->repl_ack_time <= max_lag)
+            good++;
+    }
+    if (good >= server.aof_uring_ack_replicas) return 1;
+    noreplicas_refusals++;
+    return 0;
+}
+
+int aofUringUpdateAckReplicas(const char **err) {
+    UNUSED(err);
+    resetReplicaAcks(0);
+    aofUringReplicaAcked();
+    return 1;
 }
 
 /* A held client waits at most aof-uring-hold-timeout-ms; then it is
@@ -994,13 +1178,15 @@ static int holdTimedOut(client *c) {
         return 0;
     stats.hold_timeouts++;
     if (server.unixtime - last_log > 10) {
+        int replicas = c->aof_uring_need <= durable_fed && ackReplicas();
         serverLog(LL_WARNING,
                   "io_uring AOF engine: closing a client held %lld ms for durability (aof-uring-hold-timeout-ms %d; "
-                  "AOF write status %s%s%s); its reply was never sent.",
+                  "%s%s%s); its reply was never sent.",
                   (long long)(server.mstime - c->aof_uring_held_since), server.aof_uring_hold_timeout_ms,
-                  server.aof_last_write_status == C_OK ? "ok" : "error",
-                  server.aof_last_write_status == C_OK ? "" : ": ",
-                  server.aof_last_write_status == C_OK ? "" : strerror(server.aof_last_write_errno));
+                  replicas ? "durable here, waiting for aof-uring-ack-replicas replicas to report their fsync"
+                           : "AOF write status ",
+                  replicas ? "" : (server.aof_last_write_status == C_OK ? "ok" : "error: "),
+                  replicas || server.aof_last_write_status == C_OK ? "" : strerror(server.aof_last_write_errno));
         last_log = server.unixtime;
     }
     return 1;
@@ -1017,6 +1203,15 @@ void aofUringBeforeSleep(void) {
      * that the commands of released clients join the next batch. */
     if (server.aof_state == AOF_ON && server.fsynced_reploff != -1)
         server.fsynced_reploff = atomic_load_explicit(&server.fsynced_reploff_pending, memory_order_relaxed);
+    /* A replica tells its primary as soon as a batch is durable, rather
+     * than at the next replicationCron (once a second): the primary may
+     * be holding replies for it (aof-uring-ack-replicas). */
+    if (aofUringActive() && server.primary_host && server.primary && !server.primary->flag.pre_psync &&
+        server.repl_state == REPL_STATE_CONNECTED && server.fsynced_reploff != acked_fsynced) {
+        replicationSendAck();
+        acked_fsynced = server.fsynced_reploff;
+    }
+    noticePromotion();
     if (held_clients == NULL || listLength(held_clients) == 0) return;
 
     size_t n = 0;
@@ -1107,6 +1302,13 @@ sds aofUringInfo(sds info) {
                         stats.hold_timeouts, stats.coalesce_waits, aof_fed, durable_fed, durable,
                         durable >= 0 ? server.primary_repl_offset - durable : 0, stats.completed_batches,
                         stats.fsync_usec_sum, p50, p99, max);
+    info = sdscatprintf(info,
+                        "aof_uring_ack_replicas:%d\r\n"
+                        "aof_uring_replica_durable_offset:%lld\r\n"
+                        "aof_uring_replica_durable_bytes:%lld\r\n"
+                        "aof_uring_replica_checkpoints:%zu\r\n"
+                        "aof_uring_noreplicas_refusals:%lld\r\n",
+                        server.aof_uring_ack_replicas, replica_reploff, replica_fed, ckpt_len, noreplicas_refusals);
     for (size_t i = 0; i < AOF_URING_BUCKETS; i++) {
         cum += stats.bucket[i];
         info = sdscatprintf(info, "aof_uring_fsync_usec_bucket_le_%lld:%lld\r\n", fsync_buckets[i], cum);

@@ -54,7 +54,14 @@ void aofUringExecutionUnitDone(void);
 size_t aofUringHeldOutputMemory(void);
 /* freeClient(): forget a held client. */
 void aofUringClientFreed(struct client *c);
+/* Durable acks across replicas (aof-uring-ack-replicas): REPLCONF ACK moved
+ * a replica's reported AOF fsync offset; */
+void aofUringReplicaAcked(void);
+/* false when a primary holding replies for aof-uring-ack-replicas has fewer
+ * connected replicas than that: writes are refused (-NOREPLICAS). */
+int aofUringEnoughReplicas(void);
 /* Config apply callbacks. */
+int aofUringUpdateAckReplicas(const char **err);
 int aofUringUpdateEngine(const char **err);
 int aofUringUpdateMaxWorkers(const char **err);
 int aofUringUpdateRing(const char **err);
