@@ -12,12 +12,16 @@ test-server-full: server-build ## The whole upstream Tcl suite with the engine f
 	$(MAKE) -C images/redis-uring test-full
 
 .PHONY: test-server-harness
-test-server-harness: server-build ## Quick harness suite (root, ~4 min): power cut (ext4 on loop, EXT4_IOC_SHUTDOWN), disk full, correctness.
+test-server-harness: server-build ## Quick harness suite (root, ~5 min): power cut (ext4 on loop, EXT4_IOC_SHUTDOWN), failover, disk full, correctness.
 	$(MAKE) -C images/redis-uring/harness test
 
 .PHONY: durability
 durability: server-build ## >= 50 power-cut trials per durable mode (always, uring durable).
 	$(MAKE) -C images/redis-uring/harness durability
+
+.PHONY: failover
+failover: server-build ## Failover power cuts: the primary's node lost and its replica power-cut at once; ack-replicas 1 must lose nothing, 0 is measured.
+	$(MAKE) -C images/redis-uring/harness failover
 
 .PHONY: loss-window
 loss-window: server-build ## 100 power cuts per fast mode (everysec, uring fast): the loss window's p50, p99 and max.

@@ -131,7 +131,9 @@
  * its fsync, in parallel with the local one. With fewer than k replicas
  * online and heard from within min-replicas-max-lag seconds (10 if 0),
  * write commands are refused before they execute (-NOREPLICAS, counted in
- * aof_uring_noreplicas_refusals); writes already held when replicas go
+ * aof_uring_noreplicas_refusals), and a script may not keep its writes
+ * off the replicas (server.set_repl without REPL_REPLICA is an error: no
+ * replica acknowledgement could ever cover them); writes already held when replicas go
  * away wait for aof-uring-hold-timeout-ms and are then closed without a
  * reply, like any held client. Promotion starts the acknowledgements over
  * (the offsets of the old history mean nothing to the new replicas):
@@ -1161,6 +1163,10 @@ int aofUringEnoughReplicas(void) {
     if (good >= server.aof_uring_ack_replicas) return 1;
     noreplicas_refusals++;
     return 0;
+}
+
+int aofUringReplicasRequired(void) {
+    return ackReplicas() && gatingEnabled();
 }
 
 int aofUringUpdateAckReplicas(const char **err) {

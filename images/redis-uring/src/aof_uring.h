@@ -60,6 +60,9 @@ void aofUringReplicaAcked(void);
 /* false when a primary holding replies for aof-uring-ack-replicas has fewer
  * connected replicas than that: writes are refused (-NOREPLICAS). */
 int aofUringEnoughReplicas(void);
+/* true when replies wait for aof-uring-ack-replicas replicas: a script may
+ * not keep its writes off the replicas (server.set_repl). */
+int aofUringReplicasRequired(void);
 /* Config apply callbacks. */
 int aofUringUpdateAckReplicas(const char **err);
 int aofUringUpdateEngine(const char **err);

@@ -102,6 +102,16 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
             ack_settle $primary
         }
 
+        test {uring ack-replicas: a script may not keep a write off the replicas} {
+            catch {$primary eval {server.set_repl(server.REPL_AOF); return server.call('set', KEYS[1], 'v')} 1 aofonly} err
+            assert_match {*aof-uring-ack-replicas is set*keep REPL_REPLICA*} $err
+            assert_equal 0 [$primary exists aofonly]
+            # REPL_ALL (and the default) are fine.
+            assert_equal OK [$primary eval {server.set_repl(server.REPL_ALL); return server.call('set', KEYS[1], 'v')} 1 replicated]
+            wait_for_ofs_sync $primary $replica
+            assert_equal v [$replica get replicated]
+        }
+
         test {uring ack-replicas: with fewer replicas than required, writes are refused (NOREPLICAS), reads served} {
             $replica replicaof no one
             wait_for_condition 100 50 {[status $primary connected_slaves] == 0} else {

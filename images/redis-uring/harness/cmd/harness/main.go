@@ -1,9 +1,10 @@
 // Command harness runs the redis-uring durability tests (power cut, disk
 // full, correctness) and the mode benchmark against one server build.
 //
-//	harness test         quick suite for `make test`
+//	harness test         quick suite for `make test` (power cut, failover, disk full, correctness)
 //	harness durability   >= 50 power-cut trials per durable mode
 //	harness powercut     power-cut trials for chosen modes
+//	harness failover     primary lost, replica power-cut: ack-replicas 1 vs 0
 //	harness diskfull     disk-full checks
 //	harness correctness  the thesis' correctness checks
 //	harness bench        the mode benchmark table
@@ -35,7 +36,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: harness test|durability|powercut|diskfull|correctness|bench|bench-report [flags]  (harness CMD -h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: harness test|durability|powercut|failover|diskfull|correctness|bench|bench-report [flags]  (harness CMD -h for flags)")
 }
 
 // env is what every subcommand shares.
@@ -147,9 +148,11 @@ func run(args []string) int {
 	case "test":
 		trials := fs.Int("trials", 4, "power-cut trials per mode")
 		requests := fs.Int("requests", 200000, "requests per correctness sub-test")
+		failoverTrials := fs.Int("failover-trials", 2, "failover trials per ack-replicas setting")
 		body = func(e *env) error {
 			pc := defaultPowercut(*trials)
 			pc.run(e, powercutModes)
+			defaultPowercut(*failoverTrials).failover(e)
 			runDiskfull(e, diskfullModes)
 			runCorrectness(e, correctnessModes, *requests)
 			return nil
@@ -173,6 +176,13 @@ func run(args []string) int {
 				return err
 			}
 			pc.run(e, ms)
+			return nil
+		}
+	case "failover":
+		pc := defaultPowercut(3)
+		fs.IntVar(&pc.trials, "trials", pc.trials, "trials per ack-replicas setting")
+		body = func(e *env) error {
+			pc.failover(e)
 			return nil
 		}
 	case "diskfull":

@@ -36,70 +36,7 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 			e.rep.Add(suite.Result{Name: name, Status: suite.Skip, Detail: e.caps.UringSkip})
 			continue
 		}
-		cfg := powercut.Config{
-			Bin: e.bin, WorkDir: e.work, LogDir: e.logs, Mode: m, Clients: p.clients, Observers: 5,
-			LoadMin: p.loadMin, LoadMax: p.loadMax, ValueSize: 64, FSSizeMiB: 256, Rand: e.rnd,
-		}
-		var trials []powercut.Trial
-		for i := 1; i <= p.trials; i++ {
-			t := powercut.Run(cfg, i)
-			trials = append(trials, t)
-			line := fmt.Sprintf("%s trial %d/%d: cut after %.2fs, %d acked (%.0f/s, %d after the cut), lost %d",
-				m.Name, i, p.trials, t.LoadSeconds, t.Acked, t.AckedPerSec, t.AckedAfterCut, t.Lost)
-			if t.Lost > 0 {
-				line += fmt.Sprintf(" (oldest lost ack %.0f ms before the cut)", t.LossWindowMs)
-			}
-			if t.Survived > 0 {
-				line += fmt.Sprintf(", newest surviving ack %.0f ms before the cut", t.LastSurvivorMs)
-			} else if t.Acked > 0 {
-				line += ", nothing survived"
-			}
-			if t.Rewrites > 0 {
-				line += fmt.Sprintf(", %d BGREWRITEAOF during the load", t.Rewrites)
-			}
-			if t.Observed > 0 {
-				line += fmt.Sprintf(", %d observed by readers in flight (%d of them lost)", t.Observed, t.ObservedLost)
-			}
-			if t.Notified > 0 {
-				line += fmt.Sprintf(", %d named by keyspace notifications (%d of them lost)", t.Notified, t.NotifiedLost)
-			}
-			if t.InFlightFound > 0 {
-				line += fmt.Sprintf(", %d unacknowledged in-flight writes survived", t.InFlightFound)
-			}
-			if t.Error != "" {
-				line += ", ERROR: " + t.Error
-			}
-			e.rep.Logf("%s", line)
-			if m.Durable() {
-				for _, lw := range t.LostWrites {
-					e.rep.Logf("    lost: %s", describeLost(lw))
-				}
-			}
-		}
-		s := powercut.Summarize(m, trials)
-		res := suite.Result{Name: name, Metrics: s, Status: suite.Pass}
-		detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial; loss window p50 %.1f ms, p99 %.1f ms, max %.1f ms), %.0f acked/s; %d writes observed by readers in flight, %d of them lost; %d named by keyspace notifications, %d of them lost; %d trials cut during BGREWRITEAOF load; by kind (acked/lost/observed/notified): %s",
-			s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.LossWindowP50Ms, s.LossWindowP99Ms, s.MaxLossWindowMs, s.MeanAckedPerSec, s.Observed, s.ObservedLost, s.Notified, s.NotifiedLost, s.TrialsRewriting, kindFigures(s.Kinds))
-		switch {
-		case s.Errors > 0:
-			res.Status = suite.Fail
-			detail = fmt.Sprintf("%d of %d trials failed (restart or corruption; see trial lines); ", s.Errors, s.Trials) + detail
-		case m.Durable() && s.Lost > 0:
-			res.Status = suite.Fail
-			detail = "durable mode lost acknowledged writes: " + detail
-		case m.Durable() && s.ObservedLost > 0:
-			res.Status = suite.Fail
-			detail = "durable mode let readers observe writes the cut erased: " + detail
-		case m.Durable() && s.NotifiedLost > 0:
-			res.Status = suite.Fail
-			detail = "durable mode notified subscribers of writes the cut erased: " + detail
-		case m.Durable():
-			detail = "0 acknowledged or observed writes lost: " + detail
-		default:
-			detail = "measured (not asserted): " + detail
-		}
-		res.Detail = detail
-		e.rep.Add(res)
+		s := p.series(e, name, m.Name, p.config(e, m), m.Durable())
 		if m == server.No {
 			noModeRan = true
 			noModeLost = noModeLost || s.TrialsWithLoss > 0
@@ -117,6 +54,96 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 		}
 		e.rep.Add(res)
 	}
+}
+
+// failover runs the failover trials (powercut package comment): uring
+// durable with aof-uring-ack-replicas 1 must lose nothing when the primary's
+// node is lost and the replica loses power; with 0 the loss is measured.
+func (p *powercutRun) failover(e *env) {
+	for _, k := range []int{1, 0} {
+		label := fmt.Sprintf("%s-ack-replicas-%d", server.UringDurable.Name, k)
+		name := "failover/" + label
+		if e.caps.UringSkip != "" {
+			e.rep.Add(suite.Result{Name: name, Status: suite.Skip, Detail: e.caps.UringSkip})
+			continue
+		}
+		cfg := p.config(e, server.UringDurable)
+		cfg.Replica, cfg.AckReplicas = true, k
+		p.series(e, name, label, cfg, k >= 1)
+	}
+}
+
+func (p *powercutRun) config(e *env, m server.Mode) powercut.Config {
+	return powercut.Config{
+		Bin: e.bin, WorkDir: e.work, LogDir: e.logs, Mode: m, Clients: p.clients, Observers: 5,
+		LoadMin: p.loadMin, LoadMax: p.loadMax, ValueSize: 64, FSSizeMiB: 256, Rand: e.rnd,
+	}
+}
+
+// series runs the trials of one configuration, logs a line per trial and
+// adds the result: zero loss asserted when durable, measured otherwise.
+func (p *powercutRun) series(e *env, name, label string, cfg powercut.Config, durable bool) powercut.Summary {
+	var trials []powercut.Trial
+	for i := 1; i <= p.trials; i++ {
+		t := powercut.Run(cfg, i)
+		trials = append(trials, t)
+		line := fmt.Sprintf("%s trial %d/%d: cut after %.2fs, %d acked (%.0f/s, %d after the cut), lost %d",
+			label, i, p.trials, t.LoadSeconds, t.Acked, t.AckedPerSec, t.AckedAfterCut, t.Lost)
+		if t.Lost > 0 {
+			line += fmt.Sprintf(" (oldest lost ack %.0f ms before the cut)", t.LossWindowMs)
+		}
+		if t.Survived > 0 {
+			line += fmt.Sprintf(", newest surviving ack %.0f ms before the cut", t.LastSurvivorMs)
+		} else if t.Acked > 0 {
+			line += ", nothing survived"
+		}
+		if t.Rewrites > 0 {
+			line += fmt.Sprintf(", %d BGREWRITEAOF during the load", t.Rewrites)
+		}
+		if t.Observed > 0 {
+			line += fmt.Sprintf(", %d observed by readers in flight (%d of them lost)", t.Observed, t.ObservedLost)
+		}
+		if t.Notified > 0 {
+			line += fmt.Sprintf(", %d named by keyspace notifications (%d of them lost)", t.Notified, t.NotifiedLost)
+		}
+		if t.InFlightFound > 0 {
+			line += fmt.Sprintf(", %d unacknowledged in-flight writes survived", t.InFlightFound)
+		}
+		if t.Error != "" {
+			line += ", ERROR: " + t.Error
+		}
+		e.rep.Logf("%s", line)
+		if durable {
+			for _, lw := range t.LostWrites {
+				e.rep.Logf("    lost: %s", describeLost(lw))
+			}
+		}
+	}
+	s := powercut.Summarize(cfg.Mode, trials)
+	res := suite.Result{Name: name, Metrics: s, Status: suite.Pass}
+	detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial; loss window p50 %.1f ms, p99 %.1f ms, max %.1f ms), %.0f acked/s; %d writes observed by readers in flight, %d of them lost; %d named by keyspace notifications, %d of them lost; %d trials cut during BGREWRITEAOF load; by kind (acked/lost/observed/notified): %s",
+		s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.LossWindowP50Ms, s.LossWindowP99Ms, s.MaxLossWindowMs, s.MeanAckedPerSec, s.Observed, s.ObservedLost, s.Notified, s.NotifiedLost, s.TrialsRewriting, kindFigures(s.Kinds))
+	switch {
+	case s.Errors > 0:
+		res.Status = suite.Fail
+		detail = fmt.Sprintf("%d of %d trials failed (restart or corruption; see trial lines); ", s.Errors, s.Trials) + detail
+	case durable && s.Lost > 0:
+		res.Status = suite.Fail
+		detail = "durable mode lost acknowledged writes: " + detail
+	case durable && s.ObservedLost > 0:
+		res.Status = suite.Fail
+		detail = "durable mode let readers observe writes the cut erased: " + detail
+	case durable && s.NotifiedLost > 0:
+		res.Status = suite.Fail
+		detail = "durable mode notified subscribers of writes the cut erased: " + detail
+	case durable:
+		detail = "0 acknowledged or observed writes lost: " + detail
+	default:
+		detail = "measured (not asserted): " + detail
+	}
+	res.Detail = detail
+	e.rep.Add(res)
+	return s
 }
 
 // kindFigures renders per-kind counts in the order writers cycle through

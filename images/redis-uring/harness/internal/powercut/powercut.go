@@ -24,6 +24,17 @@
 //
 // Every other trial also fires BGREWRITEAOF during the load, so cuts land
 // during rewrites, INCR-file rotations and manifest updates as well.
+//
+// Failover trials (Config.Replica): a replica on its own ext4 volume follows
+// the server, which becomes the primary and runs with aof-uring-ack-replicas
+// Config.AckReplicas. The cut takes both: the primary's node and disk are
+// lost for good, and the replica loses power at the same moment (frozen,
+// its volume shut down, killed). The replica's volume is remounted and the
+// replica restarted from it without REPLICAOF, i.e. promoted: that is the
+// server the keys are read back from. With one replica acknowledgement
+// required, every acknowledged or observed write must be there (the replica
+// had fdatasync'ed it); with none, the loss is what asynchronous replication
+// plus the replica's own disk lose.
 package powercut
 
 import (
@@ -56,6 +67,10 @@ type Config struct {
 	ValueSize int
 	FSSizeMiB int
 	Rand      *rand.Rand
+	// Replica makes the trial a failover (see the package comment), with
+	// aof-uring-ack-replicas AckReplicas on the primary.
+	Replica     bool
+	AckReplicas int
 }
 
 // Trial is the outcome of one power cut.
@@ -153,6 +168,9 @@ func run(cfg Config, n int, t *Trial) error {
 		DataDir:  filepath.Join(fs.Mount, "data"),
 		StateDir: filepath.Join(cfg.LogDir, name),
 	}
+	if cfg.Replica {
+		opts.Extra = append(opts.Extra, "aof-uring-ack-replicas "+strconv.Itoa(cfg.AckReplicas))
+	}
 	srv, err := server.Start(opts)
 	if err != nil {
 		return err
@@ -160,6 +178,30 @@ func run(cfg Config, n int, t *Trial) error {
 	defer srv.Kill()
 	if err := srv.CheckEngine(); err != nil {
 		return err
+	}
+	// Failover: the replica, on its own volume; it is what survives.
+	var replica *server.Server
+	var replicaFS *loopfs.FS
+	var replicaOpts server.Options
+	if cfg.Replica {
+		if replicaFS, err = loopfs.Create(cfg.WorkDir, name+"-replica", cfg.FSSizeMiB); err != nil {
+			return err
+		}
+		defer func() { _ = replicaFS.Close() }()
+		replicaOpts = server.Options{
+			Bin: cfg.Bin, Mode: cfg.Mode, Name: name + "-replica",
+			DataDir:  filepath.Join(replicaFS.Mount, "data"),
+			StateDir: filepath.Join(cfg.LogDir, name),
+		}
+		withPrimary := replicaOpts
+		withPrimary.Extra = []string{"replicaof " + strings.Replace(srv.Addr, ":", " ", 1)}
+		if replica, err = server.Start(withPrimary); err != nil {
+			return err
+		}
+		defer replica.Kill()
+		if err := waitReplicaOnline(srv, replica); err != nil {
+			return err
+		}
 	}
 
 	workers := make([]*worker, cfg.Clients)
@@ -185,7 +227,7 @@ func run(cfg Config, n int, t *Trial) error {
 			for i := 0; ; i++ {
 				st.sending.Store(int64(i))
 				st.inFlight = true
-				if err := kindOf(i).write(c, key(w, i), value(w, i, cfg.ValueSize)); err != nil {
+				if err := cfg.kindOf(i).write(c, key(w, i), value(w, i, cfg.ValueSize)); err != nil {
 					st.err = err
 					return
 				}
@@ -221,10 +263,23 @@ func run(cfg Config, n int, t *Trial) error {
 	// acknowledged during the ioctl's few milliseconds), which no real power
 	// cut can produce. Frozen, the server cannot act on such a result.
 	cut := time.Since(start)
-	freezeErr := srv.Freeze(10 * time.Second)
+	var freezeErr error
+	if replica != nil {
+		// The replica first: frozen second, it would go on receiving and
+		// syncing what the frozen primary had sent, which a power cut of
+		// both at once does not allow.
+		freezeErr = replica.Freeze(10 * time.Second)
+	}
+	freezeErr = errors.Join(freezeErr, srv.Freeze(10*time.Second))
 	cutErr := errors.Join(freezeErr, fs.PowerCut())
+	if replica != nil {
+		cutErr = errors.Join(cutErr, replicaFS.PowerCut())
+	}
 	cutDone := time.Since(start)
 	srv.Kill()
+	if replica != nil {
+		replica.Kill()
+	}
 	wg.Wait()
 	for _, o := range *observed {
 		workers[o[0]].observed[o[1]] = true
@@ -249,14 +304,20 @@ func run(cfg Config, n int, t *Trial) error {
 	}
 	t.AckedPerSec = float64(t.Acked) / cut.Seconds()
 
-	if err := fs.Unmount(); err != nil {
+	back, backOpts := fs, opts
+	if replica != nil {
+		// The primary's node is gone; the replica comes back from its disk
+		// as the new primary.
+		back, backOpts = replicaFS, replicaOpts
+	}
+	if err := back.Unmount(); err != nil {
 		return err
 	}
-	if err := fs.Remount(); err != nil {
+	if err := back.Remount(); err != nil {
 		return err
 	}
-	opts.Name = name + "-restart"
-	srv2, err := server.Start(opts)
+	backOpts.Name += "-restart"
+	srv2, err := server.Start(backOpts)
 	if err != nil {
 		return fmt.Errorf("restart after power cut: %w", err)
 	}
@@ -296,7 +357,7 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 				}
 			}
 			for j, i := 0, lo; i < hi; i, j = i+1, j+1 {
-				k, want := kindOf(i), value(w, i, cfg.ValueSize)
+				k, want := cfg.kindOf(i), value(w, i, cfg.ValueSize)
 				if (in[0][j] && vals[0][j] != want) || (in[1][j] && vals[1][j] != want) {
 					t.Corrupt++
 					continue
@@ -362,6 +423,32 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 	return nil
 }
 
+// waitReplicaOnline waits until the replica streams from the primary with
+// its AOF on and its initial rewrite done (before that it reports no fsync,
+// so the primary's writes would only wait), and the primary counts it.
+func waitReplicaOnline(primary, replica *server.Server) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ri, err := replica.Info("all")
+		if err != nil {
+			return err
+		}
+		pi, err := primary.Info("replication")
+		if err != nil {
+			return err
+		}
+		if ri["master_link_status"] == "up" && ri["aof_enabled"] == "1" && ri["aof_rewrite_in_progress"] == "0" &&
+			ri["aof_rewrite_scheduled"] == "0" && strings.Contains(pi["slave0"], "state=online") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("replica not online after 60 s (link %q, primary sees %q)\n%s",
+				ri["master_link_status"], pi["slave0"], replica.LogTail(10))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // rewriteDuringLoad fires BGREWRITEAOF every 100..500 ms until the server
 // goes away, counting the rewrites it started.
 func rewriteDuringLoad(cfg Config, srv *server.Server, wg *sync.WaitGroup, started *int) {
@@ -408,7 +495,7 @@ func observe(cfg Config, srv *server.Server, workers []*worker, wg *sync.WaitGro
 				w := rnd.Intn(len(workers))
 				i := int(workers[w].sending.Load())
 				c := c0
-				if kindOf(i).observedDB() == 1 {
+				if cfg.kindOf(i).observedDB() == 1 {
 					c = c1
 				}
 				v, ok, err := c.String("GET", key(w, i))

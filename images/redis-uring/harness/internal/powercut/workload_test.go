@@ -274,3 +274,22 @@ func TestWriteRejectsAnUnexpectedAck(t *testing.T) {
 		t.Errorf("write = %v, want an unexpected-reply error", err)
 	}
 }
+
+func TestFailoverTrialsWriteNothingKeptOffTheReplicas(t *testing.T) {
+	plain, failover := Config{}, Config{Replica: true}
+	sawAOFOnly := false
+	for i := range 2 * len(kinds) {
+		if plain.kindOf(i).name == "eval-aof-only" {
+			sawAOFOnly = true
+		}
+		if k := failover.kindOf(i); k.name == "eval-aof-only" {
+			t.Fatalf("failover kindOf(%d) = %s: the primary refuses writes kept off its replicas", i, k.name)
+		}
+		if plain.kindOf(i).name != "eval-aof-only" && failover.kindOf(i).name != plain.kindOf(i).name {
+			t.Fatalf("failover kindOf(%d) = %s, want %s", i, failover.kindOf(i).name, plain.kindOf(i).name)
+		}
+	}
+	if !sawAOFOnly {
+		t.Fatal("plain trials never write the AOF-only kind")
+	}
+}
