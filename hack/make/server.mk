@@ -31,6 +31,10 @@ loss-window: server-build ## 100 power cuts per fast mode (everysec, uring fast)
 bench-server: server-build ## Every persistence mode side by side (commands, client sweep, pipelines, read-heavy; 3 interleaved reps): table, JSON, CSV.
 	$(MAKE) -C images/redis-uring/harness bench
 
+.PHONY: bench-replicas
+bench-replicas: server-build ## What aof-uring-ack-replicas 1 costs: uring durable alone, with a replica, with its acknowledgement; posix always (replicas on this machine).
+	$(MAKE) -C images/redis-uring/harness bench-replicas
+
 .PHONY: bench-replies
 bench-replies: server-build ## The reply path side by side (unmodified, io-uring-replies, io-threads 2): GET/SET, 50/200 clients, 64 B-8 KiB, pipelines 1/4/16.
 	$(MAKE) -C images/redis-uring/harness bench-replies

@@ -103,9 +103,10 @@ type Report struct {
 }
 
 type instance struct {
-	srv  *server.Server
-	mode server.Mode
-	vol  *Volume
+	srv      *server.Server
+	replicas []*server.Server // following srv (Mode.Replicas)
+	mode     server.Mode
+	vol      *Volume
 }
 
 // Execute performs the whole benchmark.
@@ -147,6 +148,9 @@ func Execute(o Options, version, command string) (*Report, error) {
 	defer func() {
 		for _, in := range insts {
 			in.srv.Kill()
+			for _, r := range in.replicas {
+				r.Kill()
+			}
 		}
 	}()
 	byKey := map[string]*instance{}
@@ -171,6 +175,27 @@ func Execute(o Options, version, command string) (*Report, error) {
 			}
 			in := &instance{srv: srv, mode: m, vol: v}
 			insts = append(insts, in)
+			for i := 0; i < m.Replicas && err == nil; i++ {
+				// On this one machine the replica shares the CPUs and the
+				// disk; in a cluster it has its own node.
+				var r *server.Server
+				rname := fmt.Sprintf("%s-replica-%d", name, i)
+				r, err = server.StartReplica(server.Options{Bin: o.Bin, Mode: m, Name: rname,
+					DataDir: filepath.Join(v.Dir, fmt.Sprintf("%s-replica-%d", m.Name, i)), StateDir: o.LogDir}, srv)
+				if err == nil {
+					in.replicas = append(in.replicas, r)
+				}
+			}
+			if err != nil {
+				rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s/%s: %v", v.Name, m.Name, err))
+				o.Log("%s/%s: not benchmarked: %v", v.Name, m.Name, err)
+				insts = insts[:len(insts)-1]
+				srv.Kill()
+				for _, r := range in.replicas {
+					r.Kill()
+				}
+				continue
+			}
 			byKey[v.Name+"/"+m.Name] = in
 		}
 	}

@@ -193,15 +193,10 @@ func run(cfg Config, n int, t *Trial) error {
 			DataDir:  filepath.Join(replicaFS.Mount, "data"),
 			StateDir: filepath.Join(cfg.LogDir, name),
 		}
-		withPrimary := replicaOpts
-		withPrimary.Extra = []string{"replicaof " + strings.Replace(srv.Addr, ":", " ", 1)}
-		if replica, err = server.Start(withPrimary); err != nil {
+		if replica, err = server.StartReplica(replicaOpts, srv); err != nil {
 			return err
 		}
 		defer replica.Kill()
-		if err := waitReplicaOnline(srv, replica); err != nil {
-			return err
-		}
 	}
 
 	workers := make([]*worker, cfg.Clients)
@@ -421,32 +416,6 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 		return errors.New("keys hold values that were never written, or only part of a write")
 	}
 	return nil
-}
-
-// waitReplicaOnline waits until the replica streams from the primary with
-// its AOF on and its initial rewrite done (before that it reports no fsync,
-// so the primary's writes would only wait), and the primary counts it.
-func waitReplicaOnline(primary, replica *server.Server) error {
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ri, err := replica.Info("all")
-		if err != nil {
-			return err
-		}
-		pi, err := primary.Info("replication")
-		if err != nil {
-			return err
-		}
-		if ri["master_link_status"] == "up" && ri["aof_enabled"] == "1" && ri["aof_rewrite_in_progress"] == "0" &&
-			ri["aof_rewrite_scheduled"] == "0" && strings.Contains(pi["slave0"], "state=online") {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("replica not online after 60 s (link %q, primary sees %q)\n%s",
-				ri["master_link_status"], pi["slave0"], replica.LogTail(10))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // rewriteDuringLoad fires BGREWRITEAOF every 100..500 ms until the server

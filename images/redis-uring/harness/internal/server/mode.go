@@ -13,6 +13,10 @@ type Mode struct {
 	SQPoll      bool   // aof-uring-sqpoll yes
 	IOThreads   int    // io-threads (0: the server's default, 1)
 	Replies     bool   // io-uring-replies yes
+	// Replicas follow the server in the benchmark (same binary and mode, on
+	// the same volume); AckReplicas is its aof-uring-ack-replicas.
+	Replicas    int
+	AckReplicas int
 }
 
 // UringAppendfsync is the appendfsync policy rendered next to
@@ -42,9 +46,18 @@ var (
 	NoneIOThreads    = Mode{Name: "none-io-threads-2", Persistence: "none", IOThreads: 2}
 )
 
+// The replication variants (issue 16): uring durable with one replica, its
+// replies waiting for the local fsync only, or for the replica's too.
+var (
+	UringDurableReplica     = Mode{Name: "uring-durable-replica", Persistence: "aof", Uring: true, Ack: "durable", Replicas: 1}
+	UringDurableAckReplicas = Mode{Name: "uring-durable-ack-replicas-1", Persistence: "aof", Uring: true, Ack: "durable",
+		Replicas: 1, AckReplicas: 1}
+)
+
 // ModeByName finds a mode by its report name.
 func ModeByName(name string) (Mode, error) {
-	for _, m := range append(append([]Mode(nil), AllModes...), NoneUringReplies, NoneIOThreads) {
+	for _, m := range append(append([]Mode(nil), AllModes...), NoneUringReplies, NoneIOThreads, UringDurableReplica,
+		UringDurableAckReplicas) {
 		if m.Name == name {
 			return m, nil
 		}
@@ -90,6 +103,9 @@ func (m Mode) ConfigLines() []string {
 		"aof-uring-ack "+m.Ack)
 	if m.SQPoll {
 		lines = append(lines, "aof-uring-sqpoll yes")
+	}
+	if m.AckReplicas > 0 {
+		lines = append(lines, fmt.Sprintf("aof-uring-ack-replicas %d", m.AckReplicas))
 	}
 	return lines
 }

@@ -169,6 +169,36 @@ func (s *Server) waitReady(timeout time.Duration) error {
 	return fmt.Errorf("timeout: %v", last)
 }
 
+// StartReplica starts a server replicating from primary (REPLICAOF in its
+// config) and waits until it streams with its AOF on and its first rewrite
+// done (before that a replica reports no AOF fsync, so a primary with
+// aof-uring-ack-replicas would only hold its writes), and the primary counts
+// it online.
+func StartReplica(o Options, primary *Server) (*Server, error) {
+	o.Extra = append(append([]string(nil), o.Extra...), "replicaof "+strings.Replace(primary.Addr, ":", " ", 1))
+	r, err := Start(o)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ri, err := r.Info("all")
+		if err == nil {
+			var pi map[string]string
+			if pi, err = primary.Info("replication"); err == nil && ri["master_link_status"] == "up" &&
+				ri["aof_rewrite_in_progress"] == "0" && ri["aof_rewrite_scheduled"] == "0" &&
+				(ri["aof_enabled"] == "1" || o.Mode.Persistence != "aof") && strings.Contains(pi["slave0"], "state=online") {
+				return r, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			r.Kill()
+			return nil, fmt.Errorf("replica %s not online after 60 s (%v)\n%s", o.Name, err, r.LogTail(10))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Pid is the server's process id.
 func (s *Server) Pid() int { return s.Cmd.Process.Pid }
 
