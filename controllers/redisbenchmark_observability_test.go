@@ -28,7 +28,8 @@ import (
 
 // TestDashboardQueriesReturnData runs every panel's and variable's PromQL
 // against a real Prometheus that scraped real redis_exporters (with the
-// chart's Lua script) attached to real servers in uring and posix mode, and
+// chart's Lua script) attached to real servers in uring and posix mode (the
+// uring one a primary whose replies wait for its replica's fsync), and
 // the operator's metrics after this envtest's RedisBenchmark collected the
 // real runner's results from both servers and the real storage probe's
 // measurement of a directory. A third server asks for io_uring
@@ -37,15 +38,20 @@ import (
 func TestDashboardQueriesReturnData(t *testing.T) {
 	ctx := context.Background()
 	script := filepath.Join(testenv.RepoRoot(), "controllers", exporterScriptFile)
+	const uring = "save \"\"\nappendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\n"
 	servers := map[string]string{ // pod -> server address
-		"uring-0": testenv.StartServer(t, "save \"\"\nappendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\n"),
+		"uring-0": testenv.StartServer(t, uring+"aof-uring-ack-replicas 1\n"),
 		"posix-0": testenv.StartServer(t, "save \"\"\nappendonly yes\nappendfsync always\n"),
 	}
+	// uring-0's replica, for the replication panels (it takes no writes).
+	replica := testenv.StartServer(t, uring+"replicaof "+strings.Replace(servers["uring-0"], ":", " ", 1)+"\n")
+	waitReplicaOnline(t, servers["uring-0"])
 	fallback := testenv.StartServerWithoutIOUring(t, "save \"\"\nappendonly yes\nappendfsync always\nappendfsync-engine uring\n")
 	var targets []string
 	for pod, addr := range servers {
 		targets = append(targets, fmt.Sprintf("{targets: [%q], labels: {namespace: obs, pod: %q}}", promtest.Exporter(t, addr, script), pod))
 	}
+	targets = append(targets, fmt.Sprintf("{targets: [%q], labels: {namespace: obs, pod: uring-1}}", promtest.Exporter(t, replica, script)))
 	targets = append(targets, fmt.Sprintf("{targets: [%q], labels: {namespace: obs, pod: fallback-0}}", promtest.Exporter(t, fallback, script)))
 	sort.Strings(targets)
 
@@ -158,8 +164,8 @@ scrape_configs:
 
 	// The engines are told apart: configured (aof_engine_uring) and running (aof_uring_active).
 	for key, want := range map[string]map[string]float64{
-		"aof_engine_uring": {"uring-0": 1, "posix-0": 0, "fallback-0": 1},
-		"aof_uring_active": {"uring-0": 1, "posix-0": 0, "fallback-0": 0},
+		"aof_engine_uring": {"uring-0": 1, "uring-1": 1, "posix-0": 0, "fallback-0": 1},
+		"aof_uring_active": {"uring-0": 1, "uring-1": 1, "posix-0": 0, "fallback-0": 0},
 	} {
 		samples, err := promtest.Query(ctx, prom, `redis_script_values{key="`+key+`"}`)
 		if err != nil {
@@ -204,5 +210,23 @@ scrape_configs:
 	}
 	if len(fsyncs) != 2 {
 		t.Errorf("%d fsync p99 series, want the uring target's set and incr", len(fsyncs))
+	}
+}
+
+// waitReplicaOnline waits until the primary at addr streams to a replica.
+func waitReplicaOnline(t *testing.T, addr string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = c.Close() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := c.Info(context.Background(), "replication").Result()
+		if err == nil && strings.Contains(info, "state=online") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no replica online at %s after 30 s: %v\n%s", addr, err, info)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -72,3 +72,17 @@ func TestCommittedJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicatedOnlyQueriesExist keeps NeedsReplicas in step with the panels:
+// every key it names is a query of a dashboard.
+func TestReplicatedOnlyQueriesExist(t *testing.T) {
+	queries, err := AllQueries("5m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for desc := range replicatedOnly {
+		if _, ok := queries[desc]; !ok {
+			t.Errorf("replicatedOnly names %q, which no dashboard has", desc)
+		}
+	}
+}

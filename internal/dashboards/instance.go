@@ -28,7 +28,7 @@ const fsyncWindowP99 = `histogram_quantile(0.99, sum by (namespace, pod, le) (la
 func UringInstance() (dashboard.Dashboard, error) {
 	return dashboard.NewDashboardBuilder("uring AOF instance").
 		Uid("uringredis-uring-instance").
-		Description("Live view of RedisPersistence servers: throughput, the io_uring AOF engine's fsyncs, in-flight writes and back-pressure, AOF size, CPU, and which engine runs.").
+		Description("Live view of RedisPersistence servers: throughput, the io_uring AOF engine's fsyncs, in-flight writes and back-pressure, AOF size, CPU, which engine runs, and for replicated instances each server's role, its replicas' lag and what is durable where.").
 		Tags([]string{"uring-redis", "redis"}).
 		Time("now-1h", "now").
 		Refresh("30s").
@@ -46,6 +46,9 @@ func UringInstance() (dashboard.Dashboard, error) {
 		WithPanel(cpuPanel()).
 		WithPanel(writeErrorsPanel()).
 		WithPanel(volumeFsyncPanel()).
+		WithPanel(rolePanel()).
+		WithPanel(replicaLagPanel()).
+		WithPanel(durableOffsetsPanel()).
 		Build()
 }
 
@@ -137,4 +140,35 @@ func volumeFsyncPanel() *timeseries.PanelBuilder {
 		"p50 and p99 of a 4 KiB append + fdatasync on the data volume, measured by the operator's probe for about 2 s when the pod started "+
 			"(status.storage). A durable mode acknowledges at most about clients / p50 writes per second; compare with the live fsync latency above.", "s").
 		WithTarget(query("A", `uringredis_storage_fsync_seconds{`+podSelector+`}`, "{{pod}} {{quantile}} quantile"))
+}
+
+// The replication panels: a replicated instance (spec.replicas above 1) has
+// one primary and its replicas, each with its own exporter sidecar.
+
+func rolePanel() *stat.PanelBuilder {
+	return stat.NewPanelBuilder().
+		Id(11).
+		Title("Role and replicas").
+		Description("Each server's role as it reports it (master: the primary, slave: a replica) and how many replicas are connected to it. A failover shows as the roles swapping.").
+		Unit("none").
+		Height(4).
+		Span(24).
+		Datasource(datasource).
+		WithTarget(query("A", `max by (namespace, pod, role) (redis_instance_info{`+podSelector+`})`, "{{pod}} {{role}}").Instant()).
+		WithTarget(query("B", `redis_connected_slaves{`+podSelector+`}`, "{{pod}} replicas connected").Instant())
+}
+
+func replicaLagPanel() *timeseries.PanelBuilder {
+	return livePanel(12, "Replica lag", "Bytes of the replication stream each replica has not acknowledged yet, as its primary sees it (the primary's offset minus the replica's last ACK), and the seconds since that ACK.", "bytes").
+		WithTarget(query("A", `redis_master_repl_offset{`+podSelector+`} - on (namespace, pod) group_right redis_connected_slave_offset_bytes{`+podSelector+`}`, "{{pod}} -> {{slave_ip}}")).
+		WithTarget(query("B", `redis_connected_slave_lag_seconds{`+podSelector+`}`, "{{pod}} -> {{slave_ip}} seconds since ACK"))
+}
+
+func durableOffsetsPanel() *timeseries.PanelBuilder {
+	return livePanel(13, "Durable offsets",
+		"Replication offsets: where each server is, what its own AOF has fdatasync'ed, and on a primary with uring.ackReplicas what that many replicas have fdatasync'ed "+
+			"(the point up to which writes are acknowledged). A gap between the last two is writes waiting for replicas.", "bytes").
+		WithTarget(query("A", `redis_master_repl_offset{`+podSelector+`}`, "{{pod}} replication offset")).
+		WithTarget(query("B", script("aof_uring_durable_offset"), "{{pod}} fsynced here")).
+		WithTarget(query("C", script("aof_uring_replica_durable_offset")+` >= 0`, "{{pod}} fsynced on ackReplicas replicas"))
 }

@@ -46,3 +46,16 @@ func AllQueries(rateInterval string) (map[string]string, error) {
 	}
 	return queries, nil
 }
+
+// replicatedOnly are the queries that have data only where a replicated
+// instance runs (a replica connected to a primary, a primary with
+// uring.ackReplicas), keyed as AllQueries keys them.
+var replicatedOnly = map[string]bool{
+	"uring-instance.json / Replica lag #0":     true,
+	"uring-instance.json / Replica lag #1":     true,
+	"uring-instance.json / Durable offsets #2": true,
+}
+
+// NeedsReplicas tells whether the query AllQueries keys desc returns data
+// only when a replicated instance is scraped.
+func NeedsReplicas(desc string) bool { return replicatedOnly[desc] }

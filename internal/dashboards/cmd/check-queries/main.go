@@ -21,17 +21,28 @@ func main() {
 	prom := flag.String("prometheus", "http://127.0.0.1:9090", "Prometheus base URL.")
 	rateInterval := flag.String("rate-interval", "5m", "What $__rate_interval stands for: cover the load you want to see.")
 	patience := flag.Duration("wait", 2*time.Minute, "How long to retry queries that return no data yet.")
+	replicated := flag.Bool("replicated", false, "The cluster runs a replicated instance: check the replication panels' queries too.")
 	flag.Parse()
-	if err := run(*prom, *rateInterval, *patience); err != nil {
+	if err := run(*prom, *rateInterval, *patience, *replicated); err != nil {
 		fmt.Fprintln(os.Stderr, "check-queries:", err)
 		os.Exit(1)
 	}
 }
 
-func run(prom, rateInterval string, patience time.Duration) error {
+func run(prom, rateInterval string, patience time.Duration, replicated bool) error {
 	queries, err := dashboards.AllQueries(rateInterval)
 	if err != nil {
 		return err
+	}
+	skipped := 0
+	for desc := range queries {
+		if !replicated && dashboards.NeedsReplicas(desc) {
+			delete(queries, desc)
+			skipped++
+		}
+	}
+	if skipped > 0 {
+		fmt.Printf("skipped %d replication queries: no replicated instance (-replicated)\n", skipped)
 	}
 	ctx := context.Background()
 	pending := queries
