@@ -66,6 +66,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'rdb' || has(self.rdb)",message="mode: rdb needs spec.rdb.save rules (for example [{seconds: 3600, changes: 1}])"
 // +kubebuilder:validation:XValidation:rule="!has(self.config) || !('io-threads' in self.config) || self.config['io-threads'] == '1' || self.mode != 'uring' || (has(self.uring) && self.uring.ack == 'fast')",message="spec.config.io-threads above 1 needs uring.ack: fast: with ack: durable the server refuses I/O threads (they would read from and write to the clients the durable gate holds back)"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage)",message="spec.storage cannot be added or removed: a StatefulSet's volume claims cannot change; create a new RedisPersistence"
+// +kubebuilder:validation:XValidation:rule="!has(self.sentinel) || (has(self.replicas) && self.replicas > 1)",message="spec.sentinel configures the failover of replicated servers: it needs spec.replicas of 2 or more (remove spec.sentinel to run one server)"
+// +kubebuilder:validation:XValidation:rule="self.mode == oldSelf.mode || ((!has(self.replicas) || self.replicas == 1) && (!has(oldSelf.replicas) || oldSelf.replicas == 1))",message="spec.mode cannot change while spec.replicas is above 1: the operator carries a mode change through one running server; scale to replicas: 1 first, change the mode, then scale out again"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) || (self.mode == 'none') == (oldSelf.mode == 'none')",message="without spec.storage, mode: none runs without a volume and the other modes on a default one, so the mode cannot change between none and rdb, aof or uring: there is no volume to carry the data to, or none to drop; create a new RedisPersistence with spec.storage"
 type RedisPersistenceSpec struct {
 	// mode is how the server keeps its data: none (memory only), rdb (snapshots),
@@ -73,6 +75,25 @@ type RedisPersistenceSpec struct {
 	// written and synced through io_uring).
 	// +required
 	Mode PersistenceMode `json:"mode"`
+
+	// replicas is how many servers run: 1 is a single server; N > 1 is one
+	// primary and N-1 replicas of it, each pod on its own volume with the same
+	// persistence mode, and Sentinels (spec.sentinel) that promote a replica
+	// when the primary fails. The Service <name> follows the primary,
+	// <name>-replicas the replicas, <name>-sentinel the Sentinels. Replication
+	// is asynchronous: a failover can lose acknowledged writes that had not
+	// reached the replica it promotes.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=9
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// sentinel configures the Sentinels that watch a replicated instance
+	// (spec.replicas above 1) and fail it over; they run whether or not this is
+	// set. Only valid with spec.replicas above 1.
+	// +optional
+	Sentinel *SentinelSpec `json:"sentinel,omitempty"`
 
 	// aof configures mode: aof.
 	// +optional
@@ -125,7 +146,8 @@ type RedisPersistenceSpec struct {
 	// the persistence options (appendonly, appendfsync*, aof-uring-*, save,
 	// the file names and dir), the network (port, bind, protected-mode,
 	// unixsocket*, tls-*), authentication (requirepass, primaryauth/masterauth,
-	// aclfile, user), replicaof, logging to a file, the DEBUG and MODULE
+	// aclfile, user), replication (replicaof, replica-announce-ip: a
+	// replicated instance's start script sets them), logging to a file, the DEBUG and MODULE
 	// commands, include, rename-command and loadmodule. io-threads above 1
 	// needs mode uring with uring.ack: fast or another mode (durable acks
 	// refuse I/O threads). An option the server does not know stops it from
@@ -133,7 +155,7 @@ type RedisPersistenceSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=64
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 64 && k.matches('^[a-z][a-z0-9-]*$'))",message="spec.config keys are server option names in lower case, at most 64 characters (for example maxmemory-policy)"
-	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['appendonly', 'appendfilename', 'appenddirname', 'dir', 'dbfilename', 'save', 'port', 'bind', 'bind-source-addr', 'protected-mode', 'requirepass', 'masterauth', 'primaryauth', 'masteruser', 'primaryuser', 'aclfile', 'user', 'replicaof', 'slaveof', 'daemonize', 'supervised', 'pidfile', 'logfile', 'enable-debug-command', 'enable-module-command', 'enable-protected-configs', 'include', 'rename-command', 'loadmodule']) && !k.startsWith('appendfsync') && !k.startsWith('aof-uring-') && !k.startsWith('unixsocket') && !k.startsWith('tls-'))",messageExpression="'spec.config.' + self.filter(k, k in ['appendonly', 'appendfilename', 'appenddirname', 'dir', 'dbfilename', 'save', 'port', 'bind', 'bind-source-addr', 'protected-mode', 'requirepass', 'masterauth', 'primaryauth', 'masteruser', 'primaryuser', 'aclfile', 'user', 'replicaof', 'slaveof', 'daemonize', 'supervised', 'pidfile', 'logfile', 'enable-debug-command', 'enable-module-command', 'enable-protected-configs', 'include', 'rename-command', 'loadmodule'] || k.startsWith('appendfsync') || k.startsWith('aof-uring-') || k.startsWith('unixsocket') || k.startsWith('tls-'))[0] + ' is set by the operator and cannot be set in spec.config: persistence is spec.mode, spec.aof, spec.rdb and spec.uring; the password is spec.auth; DEBUG is spec.benchmark.crashCheck'"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['appendonly', 'appendfilename', 'appenddirname', 'dir', 'dbfilename', 'save', 'port', 'bind', 'bind-source-addr', 'protected-mode', 'requirepass', 'masterauth', 'primaryauth', 'masteruser', 'primaryuser', 'aclfile', 'user', 'replicaof', 'slaveof', 'replica-announce-ip', 'slave-announce-ip', 'daemonize', 'supervised', 'pidfile', 'logfile', 'enable-debug-command', 'enable-module-command', 'enable-protected-configs', 'include', 'rename-command', 'loadmodule']) && !k.startsWith('appendfsync') && !k.startsWith('aof-uring-') && !k.startsWith('unixsocket') && !k.startsWith('tls-'))",messageExpression="'spec.config.' + self.filter(k, k in ['appendonly', 'appendfilename', 'appenddirname', 'dir', 'dbfilename', 'save', 'port', 'bind', 'bind-source-addr', 'protected-mode', 'requirepass', 'masterauth', 'primaryauth', 'masteruser', 'primaryuser', 'aclfile', 'user', 'replicaof', 'slaveof', 'replica-announce-ip', 'slave-announce-ip', 'daemonize', 'supervised', 'pidfile', 'logfile', 'enable-debug-command', 'enable-module-command', 'enable-protected-configs', 'include', 'rename-command', 'loadmodule'] || k.startsWith('appendfsync') || k.startsWith('aof-uring-') || k.startsWith('unixsocket') || k.startsWith('tls-'))[0] + ' is set by the operator and cannot be set in spec.config: persistence is spec.mode, spec.aof, spec.rdb and spec.uring; the password is spec.auth; DEBUG is spec.benchmark.crashCheck'"
 	Config map[string]ServerOptionValue `json:"config,omitempty"`
 
 	// auth is how clients authenticate. Without it the operator generates a
@@ -166,6 +188,31 @@ type RedisPersistenceSpec struct {
 	// crashCheck, kills the server.
 	// +optional
 	Benchmark *BenchmarkAccessSpec `json:"benchmark,omitempty"`
+}
+
+// SentinelSpec configures the Valkey Sentinels (valkey-sentinel from the
+// server image) of a replicated instance.
+// +kubebuilder:validation:XValidation:rule="!has(self.quorum) || !has(self.count) || self.quorum <= self.count",message="spec.sentinel.quorum cannot exceed spec.sentinel.count: that many Sentinels must agree that the primary is down"
+type SentinelSpec struct {
+	// count of Sentinels. A failover needs a majority of them reachable, so
+	// an odd count on as many nodes tolerates the most failures.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=7
+	Count int32 `json:"count,omitempty"`
+
+	// quorum is how many Sentinels must agree that the primary is down before
+	// one of them fails it over (which also needs a majority of count).
+	// +optional
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=7
+	Quorum int32 `json:"quorum,omitempty"`
+
+	// resources of each Sentinel container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // ServerOptionValue is the value of one server option, as it would follow the
@@ -490,6 +537,10 @@ const (
 	// ConditionDegraded is true while the server container keeps restarting:
 	// it crashed, was OOM-killed or exited within the last ten minutes.
 	ConditionDegraded = "Degraded"
+	// ConditionReplicating is true when the primary Sentinel names answers as
+	// the primary and every replica's link to it is up (spec.replicas above 1
+	// only).
+	ConditionReplicating = "Replicating"
 	// ConditionUpToDate is true when the pod template is the one the operator
 	// builds today; false while an upgrade of the operator's making (its
 	// default images, a new operator version) waits for its turn
@@ -560,14 +611,62 @@ type StorageStatus struct {
 	MeasuredAt *metav1.Time `json:"measuredAt,omitempty"`
 }
 
+// ServerRole is a replicated server's role, and the value of the pod label
+// uringredis.io/role.
+type ServerRole string
+
+const (
+	// RolePrimary takes writes; the Service <name> selects it.
+	RolePrimary ServerRole = "primary"
+	// RoleReplica copies the primary; the Service <name>-replicas selects it.
+	RoleReplica ServerRole = "replica"
+)
+
+// ReplicaStatus is one server of a replicated instance, as its INFO
+// replication reports it.
+type ReplicaStatus struct {
+	// pod of the server.
+	// +required
+	Pod string `json:"pod"`
+	// role the server reports: primary or replica; empty when it did not answer.
+	// +optional
+	Role ServerRole `json:"role,omitempty"`
+	// offset is the server's replication offset: the primary's
+	// master_repl_offset, a replica's slave_repl_offset.
+	// +optional
+	Offset int64 `json:"offset,omitempty"`
+	// lag is how many bytes of the replication stream the replica has not
+	// received yet (the primary's offset minus its own), 0 for the primary.
+	// +optional
+	Lag int64 `json:"lag,omitempty"`
+	// linkUp is true when the replica's link to the primary is up
+	// (master_link_status:up); always true for the primary.
+	// +optional
+	LinkUp bool `json:"linkUp,omitempty"`
+}
+
+// PodAntiAffinity is how strictly a replicated instance's servers are kept
+// on different nodes.
+// +kubebuilder:validation:Enum=Required;Preferred
+type PodAntiAffinity string
+
+const (
+	// AntiAffinityRequired schedules no two servers of the instance on one node.
+	AntiAffinityRequired PodAntiAffinity = "Required"
+	// AntiAffinityPreferred spreads them where there are nodes enough, and
+	// shares a node otherwise: losing that node loses several servers.
+	AntiAffinityPreferred PodAntiAffinity = "Preferred"
+)
+
 // RedisPersistenceStatus is what the operator observed.
 type RedisPersistenceStatus struct {
 	// conditions: Ready, Scheduled, StorageReady, Degraded, UpToDate,
-	// StorageResized (claimed volumes) and, for mode: uring, UringActive.
+	// StorageResized (claimed volumes), for mode: uring, UringActive and, for
+	// spec.replicas above 1, Replicating.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:MaxItems=12
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// observedGeneration is the generation the status describes.
@@ -633,6 +732,26 @@ type RedisPersistenceStatus struct {
 	// +optional
 	Image string `json:"image,omitempty"`
 
+	// primary is the pod of the current primary of a replicated instance: the
+	// one the Sentinels name, once it confirms the role itself. The operator
+	// labels it uringredis.io/role: primary, which the Service <name> selects;
+	// it never chooses a primary itself.
+	// +optional
+	Primary string `json:"primary,omitempty"`
+
+	// replicas are the servers of a replicated instance, by pod.
+	// +optional
+	// +listType=map
+	// +listMapKey=pod
+	// +kubebuilder:validation:MaxItems=9
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+
+	// podAntiAffinity is how the servers of a replicated instance are kept
+	// apart: Required when there are at least as many eligible nodes as
+	// servers, Preferred (they may share a node) otherwise.
+	// +optional
+	PodAntiAffinity PodAntiAffinity `json:"podAntiAffinity,omitempty"`
+
 	// exporterImage is the redis_exporter sidecar image the pod runs, read like
 	// image; empty when the pod runs no sidecar.
 	// +optional
@@ -641,12 +760,15 @@ type RedisPersistenceStatus struct {
 
 // RedisPersistence is one Redis server and the way it keeps its data.
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 52",message="a RedisPersistence name is at most 52 characters: its pods carry the label controller-revision-hash=<name>-<10 characters>, at most 63"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.replicas) || self.spec.replicas == 1 || self.metadata.name.size() <= 43",message="a replicated RedisPersistence (spec.replicas above 1) has a name of at most 43 characters: its Sentinels' pods carry the label controller-revision-hash=<name>-sentinel-<10 characters>, at most 63"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="a RedisPersistence name starts with a lower-case letter and holds only lower-case letters, digits and '-' (no '.'): it names the Services <name> and <name>-headless, which must be DNS labels"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rp,categories=uringredis
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.status.engine`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`,priority=1
+// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.primary`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
 // +kubebuilder:printcolumn:name="FS",type=string,JSONPath=`.status.filesystem`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -91,6 +91,14 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"sqpoll without enabled", uring(map[string]any{"sqpoll": map[string]any{}}), "spec.uring.sqpoll.enabled: Required value"},
 		{"sqpoll idle zero", uring(map[string]any{"sqpoll": map[string]any{"enabled": true, "idleMillis": 0}}), "spec.uring.sqpoll.idleMillis in body should be greater than or equal to 1"},
 		{"sqpoll cpu negative", uring(map[string]any{"sqpoll": map[string]any{"enabled": true, "cpu": -1}}), "spec.uring.sqpoll.cpu in body should be greater than or equal to 0"},
+		{"no servers", map[string]any{"mode": "aof", "replicas": 0}, "spec.replicas in body should be greater than or equal to 1"},
+		{"too many servers", map[string]any{"mode": "aof", "replicas": 10}, "spec.replicas in body should be less than or equal to 9"},
+		{"sentinel for one server", map[string]any{"mode": "aof", "sentinel": map[string]any{}}, "spec.sentinel configures the failover of replicated servers: it needs spec.replicas of 2 or more"},
+		{"sentinel quorum above count", map[string]any{"mode": "aof", "replicas": 3, "sentinel": map[string]any{"count": 3, "quorum": 4}}, "spec.sentinel.quorum cannot exceed spec.sentinel.count"},
+		{"sentinel quorum above the default count", map[string]any{"mode": "aof", "replicas": 3, "sentinel": map[string]any{"quorum": 5}}, "spec.sentinel.quorum cannot exceed spec.sentinel.count"},
+		{"no sentinels", map[string]any{"mode": "aof", "replicas": 3, "sentinel": map[string]any{"count": 0, "quorum": 1}}, "spec.sentinel.count in body should be greater than or equal to 1"},
+		{"too many sentinels", map[string]any{"mode": "aof", "replicas": 3, "sentinel": map[string]any{"count": 8}}, "spec.sentinel.count in body should be less than or equal to 7"},
+		{"sentinel quorum zero", map[string]any{"mode": "aof", "replicas": 3, "sentinel": map[string]any{"quorum": 0}}, "spec.sentinel.quorum in body should be greater than or equal to 1"},
 		{"unknown storage profile", map[string]any{"mode": "aof", "storage": map[string]any{"profile": "ssd"}}, `spec.storage.profile: Unsupported value: "ssd"`},
 		{"volume too small", map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Mi"}}, "storage.size must be at least 64Mi"},
 		{"re-probe more often than every 10 minutes", map[string]any{"mode": "aof", "storage": map[string]any{"probeInterval": "5m"}}, "spec.storage.probeInterval must be at least 10m"},
@@ -121,7 +129,7 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 	for _, key := range []string{
 		"appendonly", "appendfsync", "appendfsync-engine", "aof-uring-ack", "aof-uring-max-inflight-bytes", "appendfilename",
 		"appenddirname", "dir", "dbfilename", "save", "port", "bind", "protected-mode", "unixsocket", "tls-port",
-		"requirepass", "masterauth", "primaryauth", "aclfile", "user", "replicaof", "slaveof", "logfile", "daemonize",
+		"requirepass", "masterauth", "primaryauth", "aclfile", "user", "replicaof", "slaveof", "replica-announce-ip", "slave-announce-ip", "logfile", "daemonize",
 		"enable-debug-command", "enable-module-command", "enable-protected-configs", "include", "rename-command", "loadmodule",
 	} {
 		cases = append(cases, struct {
@@ -207,6 +215,27 @@ func TestNamesAreValidated(t *testing.T) {
 	}
 }
 
+// A replicated instance's Sentinel StatefulSet is <name>-sentinel, whose pods'
+// revision label must fit 63 characters.
+func TestReplicatedNamesAreShorter(t *testing.T) {
+	for _, tc := range []struct {
+		length   int
+		replicas int64
+		wantErr  string
+	}{
+		{44, 3, "a replicated RedisPersistence (spec.replicas above 1) has a name of at most 43 characters"},
+		{43, 3, ""},
+		{52, 1, ""},
+	} {
+		obj := newObject(map[string]any{"mode": "aof", "replicas": tc.replicas})
+		obj.SetName(strings.Repeat("r", tc.length))
+		err := k8s.Create(context.Background(), obj)
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("%d characters, %d replicas: error %v, want %q", tc.length, tc.replicas, err, tc.wantErr)
+		}
+	}
+}
+
 // The volume may grow (the operator expands the claim), never shrink, and
 // keeps its class.
 func TestStorageMayOnlyGrow(t *testing.T) {
@@ -264,6 +293,12 @@ func TestTransitionsRejected(t *testing.T) {
 			func(s map[string]any) { s["mode"] = "uring" }, "create a new RedisPersistence with spec.storage"},
 		{"aof on the default volume to none", map[string]any{"mode": "aof"},
 			func(s map[string]any) { s["mode"] = "none" }, "the mode cannot change between none and rdb, aof or uring"},
+		{"mode of a replicated instance", map[string]any{"mode": "aof", "replicas": 3},
+			func(s map[string]any) { s["mode"] = "uring" }, "spec.mode cannot change while spec.replicas is above 1"},
+		{"mode while scaling out", map[string]any{"mode": "aof"},
+			func(s map[string]any) { s["mode"], s["replicas"] = "uring", int64(2) }, "scale to replicas: 1 first"},
+		{"mode while scaling in", map[string]any{"mode": "aof", "replicas": 2},
+			func(s map[string]any) { s["mode"], s["replicas"] = "uring", int64(1) }, "spec.mode cannot change while spec.replicas is above 1"},
 		{"storage added", map[string]any{"mode": "none"},
 			func(s map[string]any) { s["storage"] = map[string]any{"size": "1Gi"} }, "spec.storage cannot be added or removed"},
 		{"storage removed", map[string]any{"mode": "aof", "storage": map[string]any{"size": "1Gi"}},
@@ -325,12 +360,23 @@ func TestDefaultsAreApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := rp.Spec.Uring
-	got := fmt.Sprintf("ack=%s queueDepth=%d maxWorkers=%d storage=%v exporter=%v podMonitor=%v interval=%s",
+	got := fmt.Sprintf("ack=%s queueDepth=%d maxWorkers=%d storage=%v exporter=%v podMonitor=%v interval=%s replicas=%d sentinel=%v",
 		u.Ack, u.QueueDepth, u.MaxWorkers, rp.Spec.Storage,
-		*rp.Spec.Exporter.Enabled, *rp.Spec.Monitoring.PodMonitor.Enabled, rp.Spec.Monitoring.PodMonitor.Interval)
-	want := "ack=durable queueDepth=256 maxWorkers=2 storage=<nil> exporter=true podMonitor=true interval=30s"
+		*rp.Spec.Exporter.Enabled, *rp.Spec.Monitoring.PodMonitor.Enabled, rp.Spec.Monitoring.PodMonitor.Interval, rp.Spec.Replicas, rp.Spec.Sentinel)
+	want := "ack=durable queueDepth=256 maxWorkers=2 storage=<nil> exporter=true podMonitor=true interval=30s replicas=1 sentinel=<nil>"
 	if got != want {
 		t.Errorf("defaults:\n got %s\nwant %s", got, want)
+	}
+
+	replicated := newObject(map[string]any{"mode": "aof", "replicas": 3, "sentinel": map[string]any{}})
+	if err := k8s.Create(ctx, replicated); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(replicated), rp); err != nil {
+		t.Fatal(err)
+	}
+	if s := rp.Spec.Sentinel; rp.Spec.Replicas != 3 || s == nil || s.Count != 3 || s.Quorum != 2 {
+		t.Errorf("sentinel defaults: replicas=%d sentinel=%+v", rp.Spec.Replicas, s)
 	}
 
 	// An empty storage block is a volume with the defaults; no block is no
