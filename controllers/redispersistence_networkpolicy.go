@@ -44,8 +44,9 @@ func networkPolicyEnabled(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptio
 }
 
 // buildNetworkPolicy admits to the server port the instance's clients, the
-// RedisBenchmark runners that target it and the operator; to the exporter
-// port the Prometheus pods; nothing else. Egress is left alone.
+// RedisBenchmark runners that target it and the operator, and for a
+// replicated instance its servers (replication) and Sentinels; to the
+// exporter port the Prometheus pods; nothing else. Egress is left alone.
 func buildNetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) *networkingv1.NetworkPolicy {
 	clients := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{labelClient: rp.Name}}}}
 	if rp.Spec.NetworkPolicy != nil && len(rp.Spec.NetworkPolicy.Clients) > 0 {
@@ -59,6 +60,9 @@ func buildNetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions
 	}}})
 	if opts.Operator != nil {
 		clients = append(clients, *opts.Operator.DeepCopy())
+	}
+	if replicated(rp) {
+		clients = append(clients, replicationPeers(rp)...)
 	}
 	tcp := ptr.To(corev1.ProtocolTCP)
 	ingress := []networkingv1.NetworkPolicyIngressRule{{

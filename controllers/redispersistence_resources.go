@@ -423,6 +423,9 @@ type podInputs struct {
 	// upgrades the operator rolls at a time, started then
 	// (redispersistence_upgrade.go).
 	upgradeStarted *metav1.Time
+	// antiAffinity keeps a replicated instance's servers apart
+	// (podAntiAffinityFor); "" for a single server.
+	antiAffinity v1alpha1.PodAntiAffinity
 }
 
 func newPodInputs(rp *v1alpha1.RedisPersistence, password string) podInputs {
@@ -447,15 +450,25 @@ func buildConfigMap(rp *v1alpha1.RedisPersistence, config string) *corev1.Config
 	}
 }
 
+// buildHeadlessService gives each pod its DNS name <pod>.<name>-headless: the
+// servers' and, for a replicated instance, the Sentinels'.
 func buildHeadlessService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	svc := buildClientService(rp)
 	svc.Name = headlessServiceName(rp)
+	if replicated(rp) {
+		svc.Spec.Selector = map[string]string{labelPartOf: rp.Name}
+	}
 	svc.Spec.ClusterIP = corev1.ClusterIPNone
 	svc.Spec.PublishNotReadyAddresses = true
 	return svc
 }
 
+// buildClientService selects the server, or a replicated instance's primary.
 func buildClientService(rp *v1alpha1.RedisPersistence) *corev1.Service {
+	selector := selectorLabels(rp)
+	if replicated(rp) {
+		selector = withRole(selector, v1alpha1.RolePrimary)
+	}
 	ports := []corev1.ServicePort{{Name: "redis", Port: redisPort, TargetPort: intstr.FromString("redis"), Protocol: corev1.ProtocolTCP}}
 	if exporterEnabled(rp) {
 		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: exporterPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP})
@@ -464,7 +477,7 @@ func buildClientService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: objectMeta(rp, rp.Name),
 		Spec: corev1.ServiceSpec{
-			Selector: selectorLabels(rp),
+			Selector: selector,
 			Ports:    ports,
 		},
 	}
@@ -699,7 +712,7 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: meta,
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To[int32](1),
+			Replicas:    ptr.To(replicasOf(rp)),
 			ServiceName: headlessServiceName(rp),
 			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
 			// The pod holds the only copy of the data: replace it only once the old one is gone.
@@ -811,6 +824,9 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 			Tolerations:                   tolerations,
 			Affinity:                      buildAffinity(rp),
 		},
+	}
+	if replicated(rp) {
+		replicateServer(rp, &template, in.antiAffinity)
 	}
 	opts.ImagePull.applyTo(&template.Spec)
 	return template

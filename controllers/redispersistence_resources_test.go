@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -286,6 +288,117 @@ func TestNetworkPolicyEnabled(t *testing.T) {
 	} {
 		if got := networkPolicyEnabled(c.rp, c.opts); got != c.want {
 			t.Errorf("%s: %v, want %v", c.desc, got, c.want)
+		}
+	}
+}
+
+// replicatedSpec is a three-server uring durable instance with a password.
+var replicatedSpec = v1alpha1.RedisPersistenceSpec{
+	Mode: v1alpha1.ModeUring, Replicas: 3, Sentinel: &v1alpha1.SentinelSpec{Count: 3, Quorum: 2},
+	Uring:   &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2},
+	Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe},
+	Auth:    &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}},
+}
+
+// renderReplicated renders every object of a replicated instance that
+// differs from a single server's, in the order the reconciler applies them.
+func renderReplicated(t *testing.T, antiAffinity v1alpha1.PodAntiAffinity) []byte {
+	t.Helper()
+	rp := newRedisPersistence(replicatedSpec)
+	in := newPodInputs(rp, testPassword(rp))
+	in.antiAffinity = antiAffinity
+	objects := []any{
+		buildHeadlessService(rp), buildClientService(rp), buildReplicasService(rp), buildSentinelService(rp),
+		buildNetworkPolicy(rp, networkPolicyOptions), buildSentinelNetworkPolicy(rp, networkPolicyOptions),
+	}
+	for _, pdb := range buildPodDisruptionBudgets(rp) {
+		objects = append(objects, pdb)
+	}
+	objects = append(objects, buildSentinelStatefulSet(rp, testOptions, in), buildStatefulSet(rp, testOptions, in))
+	var out bytes.Buffer
+	for _, obj := range objects {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.WriteString("---\n")
+		out.Write(b)
+	}
+	return out.Bytes()
+}
+
+func TestReplicatedGolden(t *testing.T) {
+	got := renderReplicated(t, v1alpha1.AntiAffinityRequired)
+	if !bytes.Equal(got, renderReplicated(t, v1alpha1.AntiAffinityRequired)) {
+		t.Fatal("rendering the same spec twice gave different output")
+	}
+	compareGolden(t, filepath.Join("testdata", "replicated-uring-durable.yaml"), got)
+
+	// The servers' redis.conf is a single server's: what differs is decided at start.
+	single := replicatedSpec
+	single.Replicas, single.Sentinel = 1, nil
+	if a, b := renderConfig(newRedisPersistence(replicatedSpec)), renderConfig(newRedisPersistence(single)); a != b {
+		t.Errorf("redis.conf of a replicated instance differs from a single server's:\n%s\n---\n%s", a, b)
+	}
+}
+
+// A single server (spec.replicas 1, or unset) renders exactly what it did
+// before replication existed: the golden files above are unchanged, and an
+// explicit 1 is the same as the default.
+func TestOneReplicaIsASingleServer(t *testing.T) {
+	for name, spec := range goldenCases {
+		explicit := spec
+		explicit.Replicas = 1
+		_, a := renderGolden(t, spec)
+		_, b := renderGolden(t, explicit)
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s: replicas: 1 renders another StatefulSet than no replicas", name)
+		}
+		rp := newRedisPersistence(explicit)
+		if sel := buildClientService(rp).Spec.Selector; sel[labelRole] != "" {
+			t.Errorf("%s: the client Service of a single server selects a role: %v", name, sel)
+		}
+	}
+}
+
+func TestPodAntiAffinityFor(t *testing.T) {
+	rp := newRedisPersistence(replicatedSpec)
+	with := func(replicas int32, how v1alpha1.PodAntiAffinity) *appsv1.StatefulSet {
+		r := rp.DeepCopy()
+		r.Spec.Replicas = replicas
+		in := newPodInputs(r, "")
+		in.antiAffinity = how
+		return buildStatefulSet(r, testOptions, in)
+	}
+	for _, tc := range []struct {
+		desc     string
+		eligible int
+		existing *appsv1.StatefulSet
+		want     v1alpha1.PodAntiAffinity
+	}{
+		{"new, nodes enough", 3, nil, v1alpha1.AntiAffinityRequired},
+		{"new, one node", 1, nil, v1alpha1.AntiAffinityPreferred},
+		{"preferred stays when a node joins", 5, with(3, v1alpha1.AntiAffinityPreferred), v1alpha1.AntiAffinityPreferred},
+		{"required stays", 3, with(3, v1alpha1.AntiAffinityRequired), v1alpha1.AntiAffinityRequired},
+		{"required gives way when a node is lost", 2, with(3, v1alpha1.AntiAffinityRequired), v1alpha1.AntiAffinityPreferred},
+		{"decided again when the replica count changes", 5, with(2, v1alpha1.AntiAffinityPreferred), v1alpha1.AntiAffinityRequired},
+	} {
+		if got := podAntiAffinityFor(rp, tc.eligible, tc.existing); got != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.desc, got, tc.want)
+		}
+	}
+	if got := podAntiAffinityFor(newRedisPersistence(goldenCases["aof-always"]), 5, nil); got != "" {
+		t.Errorf("a single server got anti-affinity %q", got)
+	}
+}
+
+// The start scripts run under the image's /bin/sh (dash): they must at least parse there.
+func TestStartScriptsParse(t *testing.T) {
+	rp := newRedisPersistence(replicatedSpec)
+	for name, script := range map[string]string{"server": serverStartScript(rp), "sentinel": sentinelStartScript(rp)} {
+		cmd := exec.Command("dash", "-n", "-c", script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s start script: %v\n%s", name, err, out)
 		}
 	}
 }

@@ -1,0 +1,457 @@
+package controllers
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// Replication (spec.replicas above 1): one primary, N-1 replicas and Valkey's
+// own Sentinels, which decide every failover. The operator never promotes a
+// server; it follows what the Sentinels say (redispersistence_roles.go) and
+// labels the pods by role, so the Service <name> follows the primary.
+//
+// How a server starts is decided in its container, at every start, by
+// serverStartScript: the Sentinels' current primary if they know one, else a
+// server that says it is primary, else ordinal 0. A pod therefore comes back
+// from a restart, a rescheduling or a failover that happened while it was
+// away as a replica of whoever is primary now, without the operator. Every
+// server and Sentinel announces its stable DNS name under the headless
+// Service (replica-announce-ip, Sentinel announce-hostnames), so a pod whose
+// IP changes is still the same instance to the others.
+const (
+	sentinelPort = 26379
+
+	containerSentinel = "sentinel"
+	sentinelDir       = "/run/sentinel"
+
+	// labelRole on a server pod is its role, as the operator last confirmed
+	// it with the Sentinels and the server itself.
+	labelRole = "uringredis.io/role"
+	// labelPartOf marks the servers and Sentinels of a replicated instance:
+	// the headless Service, which gives each of them its DNS name, selects it.
+	labelPartOf = "app.kubernetes.io/part-of"
+
+	// sentinelDownAfterMillis is how long the primary may not answer before
+	// a Sentinel thinks it down; with the quorum agreeing, a failover starts.
+	// Long enough for an AOF rewrite's fork or a slow fsync under `always`,
+	// short enough that writers wait seconds, not a minute.
+	sentinelDownAfterMillis = 10000
+	// sentinelFailoverTimeoutMillis bounds one failover attempt; the next
+	// attempt on the same primary waits twice as long.
+	sentinelFailoverTimeoutMillis = 60000
+)
+
+// replicasOf is spec.replicas; 0 (an object that skipped defaulting) is 1.
+func replicasOf(rp *v1alpha1.RedisPersistence) int32 {
+	return max(rp.Spec.Replicas, 1)
+}
+
+func replicated(rp *v1alpha1.RedisPersistence) bool { return replicasOf(rp) > 1 }
+
+func sentinelName(rp *v1alpha1.RedisPersistence) string        { return rp.Name + "-sentinel" }
+func replicasServiceName(rp *v1alpha1.RedisPersistence) string { return rp.Name + "-replicas" }
+
+// sentinelSpecOf is spec.sentinel with the CRD's defaults.
+func sentinelSpecOf(rp *v1alpha1.RedisPersistence) v1alpha1.SentinelSpec {
+	s := v1alpha1.SentinelSpec{}
+	if rp.Spec.Sentinel != nil {
+		s = *rp.Spec.Sentinel
+	}
+	s.Count = orDefaultInt(s.Count, 3)
+	s.Quorum = orDefaultInt(s.Quorum, 2)
+	return s
+}
+
+func sentinelSelectorLabels(rp *v1alpha1.RedisPersistence) map[string]string {
+	return map[string]string{labelName: "redis-sentinel", labelInstance: rp.Name}
+}
+
+func sentinelObjectLabels(rp *v1alpha1.RedisPersistence) map[string]string {
+	labels := sentinelSelectorLabels(rp)
+	labels[labelManagedBy] = fieldOwner
+	labels[labelComponent] = "sentinel"
+	return labels
+}
+
+func sentinelObjectMeta(rp *v1alpha1.RedisPersistence, name string) metav1.ObjectMeta {
+	meta := objectMeta(rp, name)
+	meta.Labels = sentinelObjectLabels(rp)
+	return meta
+}
+
+// headlessDomain is the DNS domain of the instance's pods: <pod>.<domain>.
+// It relies on the pod's resolv.conf search path for the cluster domain, as
+// status.endpoint does.
+func headlessDomain(rp *v1alpha1.RedisPersistence) string {
+	return fmt.Sprintf("%s.%s.svc", headlessServiceName(rp), rp.Namespace)
+}
+
+// podOfHost is the pod a server or Sentinel announces itself as: the first
+// label of <pod>.<headless domain>.
+func podOfHost(rp *v1alpha1.RedisPersistence, host string) (string, bool) {
+	pod, domain, ok := strings.Cut(host, ".")
+	return pod, ok && domain == headlessDomain(rp)
+}
+
+// shellLookups are the shell functions both start scripts use. Every call is
+// bounded (valkey-cli -t 1: one second per connection), so a Sentinel or
+// server that is gone costs a second, not a hang. REDISCLI_AUTH carries the
+// password: Sentinels require the servers' password too.
+func shellLookups(rp *v1alpha1.RedisPersistence) string {
+	s := sentinelSpecOf(rp)
+	return fmt.Sprintf(`domain=%[1]s
+# sentinel_view prints the primary most of the reachable Sentinels name (a
+# host name), or nothing when none knows one.
+sentinel_view() {
+  i=0
+  while [ "$i" -lt %[2]d ]; do
+    valkey-cli --no-auth-warning -t 1 -h "%[3]s-$i.$domain" -p %[4]d SENTINEL get-master-addr-by-name %[5]s 2>/dev/null | head -n 1
+    i=$((i + 1))
+  done | grep -v -e '^$' -e ' ' | sort | uniq -c | sort -rn | awk 'NR == 1 { print $2 }'
+}
+# server_primary prints the first other server that says it is primary.
+server_primary() {
+  i=0
+  while [ "$i" -lt %[6]d ]; do
+    host="%[5]s-$i.$domain"
+    if [ "$host" != "${self:-}" ] && valkey-cli --no-auth-warning -t 1 -h "$host" -p %[7]d INFO replication 2>/dev/null | grep -q '^role:master'; then
+      echo "$host"
+      return
+    fi
+    i=$((i + 1))
+  done
+}
+`, headlessDomain(rp), s.Count, sentinelName(rp), sentinelPort, rp.Name, replicasOf(rp), redisPort)
+}
+
+// serverStartScript decides, at every start of the server container, whether
+// the server starts as the primary or as a replica of it:
+//
+//  1. the primary most reachable Sentinels name;
+//  2. when no Sentinel knows one (a new instance, or every Sentinel
+//     restarted), another server that says it is primary;
+//  3. when none does, ordinal 0 starts as primary and the others replicate it.
+//
+// A server the Sentinels still name as primary after it lost its volume (a
+// new claim, or mode: none, which keeps nothing) must not start as an empty
+// primary: its replicas would copy the empty dataset. While a Sentinel sees a
+// healthy replica it waits, not listening, so that the Sentinels find it down
+// and promote that replica; it then starts as a replica of it. With no
+// healthy replica there is nothing to wait for, and it starts as primary.
+func serverStartScript(rp *v1alpha1.RedisPersistence) string {
+	return `set -eu
+` + shellLookups(rp) + fmt.Sprintf(`self="$POD_NAME.$domain"
+ordinal="${POD_NAME##*-}"
+# healthy_replicas prints how many replicas a Sentinel sees up.
+healthy_replicas() {
+  i=0
+  while [ "$i" -lt %[1]d ]; do
+    if out=$(valkey-cli --no-auth-warning -t 1 -h "%[2]s-$i.$domain" -p %[3]d SENTINEL replicas %[4]s 2>/dev/null); then
+      printf '%%s\n' "$out" | awk 'prev == "flags" && ($0 == "slave" || $0 == "replica") { n++ } { prev = $0 } END { print n + 0 }'
+      return
+    fi
+    i=$((i + 1))
+  done
+  echo 0
+}
+has_data() { [ -e %[5]s/dump.rdb ] || [ -d %[5]s/appendonlydir ]; }
+
+primary=$(sentinel_view)
+[ -n "$primary" ] || primary=$(server_primary)
+if [ -z "$primary" ] && [ "$ordinal" != 0 ]; then
+  primary="%[4]s-0.$domain"
+fi
+while [ "$primary" = "$self" ] && ! has_data && [ "$(healthy_replicas)" -gt 0 ]; do
+  echo "the Sentinels name this server primary, its volume holds no data and a replica does: waiting for them to promote the replica"
+  sleep 2
+  primary=$(sentinel_view)
+done
+if [ -n "$primary" ] && [ "$primary" != "$self" ]; then
+  echo "starting as a replica of $primary"
+  set -- --replicaof "$primary" %[6]d
+else
+  echo "starting as the primary"
+  set --
+fi
+exec valkey-server %[7]s/redis.conf --replica-announce-ip "$self" "$@"
+`, sentinelSpecOf(rp).Count, sentinelName(rp), sentinelPort, rp.Name, dataDir, redisPort, configDir)
+}
+
+// sentinelStartScript writes the Sentinel's configuration into its emptyDir
+// (Sentinel rewrites its file with what it learns) on the pod's first start
+// and keeps it across container restarts. A new Sentinel monitors the primary
+// the other Sentinels name, else a server that says it is primary, else
+// ordinal 0: the same order the servers follow.
+func sentinelStartScript(rp *v1alpha1.RedisPersistence) string {
+	s := sentinelSpecOf(rp)
+	return `set -eu
+` + shellLookups(rp) + fmt.Sprintf(`self="$POD_NAME.$domain"
+conf=%[1]s/sentinel.conf
+if [ ! -s "$conf" ]; then
+  primary=$(sentinel_view)
+  [ -n "$primary" ] || primary=$(server_primary)
+  [ -n "$primary" ] || primary="%[2]s-0.$domain"
+  # Sentinel refuses a primary whose name does not resolve yet.
+  until getent hosts "$primary" >/dev/null; do
+    echo "waiting for $primary to resolve"
+    sleep 1
+  done
+  umask 077
+  {
+    echo "port %[3]d"
+    echo "dir %[1]s"
+    echo "sentinel resolve-hostnames yes"
+    echo "sentinel announce-hostnames yes"
+    echo "sentinel announce-ip $self"
+    echo "sentinel monitor %[2]s $primary %[4]d %[5]d"
+    echo "sentinel down-after-milliseconds %[2]s %[6]d"
+    echo "sentinel failover-timeout %[2]s %[7]d"
+    echo "sentinel parallel-syncs %[2]s 1"
+    if [ -n "${REDIS_PASSWORD:-}" ]; then
+      pw=$(printf '%%s' "$REDIS_PASSWORD" | sed 's/[\\"]/\\&/g')
+      printf 'sentinel auth-pass %[2]s "%%s"\nrequirepass "%%s"\n' "$pw" "$pw"
+    fi
+  } >"$conf"
+fi
+exec valkey-sentinel "$conf"
+`, sentinelDir, rp.Name, sentinelPort, redisPort, s.Quorum, sentinelDownAfterMillis, sentinelFailoverTimeoutMillis)
+}
+
+// podNameEnv is the pod's own name, from which the start scripts derive the
+// host name it announces.
+var podNameEnv = corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}
+
+// replicateServer turns the standalone server's pod template into a member
+// of a replicated instance: the start script, the part-of label its DNS name
+// hangs on and the anti-affinity between servers.
+func replicateServer(rp *v1alpha1.RedisPersistence, template *corev1.PodTemplateSpec, antiAffinity v1alpha1.PodAntiAffinity) {
+	template.Labels[labelPartOf] = rp.Name
+	for i := range template.Spec.Containers {
+		c := &template.Spec.Containers[i]
+		if c.Name != containerRedis {
+			continue
+		}
+		c.Command = []string{"sh", "-c", serverStartScript(rp)}
+		c.Env = append(c.Env, podNameEnv)
+	}
+	if template.Spec.Affinity == nil {
+		template.Spec.Affinity = &corev1.Affinity{}
+	}
+	template.Spec.Affinity.PodAntiAffinity = spreadOverNodes(selectorLabels(rp), antiAffinity)
+}
+
+// spreadOverNodes keeps the pods labels selects on different nodes: always
+// (required) or where the scheduler can (preferred).
+func spreadOverNodes(labels map[string]string, how v1alpha1.PodAntiAffinity) *corev1.PodAntiAffinity {
+	term := corev1.PodAffinityTerm{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+		TopologyKey:   corev1.LabelHostname,
+	}
+	if how == v1alpha1.AntiAffinityRequired {
+		return &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{term}}
+	}
+	return &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: term}}}
+}
+
+// podAntiAffinityFor decides how strictly the servers are kept apart:
+// Required when there are at least as many eligible nodes as servers,
+// Preferred otherwise. An existing StatefulSet keeps its choice while the
+// replica count stays, so that a node joining does not roll every server; a
+// Required that the nodes no longer satisfy becomes Preferred, so that a lost
+// node does not leave a server unschedulable.
+func podAntiAffinityFor(rp *v1alpha1.RedisPersistence, eligible int, existing *appsv1.StatefulSet) v1alpha1.PodAntiAffinity {
+	if !replicated(rp) {
+		return ""
+	}
+	fits := eligible >= int(replicasOf(rp))
+	if existing != nil && ptr.Deref(existing.Spec.Replicas, 1) == replicasOf(rp) {
+		switch antiAffinityOf(existing) {
+		case v1alpha1.AntiAffinityPreferred:
+			return v1alpha1.AntiAffinityPreferred
+		case v1alpha1.AntiAffinityRequired:
+			if !fits {
+				return v1alpha1.AntiAffinityPreferred
+			}
+			return v1alpha1.AntiAffinityRequired
+		}
+	}
+	if fits {
+		return v1alpha1.AntiAffinityRequired
+	}
+	return v1alpha1.AntiAffinityPreferred
+}
+
+func antiAffinityOf(sts *appsv1.StatefulSet) v1alpha1.PodAntiAffinity {
+	a := sts.Spec.Template.Spec.Affinity
+	switch {
+	case a == nil || a.PodAntiAffinity == nil:
+		return ""
+	case len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0:
+		return v1alpha1.AntiAffinityRequired
+	default:
+		return v1alpha1.AntiAffinityPreferred
+	}
+}
+
+// buildSentinelStatefulSet runs the Sentinels: the server image's
+// valkey-sentinel, a writable configuration in an emptyDir, no volume (a
+// Sentinel relearns the instance from the others and the servers).
+func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs) *appsv1.StatefulSet {
+	s := sentinelSpecOf(rp)
+	resources := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+	}
+	if s.Resources != nil {
+		resources = *s.Resources.DeepCopy()
+	}
+	cliEnv := append([]corev1.EnvVar{{Name: "REDISCLI_HISTFILE", Value: "/dev/null"}}, passwordEnv(rp, "REDISCLI_AUTH")...)
+	env := append(append(cliEnv, passwordEnv(rp, "REDIS_PASSWORD")...), podNameEnv)
+	sentinel := corev1.Container{
+		Name:    containerSentinel,
+		Image:   orDefault(rp.Spec.Image, opts.RedisImage),
+		Command: []string{"sh", "-c", sentinelStartScript(rp)},
+		Env:     env,
+		Ports:   []corev1.ContainerPort{{Name: "sentinel", ContainerPort: sentinelPort, Protocol: corev1.ProtocolTCP}},
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("sentinel")}},
+			InitialDelaySeconds: 30,
+			PeriodSeconds:       10,
+			FailureThreshold:    6,
+		},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+				Command: []string{"sh", "-c", "valkey-cli -p " + strconv.Itoa(sentinelPort) + " ping | grep -qx PONG"},
+			}},
+			PeriodSeconds:  5,
+			TimeoutSeconds: 3,
+		},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "sentinel", MountPath: sentinelDir}},
+		SecurityContext: restrictedSecurityContext(),
+		Resources:       resources,
+	}
+	labels := sentinelObjectLabels(rp)
+	labels[labelPartOf] = rp.Name
+	// A Sentinel reads the password only at start; nothing else of the
+	// servers' configuration concerns it.
+	var annotations map[string]string
+	if in.authHash != "" {
+		annotations = map[string]string{annotationAuthHash: in.authHash}
+	}
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{sentinel},
+			Volumes: []corev1.Volume{{Name: "sentinel", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi")),
+			}}}},
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      ptr.To[int64](redisUID),
+				RunAsGroup:     ptr.To[int64](redisUID),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](10),
+			NodeSelector:                  copyMap(rp.Spec.Placement.NodeSelector),
+			Tolerations:                   append([]corev1.Toleration(nil), rp.Spec.Placement.Tolerations...),
+			// Sentinels are cheap: spread them where the nodes allow, never wait for a node.
+			Affinity: &corev1.Affinity{PodAntiAffinity: spreadOverNodes(sentinelSelectorLabels(rp), v1alpha1.AntiAffinityPreferred)},
+		},
+	}
+	opts.ImagePull.applyTo(&template.Spec)
+	return &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: sentinelObjectMeta(rp, sentinelName(rp)),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To(s.Count),
+			ServiceName: headlessServiceName(rp),
+			Selector:    &metav1.LabelSelector{MatchLabels: sentinelSelectorLabels(rp)},
+			// Each Sentinel finds the others by asking them; none waits for another.
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			Template:            template,
+		},
+	}
+}
+
+// buildReplicasService selects the replicas, for reads that may lag.
+func buildReplicasService(rp *v1alpha1.RedisPersistence) *corev1.Service {
+	svc := buildClientService(rp)
+	svc.Name = replicasServiceName(rp)
+	svc.Spec.Selector = withRole(selectorLabels(rp), v1alpha1.RoleReplica)
+	return svc
+}
+
+// buildSentinelService is what Sentinel-aware clients connect to.
+func buildSentinelService(rp *v1alpha1.RedisPersistence) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: sentinelObjectMeta(rp, sentinelName(rp)),
+		Spec: corev1.ServiceSpec{
+			Selector: sentinelSelectorLabels(rp),
+			Ports:    []corev1.ServicePort{{Name: "sentinel", Port: sentinelPort, TargetPort: intstr.FromString("sentinel"), Protocol: corev1.ProtocolTCP}},
+		},
+	}
+}
+
+func withRole(labels map[string]string, role v1alpha1.ServerRole) map[string]string {
+	labels[labelRole] = string(role)
+	return labels
+}
+
+// buildPodDisruptionBudgets let a drain take one server and one Sentinel at a
+// time: the Sentinels keep their majority, and at most one failover is in
+// flight.
+func buildPodDisruptionBudgets(rp *v1alpha1.RedisPersistence) []*policyv1.PodDisruptionBudget {
+	pdb := func(meta metav1.ObjectMeta, selector map[string]string) *policyv1.PodDisruptionBudget {
+		return &policyv1.PodDisruptionBudget{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+			ObjectMeta: meta,
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+				Selector:       &metav1.LabelSelector{MatchLabels: selector},
+			},
+		}
+	}
+	return []*policyv1.PodDisruptionBudget{
+		pdb(objectMeta(rp, rp.Name), selectorLabels(rp)),
+		pdb(sentinelObjectMeta(rp, sentinelName(rp)), sentinelSelectorLabels(rp)),
+	}
+}
+
+// replicationPeers are the pods a replicated instance's servers and
+// Sentinels talk to each other from: the servers (replication) and the
+// Sentinels (monitoring, failover).
+func replicationPeers(rp *v1alpha1.RedisPersistence) []networkingv1.NetworkPolicyPeer {
+	return []networkingv1.NetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{MatchLabels: selectorLabels(rp)}},
+		{PodSelector: &metav1.LabelSelector{MatchLabels: sentinelSelectorLabels(rp)}},
+	}
+}
+
+// buildSentinelNetworkPolicy admits to the Sentinel port the instance's
+// clients (Sentinel-aware clients ask it for the primary), the operator, the
+// servers and the other Sentinels.
+func buildSentinelNetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) *networkingv1.NetworkPolicy {
+	np := buildNetworkPolicy(rp, opts)
+	np.ObjectMeta = sentinelObjectMeta(rp, sentinelName(rp))
+	np.Spec.PodSelector = metav1.LabelSelector{MatchLabels: sentinelSelectorLabels(rp)}
+	rule := np.Spec.Ingress[0]
+	rule.Ports[0].Port = ptr.To(intstr.FromInt32(sentinelPort))
+	np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{rule}
+	return np
+}
