@@ -5,6 +5,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,7 +14,7 @@ import (
 )
 
 // CacheOptions is what the operator's informers hold. Of the kinds the
-// operator makes (StatefulSets, ConfigMaps, Services, NetworkPolicies, pods, Jobs and, where
+// operator makes (StatefulSets, ConfigMaps, Services, NetworkPolicies, PodDisruptionBudgets, pods, Jobs and, where
 // served, PodMonitors) only the ones it labelled managed-by itself: caching
 // every pod or ConfigMap of the cluster would cost memory and list traffic in
 // proportion to everything else that runs there. PodMonitors fall under the
@@ -37,16 +38,17 @@ func CacheOptions() cache.Options {
 		DefaultLabelSelector: managed,
 		DefaultTransform:     cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&appsv1.StatefulSet{}:         {Label: managed},
-			&corev1.ConfigMap{}:           {Label: managed},
-			&corev1.Service{}:             {Label: managed},
-			&networkingv1.NetworkPolicy{}: {Label: managed},
-			&corev1.Pod{}:                 {Label: managed},
-			&batchv1.Job{}:                {Label: managed},
-			&v1alpha1.RedisPersistence{}:  {Label: everything},
-			&v1alpha1.RedisBenchmark{}:    {Label: everything},
-			&corev1.Node{}:                {Label: everything, Transform: stripNode},
-			&corev1.Secret{}:              {Label: everything, Transform: stripSecretMetadata},
+			&appsv1.StatefulSet{}:           {Label: managed},
+			&corev1.ConfigMap{}:             {Label: managed},
+			&corev1.Service{}:               {Label: managed},
+			&networkingv1.NetworkPolicy{}:   {Label: managed},
+			&policyv1.PodDisruptionBudget{}: {Label: managed},
+			&corev1.Pod{}:                   {Label: managed},
+			&batchv1.Job{}:                  {Label: managed},
+			&v1alpha1.RedisPersistence{}:    {Label: everything},
+			&v1alpha1.RedisBenchmark{}:      {Label: everything},
+			&corev1.Node{}:                  {Label: everything, Transform: stripNode},
+			&corev1.Secret{}:                {Label: everything, Transform: stripSecretMetadata},
 		},
 	}
 }

@@ -17,6 +17,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,6 +79,8 @@ type RedisPersistenceReconciler struct {
 	Clock                 clock.PassiveClock
 	// ServerAddress is where the operator reaches a server pod (pod IP and port by default).
 	ServerAddress func(*corev1.Pod) string
+	// SentinelAddress is where the operator reaches a Sentinel pod (pod IP and port by default).
+	SentinelAddress func(*corev1.Pod) string
 
 	snapshots snapshots
 	probes    serverProbes
@@ -96,9 +99,13 @@ type RedisPersistenceReconciler struct {
 // patch records annotationPredatesClosedDefaults.
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences/status,verbs=get;patch;update
-// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=pods;nodes,verbs=get;list;watch
+// delete: the Sentinels' StatefulSet and Services of an instance scaled to one server.
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps;services,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// Pods: patch labels a replicated server's pod with its role.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // Secrets: get for the password (read uncached), list and watch for a
 // metadata-only informer that tells when a password changes, create for the
 // generated password.
@@ -133,6 +140,13 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		r.probes.drop(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+
+	defer func() {
+		// A failover changes no Kubernetes object while the old primary keeps running.
+		if replicated(rp) && retErr == nil && (result.RequeueAfter == 0 || result.RequeueAfter > replicationResync) {
+			result.RequeueAfter = replicationResync
+		}
+	}()
 
 	if err := r.recordPredatedDefaults(ctx, rp); err != nil {
 		return ctrl.Result{}, err
@@ -195,6 +209,8 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		requirement:   placementRequirement(minKernel(rp), rp.Spec.Placement.NodeSelector),
 		statefulSet:   existing,
 	}
+	in.antiAffinity = podAntiAffinityFor(rp, obs.eligibleNodes, existing)
+	obs.antiAffinity = in.antiAffinity
 	// Every request to the server in this reconcile shares one deadline.
 	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
 	defer cancelServer()
@@ -222,6 +238,11 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	} else if err := r.removeNetworkPolicy(ctx, rp); err != nil {
 		return ctrl.Result{}, err
 	}
+	replication, err := r.replicationObjects(ctx, rp)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	desired = append(desired, replication...)
 	if pm, err := r.podMonitor(ctx, rp); err != nil {
 		return ctrl.Result{}, err
 	} else if pm != nil {
@@ -242,6 +263,11 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	obs.statefulSet = sts
 	if upgradeWait != nil {
 		obs.upgradePending = &upgradeWait.condition
+	}
+	if replicated(rp) {
+		if err := r.followSentinels(ctx, rp, password, in, &obs); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 
 	resized, err := r.resizeVolume(ctx, rp)
@@ -481,6 +507,11 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	}
 	r.setCondition(rp, v1alpha1.ConditionReady, readyCondition(scheduled, storage, obs))
 	r.setCondition(rp, v1alpha1.ConditionUpToDate, upToDateCondition(obs.upgradePending, obs.statefulSet, r.Clock.Now()))
+	if obs.replication != nil {
+		r.setCondition(rp, v1alpha1.ConditionReplicating, obs.replication.condition)
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionReplicating)
+	}
 
 	st := &rp.Status
 	st.Endpoint = net.JoinHostPort(fmt.Sprintf("%s.%s.svc", rp.Name, rp.Namespace), strconv.Itoa(redisPort))
@@ -497,6 +528,10 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	}
 	if obs.info != nil {
 		st.Engine = obs.info.engine
+	}
+	st.Primary, st.Replicas, st.PodAntiAffinity = "", nil, obs.antiAffinity
+	if obs.replication != nil {
+		st.Primary, st.Replicas = obs.replication.primary, obs.replication.servers
 	}
 	if image, ok := runningImage(obs.pod, containerRedis); ok {
 		st.Image = image
@@ -642,6 +677,11 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort))
 		}
 	}
+	if r.SentinelAddress == nil {
+		r.SentinelAddress = func(pod *corev1.Pod) string {
+			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(sentinelPort))
+		}
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisPersistence{}, authSecretIndex, authSecretName); err != nil {
 		return err
 	}
@@ -654,6 +694,7 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&policyv1.PodDisruptionBudget{}).
 		// Pods belong to the StatefulSet; the instance label leads back to the RedisPersistence.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRedisPersistence), builder.WithPredicates(managedPods)).
 		// Only the Secrets' metadata is cached: a new resourceVersion is all

@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -63,6 +64,11 @@ type observation struct {
 	modeChange    *condition // set while a mode change holds the old configuration
 	// upgradePending is set while an operator upgrade waits for its turn.
 	upgradePending *condition
+	// replication is what the Sentinels and servers of a replicated
+	// instance said; nil for a single server.
+	replication *replicationView
+	// antiAffinity keeps a replicated instance's servers apart.
+	antiAffinity v1alpha1.PodAntiAffinity
 }
 
 type condition struct {
@@ -131,9 +137,9 @@ func rolledOut(sts *appsv1.StatefulSet) bool {
 	if sts == nil {
 		return false
 	}
-	s := sts.Status
+	s, replicas := sts.Status, ptr.Deref(sts.Spec.Replicas, 1)
 	return s.ObservedGeneration >= sts.Generation && s.UpdateRevision != "" &&
-		s.CurrentRevision == s.UpdateRevision && s.UpdatedReplicas == 1 && s.ReadyReplicas == 1
+		s.CurrentRevision == s.UpdateRevision && s.UpdatedReplicas == replicas && s.ReadyReplicas == replicas
 }
 
 func readyCondition(scheduled, storage condition, obs observation) condition {

@@ -28,6 +28,9 @@ var (
 	// serverAddrs maps "namespace/pod" to where the reconciler finds that pod's
 	// server: a real server the test started.
 	serverAddrs sync.Map
+	// sentinelAddrs maps "namespace/pod" to where the reconciler finds that
+	// Sentinel pod's Sentinel.
+	sentinelAddrs sync.Map
 )
 
 // TestMain runs the operator's controllers against a real kube-apiserver with
@@ -72,6 +75,12 @@ func TestMain(m *testing.M) {
 				return addr.(string)
 			}
 			return "127.0.0.1:1" // nothing listens: the operator must report it
+		},
+		SentinelAddress: func(pod *corev1.Pod) string {
+			if addr, ok := sentinelAddrs.Load(pod.Namespace + "/" + pod.Name); ok {
+				return addr.(string)
+			}
+			return "127.0.0.1:1"
 		},
 	}
 	if err := reconciler.SetupWithManager(mgr); err != nil {

@@ -30,14 +30,22 @@ func ServerBin() string {
 // that only make sense in a pod (port, dir, include) are overridden.
 func StartServer(t *testing.T, config string) string {
 	t.Helper()
-	return runServer(t, t.TempDir(), config, false).Addr
+	return runServer(t, ServerBin(), t.TempDir(), config, false).Addr
+}
+
+// StartSentinel runs the server build's valkey-sentinel with config (a
+// sentinel.conf, which Sentinel rewrites) on a free loopback port and returns
+// its address.
+func StartSentinel(t *testing.T, config string) string {
+	t.Helper()
+	return runServer(t, filepath.Join(filepath.Dir(ServerBin()), "valkey-sentinel"), t.TempDir(), config, false).Addr
 }
 
 // StartServerWithoutIOUring is StartServer under a seccomp filter that
 // denies io_uring_setup, as a container runtime's default profile does.
 func StartServerWithoutIOUring(t *testing.T, config string) string {
 	t.Helper()
-	return runServer(t, t.TempDir(), config, true).Addr
+	return runServer(t, ServerBin(), t.TempDir(), config, true).Addr
 }
 
 // Server is a running server process.
@@ -53,7 +61,7 @@ type Server struct {
 // its files: a restart, as a pod's container restarts on its volume.
 func RunServer(t *testing.T, dir, config string) *Server {
 	t.Helper()
-	return runServer(t, dir, config, false)
+	return runServer(t, ServerBin(), dir, config, false)
 }
 
 // Stop sends SIGTERM, as a kubelet stopping the container does, and waits
@@ -71,9 +79,8 @@ func (s *Server) Stop(t *testing.T) {
 	}
 }
 
-func runServer(t *testing.T, dir, config string, denyIOUring bool) *Server {
+func runServer(t *testing.T, bin, dir, config string, denyIOUring bool) *Server {
 	t.Helper()
-	bin := ServerBin()
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("the server binary %s is missing: run `make test`, which builds it", bin)
 	}
