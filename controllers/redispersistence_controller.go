@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -402,10 +403,20 @@ func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alph
 }
 
 // applyRuntimeConfig sets the runtime options on the running server process
-// runID and records them in status.appliedConfigHash.
+// runID and, for a replicated instance, on the other running servers, and
+// records them in status.appliedConfigHash. A server that cannot be reached
+// leaves the hash as it was, so the next reconcile tries again; one that
+// starts later reads them from the ConfigMap.
 func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, pod *corev1.Pod, runID string) {
 	key := client.ObjectKeyFromObject(rp)
 	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), password, runtimeSettings(rp))
+	if err == nil && replicated(rp) {
+		var others []string
+		others, err = r.applyRuntimeConfigToReplicas(ctx, rp, password, pod.Name)
+		changed = append(changed, others...)
+		slices.Sort(changed)
+		changed = slices.Compact(changed)
+	}
 	if len(changed) > 0 {
 		r.probes.forget(key)
 		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "AppliedConfig", "set %s on the running server (CONFIG SET), without a restart", strings.Join(changed, ", "))
@@ -417,6 +428,29 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp 
 	}
 	rp.Status.AppliedConfigHash = runtimeConfigHash(rp)
 	r.probes.setAppliedOn(key, runID)
+}
+
+// applyRuntimeConfigToReplicas sets the runtime options on every running
+// server of a replicated instance but the pod done, and returns the options
+// any of them changed.
+func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Context, rp *v1alpha1.RedisPersistence, password, done string) ([]string, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(selectorLabels(rp))); err != nil {
+		return nil, fmt.Errorf("listing the server pods: %w", err)
+	}
+	var changed []string
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.Name == done || !podReady(pod) || pod.Status.PodIP == "" {
+			continue
+		}
+		names, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), password, runtimeSettings(rp))
+		changed = append(changed, names...)
+		if err != nil {
+			return changed, fmt.Errorf("%s: %w", pod.Name, err)
+		}
+	}
+	return changed, nil
 }
 
 // runsCurrentRevision is true when pod runs the StatefulSet's current template.

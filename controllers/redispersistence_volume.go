@@ -30,7 +30,10 @@ const (
 	ReasonClaimNotBound       = "ClaimNotBound"
 )
 
-func dataClaimName(rp *v1alpha1.RedisPersistence) string { return "data-" + rp.Name + "-0" }
+// dataClaimName is the data claim of the server with this ordinal.
+func dataClaimName(rp *v1alpha1.RedisPersistence, ordinal int32) string {
+	return fmt.Sprintf("data-%s-%d", rp.Name, ordinal)
+}
 
 // volumeResize is what resizing the data volume takes.
 type volumeResize struct {
@@ -64,18 +67,39 @@ func planVolumeResize(want resource.Quantity, claim *corev1.PersistentVolumeClai
 	return volumeResize{condition: condition{metav1.ConditionTrue, ReasonVolumeSized, "the volume has the size spec.storage.size asks for"}}
 }
 
-// resizeVolume grows the data claim to spec.storage.size where its class
-// allows it and returns the StorageResized condition, or nil while there is
-// no claim to speak of.
+// resizeVolume grows the data claims (one per server) to spec.storage.size
+// where their class allows it and returns the StorageResized condition, or
+// nil while there is no claim to speak of.
 func (r *RedisPersistenceReconciler) resizeVolume(ctx context.Context, rp *v1alpha1.RedisPersistence) (*condition, error) {
 	if !hasVolume(rp) {
 		return nil, nil
 	}
+	// Every server's claim grows; the condition is the first one not done,
+	// else ordinal 0's.
+	var first *condition
+	for ordinal := range replicasOf(rp) {
+		c, err := r.resizeClaim(ctx, rp, dataClaimName(rp, ordinal))
+		if err != nil {
+			return nil, err
+		}
+		if c != nil && c.status != metav1.ConditionTrue {
+			return c, nil
+		}
+		if first == nil {
+			first = c
+		}
+	}
+	return first, nil
+}
+
+// resizeClaim expands one data claim to spec.storage.size where it can; nil
+// when the claim does not exist (yet).
+func (r *RedisPersistenceReconciler) resizeClaim(ctx context.Context, rp *v1alpha1.RedisPersistence, name string) (*condition, error) {
 	claim := &corev1.PersistentVolumeClaim{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: dataClaimName(rp)}, claim); apierrors.IsNotFound(err) {
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: name}, claim); apierrors.IsNotFound(err) {
 		return nil, nil
 	} else if err != nil {
-		return nil, fmt.Errorf("reading the data claim: %w", err)
+		return nil, fmt.Errorf("reading the data claim %s: %w", name, err)
 	}
 	var class *storagev1.StorageClass
 	if name := ptr.Deref(claim.Spec.StorageClassName, ""); name != "" {
@@ -94,10 +118,10 @@ func (r *RedisPersistenceReconciler) resizeVolume(ctx context.Context, rp *v1alp
 		}
 		claim.Spec.Resources.Requests[corev1.ResourceStorage] = *plan.expandTo
 		if err := r.Patch(ctx, claim, patch); err != nil {
-			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedExpandVolume", "expanding the data claim to %s: %v", plan.expandTo.String(), err)
-			return nil, fmt.Errorf("expanding the data claim: %w", err)
+			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedExpandVolume", "expanding the data claim %s to %s: %v", name, plan.expandTo.String(), err)
+			return nil, fmt.Errorf("expanding the data claim %s: %w", name, err)
 		}
-		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "ExpandingVolume", "asked the data claim for %s", plan.expandTo.String())
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "ExpandingVolume", "asked the data claim %s for %s", name, plan.expandTo.String())
 	}
 	return &plan.condition, nil
 }
