@@ -278,7 +278,7 @@ requirepass %[3]q
 			name string
 		}{{&appsv1.StatefulSet{}, name + "-sentinel"}, {&corev1.Service{}, name + "-replicas"}, {&policyv1.PodDisruptionBudget{}, name}} {
 			if err := get(t, gone.obj, ns, gone.name); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("%T %s: %v", gone.obj, gone.name, err)
+				return fmt.Errorf("%T %s: %w", gone.obj, gone.name, err)
 			}
 		}
 		if err := get(t, rp, ns, name); err != nil {

@@ -1,0 +1,134 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// TestReplicasFailOver: a three-server uring durable instance on the one
+// node. Its primary's pod and volume are lost (the pod deleted without grace,
+// its claim deleted) and the operator is restarted at the same moment: the
+// Sentinels promote a replica, the operator labels it, the Service <name>
+// selects it and nothing else, the keys written (and replicated, WAIT)
+// before are there, and the lost server comes back on a new volume as a
+// replica holding them too.
+func TestReplicasFailOver(t *testing.T) {
+	const name = "replicated"
+	create(t, name, v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}, Replicas: 3,
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		for _, ordinal := range []string{"1", "2"} {
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-" + ordinal, Namespace: namespace}}
+			_ = k8s.Delete(context.Background(), pvc)
+		}
+	})
+	rp := waitFor(t, name, 6*time.Minute, hasCondition(v1alpha1.ConditionReplicating, metav1.ConditionTrue, "Replicating"))
+	if rp.Status.Primary != name+"-0" || len(rp.Status.Replicas) != 3 {
+		t.Fatalf("status: primary %q, replicas %+v", rp.Status.Primary, rp.Status.Replicas)
+	}
+	if rp.Status.PodAntiAffinity != v1alpha1.AntiAffinityPreferred {
+		t.Errorf("status.podAntiAffinity %q on a one-node cluster, want Preferred", rp.Status.PodAntiAffinity)
+	}
+	waitServiceSelects(t, name, name+"-0")
+
+	var script strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&script, "SET key:%d value:%d\n", i, i)
+	}
+	script.WriteString("WAIT 2 10000\n")
+	out := podExec(t, name+"-0", script.String(), "valkey-cli")
+	if lines := strings.Split(out, "\n"); lines[len(lines)-1] != "2" {
+		t.Fatalf("WAIT 2: %q, want both replicas to have the writes", lines[len(lines)-1])
+	}
+
+	// The node and its disk are gone, and the operator restarts meanwhile.
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-0", Namespace: namespace}}
+	if err := k8s.Delete(context.Background(), claim); err != nil {
+		t.Fatal(err)
+	}
+	lost := getPod(t, name+"-0")
+	if err := k8s.Delete(context.Background(), lost, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := k8s.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(envOr("E2E_NAMESPACE", "uring-redis-system")),
+		client.MatchingLabels{"app.kubernetes.io/name": "uring-redis-operator"}); err != nil {
+		t.Fatal(err)
+	}
+
+	rp = waitFor(t, name, 4*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
+		if p := rp.Status.Primary; p == "" || p == name+"-0" {
+			return fmt.Errorf("status.primary %q", p)
+		}
+		return nil
+	})
+	primary := rp.Status.Primary
+	t.Logf("%s promoted and labelled %s after the primary was lost", primary, time.Since(start).Round(time.Second))
+	waitServiceSelects(t, name, primary)
+	if n := podExec(t, primary, "", "valkey-cli", "DBSIZE"); n != "2000" {
+		t.Fatalf("the promoted %s holds %s keys, want 2000", primary, n)
+	}
+	// Through the Service, as a client reaches it.
+	if role := infoField(podExec(t, primary, "", "valkey-cli", "-h", name, "INFO", "replication"), "role"); role != "master" {
+		t.Errorf("the Service %s answers as %q", name, role)
+	}
+
+	// The lost server is back on a new volume, a replica of the new primary.
+	waitFor(t, name, 4*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
+		if err := hasCondition(v1alpha1.ConditionReplicating, metav1.ConditionTrue, "Replicating")(rp); err != nil {
+			return err
+		}
+		if pod := getPod(t, name+"-0"); pod.UID == lost.UID || pod.Labels["uringredis.io/role"] != "replica" {
+			return fmt.Errorf("%s-0: the old pod, or labelled %q", name, pod.Labels["uringredis.io/role"])
+		}
+		return nil
+	})
+	if n := podExec(t, name+"-0", "", "valkey-cli", "DBSIZE"); n != "2000" {
+		t.Errorf("the server back on a new volume holds %s keys, want 2000", n)
+	}
+	if v := podExec(t, name+"-0", "", "valkey-cli", "GET", "key:1999"); v != "value:1999" {
+		t.Errorf("key:1999 is %q on the server back on a new volume", v)
+	}
+}
+
+// waitServiceSelects waits until the Service's ready endpoints are exactly pod's.
+func waitServiceSelects(t *testing.T, service, pod string) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		var list discoveryv1.EndpointSliceList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: service}); err != nil {
+			t.Fatal(err)
+		}
+		var ready []string
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				if ptr.Deref(e.Conditions.Ready, false) && e.TargetRef != nil {
+					ready = append(ready, e.TargetRef.Name)
+				}
+			}
+		}
+		if len(ready) == 1 && ready[0] == pod {
+			return
+		}
+		last = fmt.Sprint(ready)
+	}
+	t.Fatalf("the Service %s selects %s, want only %s\n%s", service, last, pod, describe(service))
+}
