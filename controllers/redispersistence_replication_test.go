@@ -71,6 +71,24 @@ func TestDecideReplication(t *testing.T) {
 			}
 		})
 	}
+	// uring.ackReplicas: with fewer replicas linked than it asks for, the
+	// primary refuses writes, which the condition names.
+	acks := newRedisPersistence(replicatedSpec)
+	acks.Spec.Mode = v1alpha1.ModeUring
+	acks.Spec.Uring = &v1alpha1.UringSpec{AckReplicas: 2}
+	oneDown := map[string]replicationInfo{"cache-0": healthy["cache-0"], "cache-1": {role: "slave", offset: 10}, "cache-2": healthy["cache-2"]}
+	if v := decideReplication(acks, pods, []string{host("cache-0")}, oneDown, byIP); v.condition.reason != ReasonTooFewForAcks ||
+		!strings.Contains(v.condition.message, "1 of 2 replicas") || !strings.Contains(v.condition.message, "NOREPLICAS") {
+		t.Errorf("ackReplicas 2 with one replica linked: condition %+v", v.condition)
+	}
+	if v := decideReplication(acks, pods, []string{host("cache-0")}, healthy, byIP); v.condition.reason != ReasonReplicating {
+		t.Errorf("ackReplicas 2 with both replicas linked: condition %+v", v.condition)
+	}
+	acks.Spec.Uring.AckReplicas = 1
+	if v := decideReplication(acks, pods, []string{host("cache-0")}, oneDown, byIP); v.condition.reason != ReasonReplicasNotLinked {
+		t.Errorf("ackReplicas 1 with one of two replicas linked: condition %+v", v.condition)
+	}
+
 	view := decideReplication(rp, pods, []string{host("cache-0")}, healthy, byIP)
 	want := []v1alpha1.ReplicaStatus{
 		{Pod: "cache-0", Role: v1alpha1.RolePrimary, Offset: 1000, LinkUp: true},

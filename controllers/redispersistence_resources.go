@@ -320,7 +320,11 @@ func runtimeSettings(rp *v1alpha1.RedisPersistence) []serverSetting {
 			serverSetting{name: "aof-uring-sqpoll", value: yesNo(sqpoll)},
 			// Off is the server's default and left implicit, so a uring
 			// image from before io-uring-replies still starts.
-			serverSetting{name: "io-uring-replies", value: yesNo(u.Replies), implicit: !u.Replies})
+			serverSetting{name: "io-uring-replies", value: yesNo(u.Replies), implicit: !u.Replies},
+			// 0 is the default and left implicit likewise. Every server of a
+			// replicated instance carries it: a replica ignores it until the
+			// Sentinels promote it.
+			serverSetting{name: "aof-uring-ack-replicas", value: strconv.Itoa(int(u.AckReplicas)), implicit: u.AckReplicas == 0})
 		if sqpoll && u.SQPoll.IdleMillis != nil {
 			settings = append(settings, serverSetting{name: "aof-uring-sqpoll-idle-ms", value: strconv.Itoa(int(*u.SQPoll.IdleMillis))})
 		}

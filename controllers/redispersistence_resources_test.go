@@ -340,6 +340,17 @@ func TestReplicatedGolden(t *testing.T) {
 	if a, b := renderConfig(newRedisPersistence(replicatedSpec)), renderConfig(newRedisPersistence(single)); a != b {
 		t.Errorf("redis.conf of a replicated instance differs from a single server's:\n%s\n---\n%s", a, b)
 	}
+
+	// uring.ackReplicas reaches every server's redis.conf (a replica ignores
+	// it until promoted); 0 is left out, so an image without it still starts.
+	if conf := renderConfig(newRedisPersistence(replicatedSpec)); strings.Contains(conf, "aof-uring-ack-replicas") {
+		t.Errorf("ackReplicas 0 rendered:\n%s", conf)
+	}
+	acks := replicatedSpec
+	acks.Uring = &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2, AckReplicas: 1}
+	if conf := renderConfig(newRedisPersistence(acks)); !strings.Contains(conf, "\naof-uring-ack-replicas 1\n") {
+		t.Errorf("ackReplicas 1 not rendered:\n%s", conf)
+	}
 }
 
 // A single server (spec.replicas 1, or unset) renders exactly what it did

@@ -46,6 +46,9 @@ const (
 	ReasonNoPrimary            = "NoPrimary"
 	ReasonPrimaryUnconfirmed   = "PrimaryUnconfirmed"
 	ReasonReplicasNotLinked    = "ReplicasNotLinked"
+	// ReasonTooFewForAcks: fewer replicas replicate than uring.ackReplicas
+	// requires, so the primary refuses writes.
+	ReasonTooFewForAcks = "TooFewReplicasForAcks"
 )
 
 // replicationInfo is a server's INFO replication.
@@ -166,12 +169,22 @@ func decideReplication(rp *v1alpha1.RedisPersistence, pods []corev1.Pod, answers
 		view.condition = condition{metav1.ConditionFalse, ReasonNoPrimary, "the Sentinels name a primary that is none of the instance's server pods; the server pods keep their role labels"}
 	case view.primary == "":
 		view.condition = condition{metav1.ConditionFalse, ReasonPrimaryUnconfirmed, fmt.Sprintf("the Sentinels name %s, which does not report itself primary yet; the server pods keep their role labels", named)}
+	case linked < int(ackReplicasOf(rp)):
+		view.condition = condition{metav1.ConditionFalse, ReasonTooFewForAcks, fmt.Sprintf("%d of %d replicas replicate from the primary %s and uring.ackReplicas is %d: the primary refuses writes (NOREPLICAS) until %d do", linked, want, view.primary, ackReplicasOf(rp), ackReplicasOf(rp))}
 	case linked < want:
 		view.condition = condition{metav1.ConditionFalse, ReasonReplicasNotLinked, fmt.Sprintf("%d of %d replicas replicate from the primary %s", linked, want, view.primary)}
 	default:
 		view.condition = condition{metav1.ConditionTrue, ReasonReplicating, fmt.Sprintf("%s is the primary; %d replicas replicate from it", view.primary, want)}
 	}
 	return view
+}
+
+// ackReplicasOf is spec.uring.ackReplicas, 0 outside mode: uring.
+func ackReplicasOf(rp *v1alpha1.RedisPersistence) int32 {
+	if rp.Spec.Mode != v1alpha1.ModeUring || rp.Spec.Uring == nil {
+		return 0
+	}
+	return rp.Spec.Uring.AckReplicas
 }
 
 // observeReplication asks every Sentinel and every server of a replicated

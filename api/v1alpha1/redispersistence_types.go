@@ -66,6 +66,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'rdb' || has(self.rdb)",message="mode: rdb needs spec.rdb.save rules (for example [{seconds: 3600, changes: 1}])"
 // +kubebuilder:validation:XValidation:rule="!has(self.config) || !('io-threads' in self.config) || self.config['io-threads'] == '1' || self.mode != 'uring' || (has(self.uring) && self.uring.ack == 'fast')",message="spec.config.io-threads above 1 needs uring.ack: fast: with ack: durable the server refuses I/O threads (they would read from and write to the clients the durable gate holds back)"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage)",message="spec.storage cannot be added or removed: a StatefulSet's volume claims cannot change; create a new RedisPersistence"
+// +kubebuilder:validation:XValidation:rule="!has(self.uring) || !has(self.uring.ackReplicas) || self.uring.ackReplicas == 0 || (self.mode == 'uring' && (!has(self.uring.ack) || self.uring.ack == 'durable') && has(self.replicas) && self.uring.ackReplicas < self.replicas)",message="spec.uring.ackReplicas needs mode: uring with uring.ack: durable and fewer than spec.replicas (the primary does not count: ackReplicas 1 needs replicas: 2 or more)"
 // +kubebuilder:validation:XValidation:rule="!has(self.sentinel) || (has(self.replicas) && self.replicas > 1)",message="spec.sentinel configures the failover of replicated servers: it needs spec.replicas of 2 or more (remove spec.sentinel to run one server)"
 // +kubebuilder:validation:XValidation:rule="self.mode == oldSelf.mode || ((!has(self.replicas) || self.replicas == 1) && (!has(oldSelf.replicas) || oldSelf.replicas == 1))",message="spec.mode cannot change while spec.replicas is above 1: the operator carries a mode change through one running server; scale to replicas: 1 first, change the mode, then scale out again"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) || (self.mode == 'none') == (oldSelf.mode == 'none')",message="without spec.storage, mode: none runs without a volume and the other modes on a default one, so the mode cannot change between none and rdb, aof or uring: there is no volume to carry the data to, or none to drop; create a new RedisPersistence with spec.storage"
@@ -301,6 +302,21 @@ type UringSpec struct {
 	// why in INFO stats (io_uring_replies_fallback_reason).
 	// +optional
 	Replies bool `json:"replies,omitempty"`
+
+	// ackReplicas is how many replicas must have fdatasync'ed a write in their
+	// own AOF, besides the primary, before anyone is told of it or shown it
+	// (aof-uring-ack-replicas; replies, reads of the keys it changed and
+	// messages about it all wait). With 1, an acknowledged write survives
+	// the loss of the primary's node and disk: the Sentinels promote the
+	// most up-to-date replica. With fewer replicas connected, writes are
+	// refused (NOREPLICAS) and the Replicating condition says so; a write
+	// already waiting when they left is closed without a reply after 10 s.
+	// 0 waits for the primary's disk only (replication stays asynchronous).
+	// Needs ack: durable and fewer than spec.replicas.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=8
+	AckReplicas int32 `json:"ackReplicas,omitempty"`
 
 	// maxWorkers bounds the kernel's io-wq worker threads for the ring.
 	// +optional

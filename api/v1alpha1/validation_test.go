@@ -93,6 +93,11 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"sqpoll cpu negative", uring(map[string]any{"sqpoll": map[string]any{"enabled": true, "cpu": -1}}), "spec.uring.sqpoll.cpu in body should be greater than or equal to 0"},
 		{"no servers", map[string]any{"mode": "aof", "replicas": 0}, "spec.replicas in body should be greater than or equal to 1"},
 		{"too many servers", map[string]any{"mode": "aof", "replicas": 10}, "spec.replicas in body should be less than or equal to 9"},
+		{"ackReplicas on one server", map[string]any{"mode": "uring", "uring": map[string]any{"ackReplicas": 1}}, "spec.uring.ackReplicas needs mode: uring with uring.ack: durable and fewer than spec.replicas"},
+		{"ackReplicas as many as the servers", map[string]any{"mode": "uring", "replicas": 3, "uring": map[string]any{"ackReplicas": 3}}, "spec.uring.ackReplicas needs mode: uring with uring.ack: durable and fewer than spec.replicas"},
+		{"ackReplicas with ack fast", map[string]any{"mode": "uring", "replicas": 3, "uring": map[string]any{"ack": "fast", "ackReplicas": 1}}, "spec.uring.ackReplicas needs mode: uring with uring.ack: durable"},
+		{"ackReplicas outside mode uring", map[string]any{"mode": "aof", "replicas": 3, "uring": map[string]any{"ackReplicas": 1}}, "spec.uring.ackReplicas needs mode: uring"},
+		{"ackReplicas above 8", map[string]any{"mode": "uring", "replicas": 9, "uring": map[string]any{"ackReplicas": 9}}, "spec.uring.ackReplicas in body should be less than or equal to 8"},
 		{"sentinel for one server", map[string]any{"mode": "aof", "sentinel": map[string]any{}}, "spec.sentinel configures the failover of replicated servers: it needs spec.replicas of 2 or more"},
 		{"sentinel quorum above count", map[string]any{"mode": "aof", "replicas": 3, "sentinel": map[string]any{"count": 3, "quorum": 4}}, "spec.sentinel.quorum cannot exceed spec.sentinel.count"},
 		{"sentinel quorum above the default count", map[string]any{"mode": "aof", "replicas": 3, "sentinel": map[string]any{"quorum": 5}}, "spec.sentinel.quorum cannot exceed spec.sentinel.count"},
@@ -171,6 +176,20 @@ func TestConfigAccepted(t *testing.T) {
 	}
 	if err := create(map[string]any{"mode": "aof", "config": map[string]any{"io-threads": "4"}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Durable acks across replicas: up to one fewer than the servers, in uring
+// durable mode (ack: durable is the default).
+func TestAckReplicasAccepted(t *testing.T) {
+	for _, spec := range []map[string]any{
+		{"mode": "uring", "replicas": 2, "uring": map[string]any{"ackReplicas": 1}},
+		{"mode": "uring", "replicas": 3, "uring": map[string]any{"ack": "durable", "ackReplicas": 2}},
+		{"mode": "uring", "uring": map[string]any{"ackReplicas": 0}},
+	} {
+		if err := create(spec); err != nil {
+			t.Errorf("%v: %v", spec, err)
+		}
 	}
 }
 
