@@ -19,16 +19,17 @@ import (
 )
 
 // TestReplicasFailOver: a three-server uring durable instance on the one
-// node. Its primary's pod and volume are lost (the pod deleted without grace,
-// its claim deleted) and the operator is restarted at the same moment: the
-// Sentinels promote a replica, the operator labels it, the Service <name>
-// selects it and nothing else, the keys written (and replicated, WAIT)
-// before are there, and the lost server comes back on a new volume as a
-// replica holding them too.
+// node whose replies wait for one replica's fsync (uring.ackReplicas: 1). Its
+// primary's pod and volume are lost (the pod deleted without grace, its claim
+// deleted) and the operator is restarted at the same moment: the Sentinels
+// promote a replica, the operator labels it, the Service <name> selects it
+// and nothing else, every acknowledged key is there (no WAIT: the
+// acknowledgement itself waited for a replica's disk), and the lost server
+// comes back on a new volume as a replica holding them too.
 func TestReplicasFailOver(t *testing.T) {
 	const name = "replicated"
 	create(t, name, v1alpha1.RedisPersistenceSpec{
-		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}, Replicas: 3,
+		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1}, Replicas: 3,
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -52,10 +53,14 @@ func TestReplicasFailOver(t *testing.T) {
 	for i := range 2000 {
 		fmt.Fprintf(&script, "SET key:%d value:%d\n", i, i)
 	}
-	script.WriteString("WAIT 2 10000\n")
 	out := podExec(t, name+"-0", script.String(), "valkey-cli")
-	if lines := strings.Split(out, "\n"); lines[len(lines)-1] != "2" {
-		t.Fatalf("WAIT 2: %q, want both replicas to have the writes", lines[len(lines)-1])
+	if acked := strings.Count(out, "OK"); acked != 2000 {
+		t.Fatalf("%d of 2000 SETs acknowledged: %.200q", acked, out)
+	}
+	persistence := podExec(t, name+"-0", "", "valkey-cli", "INFO", "persistence")
+	if infoField(persistence, "aof_uring_ack_replicas") != "1" || strings.HasPrefix(infoField(persistence, "aof_uring_replica_durable_offset"), "-") {
+		t.Fatalf("the primary does not wait for a replica's fsync: ack_replicas %q, replica durable offset %q",
+			infoField(persistence, "aof_uring_ack_replicas"), infoField(persistence, "aof_uring_replica_durable_offset"))
 	}
 
 	// The node and its disk are gone, and the operator restarts meanwhile.
