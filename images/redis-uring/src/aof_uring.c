@@ -324,7 +324,7 @@ static struct checkpoint {
 static size_t ckpt_head = 0, ckpt_len = 0;
 static long long replica_fed = 0;      /* Prefix of aof_fed fdatasync'ed by k replicas. */
 static long long replica_reploff = -1; /* k-th highest FACK offset (this role's offsets). */
-static int was_primary = -1;           /* Role seen by the last beforeSleep. */
+static int was_primary = -1;           /* Role seen by the last noticePromotion(). */
 static long long acked_fsynced = -1;   /* Replica: fsynced_reploff last sent to the primary. */
 static long long noreplicas_refusals = 0;
 
@@ -1147,10 +1147,14 @@ void aofUringReplicaAcked(void) {
     popAckedCheckpoints(); /* Held clients are released in beforeSleep. */
 }
 
+int aofUringReplicasRequired(void) {
+    return ackReplicas() && gatingEnabled();
+}
+
 /* Replicas that count as connected: online, and heard from within
  * min-replicas-max-lag seconds (10 when that is 0). */
 int aofUringEnoughReplicas(void) {
-    if (!ackReplicas() || !gatingEnabled()) return 1;
+    if (!aofUringReplicasRequired()) return 1;
     int good = 0, max_lag = server.repl_min_replicas_max_lag ? server.repl_min_replicas_max_lag : 10;
     listIter li;
     listNode *ln;
@@ -1163,10 +1167,6 @@ int aofUringEnoughReplicas(void) {
     if (good >= server.aof_uring_ack_replicas) return 1;
     noreplicas_refusals++;
     return 0;
-}
-
-int aofUringReplicasRequired(void) {
-    return ackReplicas() && gatingEnabled();
 }
 
 int aofUringUpdateAckReplicas(const char **err) {
