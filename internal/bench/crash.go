@@ -87,12 +87,34 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 	for c, n := range acked {
 		res.Acknowledged += int64(n)
 		for start := 0; start < n; start += 1000 {
-			pipe := conn.Pipeline()
 			var cmds []*redis.IntCmd
-			for seq := start; seq < n && seq < start+1000; seq++ {
-				cmds = append(cmds, pipe.Exists(ctx, key(c, seq)))
+			exists := func() error {
+				pipe := conn.Pipeline()
+				cmds = cmds[:0]
+				for seq := start; seq < n && seq < start+1000; seq++ {
+					cmds = append(cmds, pipe.Exists(ctx, key(c, seq)))
+				}
+				_, err := pipe.Exec(ctx)
+				return err
 			}
-			if _, err := pipe.Exec(ctx); err != nil {
+			// The restarted server answered waitServing, but its Service can
+			// still drop it for a moment afterwards (seen in `make demo`: the
+			// endpoint turned not-ready as the kubelet noticed the restart, and
+			// the read-back got "connection refused"). Retry for as long as a
+			// restart may take.
+			err := exists()
+			for deadline := time.Now().Add(restartWait); err != nil && time.Now().Before(deadline); err = exists() {
+				select {
+				case <-ctx.Done():
+					return res, ctx.Err()
+				case <-time.After(500 * time.Millisecond):
+				}
+				if werr := r.waitServing(ctx, time.Until(deadline)); werr != nil {
+					err = werr
+					break
+				}
+			}
+			if err != nil {
 				return res, fmt.Errorf("reading the acknowledged keys back: %w", err)
 			}
 			for _, cmd := range cmds {
