@@ -44,8 +44,7 @@ func TestDashboardQueriesReturnData(t *testing.T) {
 		"posix-0": testenv.StartServer(t, "save \"\"\nappendonly yes\nappendfsync always\n"),
 	}
 	// uring-0's replica, for the replication panels (it takes no writes).
-	replica := testenv.StartServer(t, uring+"replicaof "+strings.Replace(servers["uring-0"], ":", " ", 1)+"\n")
-	waitReplicaOnline(t, servers["uring-0"])
+	replica := testenv.StartReplica(t, servers["uring-0"], uring)
 	fallback := testenv.StartServerWithoutIOUring(t, "save \"\"\nappendonly yes\nappendfsync always\nappendfsync-engine uring\n")
 	var targets []string
 	for pod, addr := range servers {
@@ -210,23 +209,5 @@ scrape_configs:
 	}
 	if len(fsyncs) != 2 {
 		t.Errorf("%d fsync p99 series, want the uring target's set and incr", len(fsyncs))
-	}
-}
-
-// waitReplicaOnline waits until the primary at addr streams to a replica.
-func waitReplicaOnline(t *testing.T, addr string) {
-	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer func() { _ = c.Close() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		info, err := c.Info(context.Background(), "replication").Result()
-		if err == nil && strings.Contains(info, "state=online") {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no replica online at %s after 30 s: %v\n%s", addr, err, info)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -163,6 +163,14 @@ type BenchmarkResult struct {
 	// engine the server reported writing its append-only file with (posix or uring).
 	// +optional
 	Engine string `json:"engine,omitempty"`
+	// replicas is the fewest replicas the target's primary streamed to
+	// during the run; 0 for a standalone server.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// ackReplicas is how many replicas' fsyncs each durable reply waited for
+	// (spec.uring.ackReplicas, as the server reported it).
+	// +optional
+	AckReplicas int32 `json:"ackReplicas,omitempty"`
 	// command is the valkey-benchmark test (or get-during-set).
 	Command string `json:"command"`
 	// repetition these figures come from, counted from 1.

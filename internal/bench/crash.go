@@ -130,15 +130,26 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 	return res, nil
 }
 
-// waitServing polls until the server answers and has loaded its data.
+// waitServing polls until the server answers, has loaded its data and takes
+// writes: a primary whose writes wait for k replicas (aof-uring-ack-replicas)
+// refuses them with NOREPLICAS until k replicas stream from it again, which
+// after its restart takes a resynchronisation.
 func (r Runner) waitServing(ctx context.Context, limit time.Duration) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
 		conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, MaxRetries: -1, DialTimeout: time.Second})
-		info := conn.InfoMap(ctx, "persistence")
+		info, err := conn.InfoMap(ctx, "persistence", "replication").Result()
 		_ = conn.Close()
-		if last = info.Err(); last == nil && info.Item("Persistence", "loading") != "0" {
+		last = err
+		if err != nil {
+			return false, nil
+		}
+		role, replicas, ackReplicas := replicationFromInfo(info)
+		switch {
+		case info["Persistence"]["loading"] != "0":
 			last = errors.New("still loading")
+		case role == "master" && replicas < ackReplicas:
+			last = fmt.Errorf("%d of the %d replicas its writes wait for stream from it", replicas, ackReplicas)
 		}
 		return last == nil, nil
 	})

@@ -18,6 +18,13 @@ type Sample struct {
 	// FsyncBuckets are the uring engine's cumulative fsync latency buckets
 	// (aof_uring_fsync_usec_bucket_le_<usec>), ordered by bound; the last is +Inf.
 	FsyncBuckets []Bucket
+	// Role is INFO replication's role: master or slave.
+	Role string
+	// Replicas is how many replicas stream from the server (state=online).
+	Replicas int
+	// AckReplicas is aof-uring-ack-replicas: how many replicas' fsyncs a
+	// durable reply waits for (0 without the uring engine).
+	AckReplicas int
 }
 
 // Bucket is a cumulative histogram bucket: Count fsyncs took at most LeMicros.
@@ -28,8 +35,9 @@ type Bucket struct {
 
 const bucketPrefix = "aof_uring_fsync_usec_bucket_le_"
 
-// SampleFromInfo extracts a Sample from INFO's cpu, memory and persistence
-// sections, as go-redis's InfoMap returns them (section title -> field -> value).
+// SampleFromInfo extracts a Sample from INFO's cpu, memory, persistence and
+// replication sections, as go-redis's InfoMap returns them (section title ->
+// field -> value).
 func SampleFromInfo(info map[string]map[string]string) (Sample, error) {
 	var s Sample
 	cpu, persistence := info["CPU"], info["Persistence"]
@@ -44,6 +52,7 @@ func SampleFromInfo(info map[string]map[string]string) (Sample, error) {
 	if persistence["aof_enabled"] == "0" {
 		s.Engine = ""
 	}
+	s.Role, s.Replicas, s.AckReplicas = replicationFromInfo(info)
 	for k, v := range persistence {
 		bound, ok := strings.CutPrefix(k, bucketPrefix)
 		if !ok {
@@ -66,6 +75,20 @@ func SampleFromInfo(info map[string]map[string]string) (Sample, error) {
 		return b == -1 && a != -1 || a != -1 && a < b
 	})
 	return s, nil
+}
+
+// replicationFromInfo reads INFO replication's role and how many replicas
+// stream from the server (state=online), and INFO persistence's
+// aof_uring_ack_replicas: how many of them a durable reply waits for.
+func replicationFromInfo(info map[string]map[string]string) (role string, replicas, ackReplicas int) {
+	ackReplicas, _ = strconv.Atoi(info["Persistence"]["aof_uring_ack_replicas"])
+	for k, v := range info["Replication"] {
+		// slave0:ip=…,port=…,state=online,offset=…,lag=…
+		if strings.HasPrefix(k, "slave") && strings.Contains(","+v+",", ",state=online,") {
+			replicas++
+		}
+	}
+	return info["Replication"]["role"], replicas, ackReplicas
 }
 
 // FsyncDelta is the fsyncs between two samples: their count and the p50 and

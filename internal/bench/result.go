@@ -21,11 +21,16 @@ const MaxResultBytes = 4096
 // check when one ran. Figures are integers in fixed units so the message
 // stays short and the status has no floats.
 type Result struct {
-	Target   string          `json:"target"`
-	Mode     string          `json:"mode"`
-	Engine   string          `json:"engine,omitempty"`
-	Commands []CommandResult `json:"commands"`
-	Crash    *CrashResult    `json:"crash,omitempty"`
+	Target string `json:"target"`
+	Mode   string `json:"mode"`
+	Engine string `json:"engine,omitempty"`
+	// Replicas is the fewest replicas streaming from the target at any
+	// sample of the run; AckReplicas how many of them a durable reply waited
+	// for (aof-uring-ack-replicas).
+	Replicas    int             `json:"replicas,omitempty"`
+	AckReplicas int             `json:"ackReplicas,omitempty"`
+	Commands    []CommandResult `json:"commands"`
+	Crash       *CrashResult    `json:"crash,omitempty"`
 }
 
 // CommandResult is one valkey-benchmark test.
@@ -95,6 +100,8 @@ func StatusResults(r Result) []v1alpha1.BenchmarkResult {
 			Target:          r.Target,
 			Mode:            r.Mode,
 			Engine:          r.Engine,
+			Replicas:        int32(r.Replicas),
+			AckReplicas:     int32(r.AckReplicas),
 			Command:         c.Command,
 			OpsPerSecond:    int64(math.Round(c.OpsPerSecond)),
 			P50Micros:       c.P50Micros,

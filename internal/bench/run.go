@@ -40,11 +40,11 @@ func (r Runner) client() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DB: r.DB, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
 }
 
-// Sample reads the server's INFO cpu, memory and persistence.
+// Sample reads the server's INFO cpu, memory, persistence and replication.
 func (r Runner) Sample(ctx context.Context) (Sample, error) {
 	c := r.client()
 	defer func() { _ = c.Close() }()
-	info, err := c.InfoMap(ctx, "cpu", "memory", "persistence").Result()
+	info, err := c.InfoMap(ctx, "cpu", "memory", "persistence", "replication").Result()
 	if err != nil {
 		return Sample{}, fmt.Errorf("INFO: %w", err)
 	}
@@ -59,32 +59,43 @@ func (r Runner) Run(ctx context.Context, w Workload) (Result, error) {
 	if w.MixedReads {
 		commands = append(commands, GetDuringSet)
 	}
-	for _, cmd := range commands {
-		cr, engine, err := r.measure(ctx, w, cmd)
+	for i, cmd := range commands {
+		cr, before, after, err := r.measure(ctx, w, cmd)
 		if err != nil {
 			return res, fmt.Errorf("%s: %w", cmd, err)
 		}
-		res.Engine = engine
+		// A replicated target is reported with the fewest replicas seen
+		// streaming, so a run that lost one while it measured says so.
+		if i == 0 {
+			res.Replicas = before.Replicas
+		}
+		res.Replicas = min(res.Replicas, before.Replicas, after.Replicas)
+		res.Engine, res.AckReplicas = after.Engine, after.AckReplicas
 		res.Commands = append(res.Commands, cr)
 	}
 	return res, nil
 }
 
-// measure runs one test between two INFO samples.
-func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandResult, string, error) {
+// measure runs one test between two INFO samples, which it returns too.
+func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandResult, Sample, Sample, error) {
 	host, portText, err := net.SplitHostPort(r.Addr)
 	if err != nil {
-		return CommandResult{}, "", err
+		return CommandResult{}, Sample{}, Sample{}, err
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil {
-		return CommandResult{}, "", err
+		return CommandResult{}, Sample{}, Sample{}, err
 	}
 	args := ToolArgs{Host: host, Port: port, DB: r.DB, Clients: w.Clients, Requests: w.Requests, Keyspace: w.Keyspace,
 		ValueSize: w.ValueSize, Pipeline: w.Pipeline, Password: r.Password, Test: cmd}
 	before, err := r.Sample(ctx)
 	if err != nil {
-		return CommandResult{}, "", err
+		return CommandResult{}, Sample{}, Sample{}, err
+	}
+	if before.Role != "master" {
+		// The Service <name> selects the primary only; a replica here means
+		// a failover is under way, and its writes would be refused.
+		return CommandResult{}, Sample{}, Sample{}, fmt.Errorf("the server at %s is a replica (role %q), not a primary: the benchmark writes, so it measures the primary only", r.Addr, before.Role)
 	}
 	var tool ToolResult
 	ops := float64(w.Requests)
@@ -107,11 +118,11 @@ func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandRes
 		tool, err = r.tool(ctx, args)
 	}
 	if err != nil {
-		return CommandResult{}, "", err
+		return CommandResult{}, Sample{}, Sample{}, err
 	}
 	after, err := r.Sample(ctx)
 	if err != nil {
-		return CommandResult{}, "", err
+		return CommandResult{}, Sample{}, Sample{}, err
 	}
 	count, p50, p99 := FsyncDelta(before, after)
 	return CommandResult{
@@ -125,7 +136,7 @@ func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandRes
 		FsyncP50Micros:  p50,
 		FsyncP99Micros:  p99,
 		RSSBytes:        after.RSSBytes,
-	}, after.Engine, nil
+	}, before, after, nil
 }
 
 func (a ToolArgs) withTest(test string) ToolArgs { a.Test, a.Command = test, nil; return a }

@@ -74,6 +74,32 @@ func TestRunAgainstTheRealServer(t *testing.T) {
 	}
 }
 
+// TestRunAgainstAReplicatedPrimary measures a primary whose durable replies
+// wait for its replica's fsync: the result names the replica and the wait, and
+// the replica itself is refused as a target.
+func TestRunAgainstAReplicatedPrimary(t *testing.T) {
+	const uring = "save \"\"\nappendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\n"
+	primary := testenv.StartServer(t, uring+"aof-uring-ack-replicas 1\n")
+	replica := testenv.StartReplica(t, primary, uring)
+	w := Workload{Target: "t", Mode: "uring-durable", Commands: []string{"set"}, Requests: 2000, Clients: 8, Pipeline: 1, ValueSize: 32, Keyspace: 1000}
+
+	res, err := Runner{Tool: toolBin(t), Addr: primary}.Run(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replicas != 1 || res.AckReplicas != 1 || res.Engine != "uring" || len(res.Commands) != 1 || res.Commands[0].OpsPerSecond <= 0 {
+		t.Errorf("result %+v, want 1 replica, 1 awaited, engine uring and a SET measurement", res)
+	}
+	if got := StatusResults(res)[0]; got.Replicas != 1 || got.AckReplicas != 1 {
+		t.Errorf("status result %+v does not carry the replicas", got)
+	}
+
+	_, err = Runner{Tool: toolBin(t), Addr: replica}.Run(context.Background(), w)
+	if err == nil || !strings.Contains(err.Error(), "is a replica") {
+		t.Errorf("a run against the replica: %v, want a refusal naming it a replica", err)
+	}
+}
+
 func TestRunReportsAnUnreachableServer(t *testing.T) {
 	r := Runner{Tool: toolBin(t), Addr: "127.0.0.1:1"}
 	_, err := r.Run(context.Background(), Workload{Target: "t", Commands: []string{"set"}, Requests: 1000, Clients: 1, Pipeline: 1, ValueSize: 8, Keyspace: 10})
@@ -151,6 +177,27 @@ func TestCrashCheckKill9(t *testing.T) {
 				t.Errorf("%s lost %d of %d acknowledged keys", mode, res.Lost, res.Acknowledged)
 			}
 		})
+	}
+}
+
+// TestCrashCheckWaitsForReplicas kills a primary whose writes wait for its
+// replica's fsync: the check waits until the replica streams from the
+// restarted primary again, so the runner's cleanup, a write, is not refused
+// with NOREPLICAS, and nothing acknowledged is lost.
+func TestCrashCheckWaitsForReplicas(t *testing.T) {
+	const uring = "appendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\n"
+	s := startRestartable(t, uring+"aof-uring-ack-replicas 1\n")
+	testenv.StartReplica(t, s.addr, "save \"\"\n"+uring)
+	r := Runner{Addr: s.addr, DB: 15}
+	res, err := r.CrashCheck(context.Background(), 8, time.Second, 30*time.Second, s.kill9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Acknowledged == 0 || res.Lost != 0 {
+		t.Errorf("%d of %d acknowledged keys lost", res.Lost, res.Acknowledged)
+	}
+	if err := r.EmptyDatabase(context.Background()); err != nil {
+		t.Errorf("the cleanup after the crash check: %v", err)
 	}
 }
 

@@ -57,6 +57,9 @@ func Render(w io.Writer, title string, results []v1alpha1.BenchmarkResult) error
 		s := byTarget[r.Target]
 		if s == nil {
 			label := r.Mode
+			if r.AckReplicas > 0 {
+				label += fmt.Sprintf(", ackReplicas %d", r.AckReplicas)
+			}
 			if r.Target != r.Mode {
 				label += " (" + r.Target + ")"
 			}

@@ -15,26 +15,31 @@ var writeCommands = []string{"set", "hset", "lpush", "incr"}
 
 // row is one target's summary over the write commands.
 type row struct {
-	target, mode, engine string
-	ops                  float64 // mean ops/s over the write commands
-	cpu, p99, fsyncP99   float64 // means, µs
-	readP99              int64   // get-during-set p99, µs; 0 when not run
-	commands             int
+	target, mode, engine  string
+	replicas, ackReplicas int32
+	ops                   float64 // mean ops/s over the write commands
+	cpu, p99, fsyncP99    float64 // means, µs
+	readP99               int64   // get-during-set p99, µs; 0 when not run
+	commands              int
 }
 
 // Table writes the comparison a person reads first: one row per target with
 // the mean throughput of the write commands, its ratio to the aof-everysec
 // and aof-always targets (when the benchmark has them), mean server CPU per
 // 1000 operations, mean p99, mean fsync p99, the p99 of GETs of untouched
-// keys during SET load, and the crash check. Ratios are of figures measured
-// in the same benchmark, one target after another on the same node.
+// keys during SET load, and the crash check. When a target has replicas, two
+// more columns say how many and how many acknowledged each write, and the
+// throughput of one with ackReplicas k > 0 against a target of the same mode
+// and replicas with k = 0: the cost of waiting for the replicas' disks.
+// Ratios are of figures measured in the same benchmark, one target after
+// another on the same node.
 func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.CrashCheckResult) error {
 	var rows []*row
 	byTarget := map[string]*row{}
 	for _, r := range results {
 		x := byTarget[r.Target]
 		if x == nil {
-			x = &row{target: r.Target, mode: r.Mode, engine: r.Engine}
+			x = &row{target: r.Target, mode: r.Mode, engine: r.Engine, replicas: r.Replicas, ackReplicas: r.AckReplicas}
 			byTarget[r.Target] = x
 			rows = append(rows, x)
 		}
@@ -72,6 +77,15 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 		return 0
 	}
 	everysec, always := baseline("aof-everysec"), baseline("aof-always")
+	replicated := slices.ContainsFunc(summarized, func(x *row) bool { return x.replicas > 0 })
+	withoutAcks := func(y *row) float64 {
+		for _, x := range summarized {
+			if x.mode == y.mode && x.replicas == y.replicas && x.ackReplicas == 0 {
+				return x.ops
+			}
+		}
+		return 0
+	}
 	ratio := func(ops, base float64) string {
 		if base == 0 {
 			return "-"
@@ -85,7 +99,11 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 
 	// The tabwriter buffers every row; what fails to reach w fails Flush.
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	_, _ = fmt.Fprintln(tw, "target\tmode\tengine\twrite ops/s\tvs everysec\tvs always\tCPU ms/kop\tp99 ms\tfsync p99 ms\tGET p99 ms during SET\tcrash: lost/acked\t")
+	header := "target\tmode\tengine\twrite ops/s\tvs everysec\tvs always\tCPU ms/kop\tp99 ms\tfsync p99 ms\tGET p99 ms during SET\tcrash: lost/acked\t"
+	if replicated {
+		header += "replicas\tackReplicas\tvs ackReplicas 0\t"
+	}
+	_, _ = fmt.Fprintln(tw, header)
 	for _, x := range summarized {
 		read, lost := "-", "-"
 		if x.readP99 > 0 {
@@ -98,8 +116,16 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 		if x.fsyncP99 > 0 {
 			fsync = fmt.Sprintf("%.2f", x.fsyncP99/1000)
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%.2f\t%s\t%s\t%s\t\n", x.target, x.mode, orDash(x.engine),
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%.2f\t%s\t%s\t%s\t", x.target, x.mode, orDash(x.engine),
 			x.ops, ratio(x.ops, everysec), ratio(x.ops, always), x.cpu/1000, x.p99/1000, fsync, read, lost)
+		if replicated {
+			cost := "-"
+			if x.ackReplicas > 0 {
+				cost = ratio(x.ops, withoutAcks(x))
+			}
+			_, _ = fmt.Fprintf(tw, "%d\t%d\t%s\t", x.replicas, x.ackReplicas, cost)
+		}
+		_, _ = fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

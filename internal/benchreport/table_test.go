@@ -2,6 +2,7 @@ package benchreport
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -42,6 +43,39 @@ func TestTable(t *testing.T) {
 				t.Errorf("row %d %q lacks %q", i, lines[i+1], w)
 			}
 		}
+	}
+}
+
+// TestTableReplicated: targets with replicas get the replica columns, and one
+// whose writes wait for a replica is compared with the same mode without.
+func TestTableReplicated(t *testing.T) {
+	results := []v1alpha1.BenchmarkResult{
+		{Target: "k0", Mode: "uring-durable", Engine: "uring", Replicas: 2, Command: "set", OpsPerSecond: 4000, P99Micros: 3000},
+		{Target: "k1", Mode: "uring-durable", Engine: "uring", Replicas: 2, AckReplicas: 1, Command: "set", OpsPerSecond: 3000, P99Micros: 5000},
+		{Target: "solo", Mode: "uring-durable", Engine: "uring", Command: "set", OpsPerSecond: 5000, P99Micros: 2000},
+	}
+	var out bytes.Buffer
+	if err := Table(&out, results, nil); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[0], "ackReplicas") {
+		t.Fatalf("want a header with the replica columns and 3 rows:\n%s", out.String())
+	}
+	for i, want := range []struct{ target, ops, p99, replicaColumns string }{
+		{"k0", "4000", "3.00", "2 0 -"},
+		{"k1", "3000", "5.00", "2 1 0.75x"},
+		{"solo", "5000", "2.00", "0 0 -"},
+	} {
+		fields := strings.Fields(lines[i+1])
+		if fields[0] != want.target || !slices.Contains(fields, want.ops) || !slices.Contains(fields, want.p99) ||
+			strings.Join(fields[len(fields)-3:], " ") != want.replicaColumns {
+			t.Errorf("row %d %q: want %+v", i, lines[i+1], want)
+		}
+	}
+	out.Reset()
+	if err := Table(&out, results[2:], nil); err != nil || strings.Contains(out.String(), "ackReplicas") {
+		t.Errorf("a benchmark without replicas has no replica columns: %v\n%s", err, out.String())
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
@@ -31,6 +32,25 @@ func ServerBin() string {
 func StartServer(t *testing.T, config string) string {
 	t.Helper()
 	return runServer(t, ServerBin(), t.TempDir(), config, false).Addr
+}
+
+// StartReplica runs the real server with config as a replica of the server
+// at primary and returns its address once the primary streams to it.
+func StartReplica(t *testing.T, primary, config string) string {
+	t.Helper()
+	addr := StartServer(t, config+"replicaof "+strings.Replace(primary, ":", " ", 1)+"\n")
+	c := redis.NewClient(&redis.Options{Addr: primary})
+	defer func() { _ = c.Close() }()
+	var info string
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		info, err = c.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "state=online"), nil
+	})
+	if err != nil {
+		t.Fatalf("the replica %s is not online at %s after 30 s:\n%s", addr, primary, info)
+	}
+	return addr
 }
 
 // StartSentinel runs the server build's valkey-sentinel with config (a
