@@ -119,20 +119,7 @@ func TestBenchmarkComparesModes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	err := wait.PollUntilContextTimeout(ctx, 5*time.Second, 20*time.Minute, true, func(context.Context) (bool, error) {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rb), rb); err != nil {
-			return false, err
-		}
-		if c := meta.FindStatusCondition(rb.Status.Conditions, v1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
-			return false, fmt.Errorf("benchmark failed: %s: %s", c.Reason, c.Message)
-		}
-		return meta.IsStatusConditionTrue(rb.Status.Conditions, v1alpha1.ConditionComplete), nil
-	})
-	if wait.Interrupted(err) {
-		t.Fatalf("benchmark not complete after 20m: %+v\n%s", rb.Status, jobLogs(t, rb.Status.CurrentJob))
-	} else if err != nil {
-		t.Fatalf("%v\n%s", err, jobLogs(t, rb.Status.CurrentJob))
-	}
+	waitBenchmarkComplete(t, rb, 20*time.Minute)
 
 	var table strings.Builder
 	w := tabwriter.NewWriter(&table, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -228,6 +215,38 @@ func waitBenchmark(t *testing.T, rb *v1alpha1.RedisBenchmark, timeout time.Durat
 	t.Logf("RedisBenchmark %s: %s: %s", rb.Name, c.Reason, c.Message)
 }
 
+// waitBenchmarkComplete waits until the benchmark is Complete, and fails
+// with the runner's log when it fails or runs out of time.
+func waitBenchmarkComplete(t *testing.T, rb *v1alpha1.RedisBenchmark, timeout time.Duration) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rb), rb); err != nil {
+			return false, err
+		}
+		if c := meta.FindStatusCondition(rb.Status.Conditions, v1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+			return false, fmt.Errorf("benchmark failed: %s: %s", c.Reason, c.Message)
+		}
+		return meta.IsStatusConditionTrue(rb.Status.Conditions, v1alpha1.ConditionComplete), nil
+	})
+	if wait.Interrupted(err) {
+		t.Fatalf("benchmark %s not complete after %s: %+v\n%s", rb.Name, timeout, rb.Status, benchmarkLogs(rb))
+	} else if err != nil {
+		t.Fatalf("%v\n%s", err, benchmarkLogs(rb))
+	}
+}
+
+// benchmarkLogs is the end of every runner's log of rb: a failed Job is no
+// longer status.currentJob.
+func benchmarkLogs(rb *v1alpha1.RedisBenchmark) string {
+	cmd := append(append([]string{}, kubectl[1:]...), "-n", namespace, "logs", "--prefix", "--tail", "30",
+		"-l", "app.kubernetes.io/name=redis-benchmark,app.kubernetes.io/instance="+rb.Name)
+	out, err := execOutput(kubectl[0], cmd...)
+	if err != nil {
+		return fmt.Sprintf("the runners' logs: %v\n%s", err, out)
+	}
+	return out
+}
+
 func envInt(t *testing.T, key string, def int) int {
 	t.Helper()
 	v := os.Getenv(key)
@@ -249,17 +268,6 @@ func operatorMetrics(t *testing.T) string {
 		t.Fatalf("the operator's metrics: status %d: %.300s", code, body)
 	}
 	return body
-}
-
-// jobLogs is the runner's output, for a failure message.
-func jobLogs(t *testing.T, job string) string {
-	t.Helper()
-	if job == "" {
-		return ""
-	}
-	cmd := append(append([]string{}, kubectl[1:]...), "-n", namespace, "logs", "job/"+job, "--tail", "50")
-	out, _ := execOutput(kubectl[0], cmd...)
-	return out
 }
 
 func execOutput(name string, args ...string) (string, error) {

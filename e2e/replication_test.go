@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/benchreport"
 )
 
 // TestReplicasFailOver: a three-server uring durable instance on the one
@@ -136,4 +138,76 @@ func waitServiceSelects(t *testing.T, service, pod string) {
 		last = fmt.Sprint(ready)
 	}
 	t.Fatalf("the Service %s selects %s, want only %s\n%s", service, last, pod, describe(service))
+}
+
+// TestBenchmarkCostOfAckReplicas: a RedisBenchmark of two replicated uring
+// durable instances, one whose replies wait for its replica's fsync
+// (uring.ackReplicas: 1) and one that does not, measured one after the other
+// on the same node. Each result names the replica the primary streamed to and
+// the wait; the table shows the cost of the wait. The crash check kills each
+// primary under write load: neither loses an acknowledged write. The figures
+// are printed, not asserted (see `make bench-replicas` for the server-level
+// comparison).
+func TestBenchmarkCostOfAckReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the benchmark runs two replicated targets one after another; it runs in the full suite only")
+	}
+	ctx := context.Background()
+	targets := map[string]int32{"acks-0": 0, "acks-1": 1} // name -> ackReplicas
+	var names []string
+	for name, k := range targets {
+		create(t, name, v1alpha1.RedisPersistenceSpec{
+			Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: k},
+			Replicas: 2, Sentinel: &v1alpha1.SentinelSpec{Count: 1, Quorum: 1},
+			Benchmark: &v1alpha1.BenchmarkAccessSpec{CrashCheck: true},
+		})
+		t.Cleanup(func() {
+			if !t.Failed() {
+				_ = k8s.Delete(context.Background(), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-1", Namespace: namespace}})
+			}
+		})
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		waitFor(t, name, 6*time.Minute, hasCondition(v1alpha1.ConditionReplicating, metav1.ConditionTrue, "Replicating"))
+	}
+	rb := &v1alpha1.RedisBenchmark{
+		ObjectMeta: metav1.ObjectMeta{Name: "ack-replicas", Namespace: namespace},
+		Spec: v1alpha1.RedisBenchmarkSpec{
+			Targets: names,
+			Workload: v1alpha1.BenchmarkWorkload{
+				Commands: []v1alpha1.BenchmarkCommand{v1alpha1.CommandSet, v1alpha1.CommandIncr},
+				Requests: int32(envInt(t, "E2E_BENCH_REQUESTS", 20000)),
+				Clients:  50,
+			},
+			CrashCheck: &v1alpha1.CrashCheckSpec{Clients: 20, WriteSeconds: 3},
+		},
+	}
+	if err := k8s.Create(ctx, rb); err != nil {
+		t.Fatal(err)
+	}
+	waitBenchmarkComplete(t, rb, 15*time.Minute)
+
+	var table strings.Builder
+	if err := benchreport.Table(&table, rb.Status.Results, rb.Status.CrashChecks); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("RedisBenchmark %s (%d requests per command, 50 clients, replica on the same node):\n%s", rb.Name, rb.Spec.Workload.Requests, table.String())
+	if len(rb.Status.Results) != 4 {
+		t.Errorf("%d results, want set and incr on both targets: %+v", len(rb.Status.Results), rb.Status.Results)
+	}
+	for _, r := range rb.Status.Results {
+		if r.Replicas != 1 || r.AckReplicas != targets[r.Target] || r.Mode != "uring-durable" || r.Engine != "uring" || r.OpsPerSecond <= 0 || r.P99Micros <= 0 {
+			t.Errorf("%s %s: %+v, want 1 replica streaming, ackReplicas %d, uring durable figures", r.Target, r.Command, r, targets[r.Target])
+		}
+	}
+	if len(rb.Status.CrashChecks) != 2 {
+		t.Fatalf("%d crash checks, want 2: %+v", len(rb.Status.CrashChecks), rb.Status.CrashChecks)
+	}
+	for _, cc := range rb.Status.CrashChecks {
+		if cc.AcknowledgedKeys == 0 || !cc.Durable || cc.LostKeys != 0 {
+			t.Errorf("crash check %s: %+v (a durable mode must lose nothing)", cc.Target, cc)
+		}
+	}
 }
