@@ -68,23 +68,18 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 	if len(summarized) == 0 {
 		return fmt.Errorf("no results of a write command (%v)", writeCommands)
 	}
-	baseline := func(mode string) float64 {
-		for _, x := range summarized {
-			if x.mode == mode {
-				return x.ops
-			}
+	// opsOf is the throughput of the first target that matches, 0 if none does.
+	opsOf := func(match func(*row) bool) float64 {
+		if i := slices.IndexFunc(summarized, match); i >= 0 {
+			return summarized[i].ops
 		}
 		return 0
 	}
-	everysec, always := baseline("aof-everysec"), baseline("aof-always")
+	modeIs := func(mode string) func(*row) bool { return func(x *row) bool { return x.mode == mode } }
+	everysec, always := opsOf(modeIs("aof-everysec")), opsOf(modeIs("aof-always"))
 	replicated := slices.ContainsFunc(summarized, func(x *row) bool { return x.replicas > 0 })
 	withoutAcks := func(y *row) float64 {
-		for _, x := range summarized {
-			if x.mode == y.mode && x.replicas == y.replicas && x.ackReplicas == 0 {
-				return x.ops
-			}
-		}
-		return 0
+		return opsOf(func(x *row) bool { return x.mode == y.mode && x.replicas == y.replicas && x.ackReplicas == 0 })
 	}
 	ratio := func(ops, base float64) string {
 		if base == 0 {
