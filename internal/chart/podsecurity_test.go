@@ -123,7 +123,7 @@ func TestNodeAgentsInANamespaceOfYourOwn(t *testing.T) {
 	}
 
 	for doc, want := range map[string]string{
-		"podSecurity: {nodeAgents: {namespace: " + Namespace + "}}":  `podSecurity.nodeAgents.namespace "` + Namespace + `" is the release namespace`,
+		"podSecurity: {nodeAgents: {namespace: " + Namespace + "}}":       `podSecurity.nodeAgents.namespace "` + Namespace + `" is the release namespace`,
 		"global: {imageRegistry: r.io, imagePullSecrets: [{name: pull}]}": `global.imagePullSecrets name Secrets that the node agents' namespace "` + nodeAgentsNamespace + `"`,
 	} {
 		if _, err := Render(loadChart(t), values(t, doc)); err == nil || !strings.Contains(err.Error(), want) {
