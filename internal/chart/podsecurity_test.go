@@ -180,3 +180,21 @@ func installDryRunOnServer(t *testing.T, vals map[string]any) error {
 	_, err := install.Run(loadChart(t), maps.Clone(vals))
 	return err
 }
+
+// TestUpgradeReusingValuesOfAnOlderChart: `helm upgrade --reuse-values`
+// renders with the previous chart's values, which lack podSecurity; the node
+// agents still get their privileged namespace.
+func TestUpgradeReusingValuesOfAnOlderChart(t *testing.T) {
+	ch := loadChart(t)
+	delete(ch.Values, "podSecurity")
+	objs, err := Render(ch, map[string]any{"global": map[string]any{"imageRegistry": testRegistry}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns := one(t, objs, "Namespace", nodeAgentsNamespace); ns.GetLabels()["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("namespace %s labels %v", ns.GetName(), ns.GetLabels())
+	}
+	if ds := one(t, objs, "DaemonSet", "seccomp-installer"); ds.GetNamespace() != nodeAgentsNamespace {
+		t.Errorf("the seccomp installer in namespace %s", ds.GetNamespace())
+	}
+}

@@ -85,9 +85,17 @@ directories as root or run privileged, which no Pod Security level below `privil
 {{- if or (eq .Values.seccomp.provider "installer") (and $class.create $class.provisioner.enabled) -}}true{{- end -}}
 {{- end -}}
 
-{{/* The namespace of the node agents: podSecurity.nodeAgents.namespace, else <release namespace>-node. */}}
+{{/*
+The namespace of the node agents: podSecurity.nodeAgents.namespace, else <release namespace>-node. Read with dig, as
+is createNamespace: `helm upgrade --reuse-values` from a chart without these values renders with that chart's defaults.
+*/}}
 {{- define "uring-redis-operator.nodeAgentsNamespace" -}}
-{{- default (printf "%s-node" (default "default" .Release.Namespace) | trunc 63 | trimSuffix "-") .Values.podSecurity.nodeAgents.namespace -}}
+{{- default (printf "%s-node" (default "default" .Release.Namespace) | trunc 63 | trimSuffix "-") (dig "podSecurity" "nodeAgents" "namespace" "" .Values.AsMap) -}}
+{{- end -}}
+
+{{/* True when the chart creates the node agents' namespace (podSecurity.nodeAgents.createNamespace). */}}
+{{- define "uring-redis-operator.createNodeAgentsNamespace" -}}
+{{- if dig "podSecurity" "nodeAgents" "createNamespace" true .Values.AsMap -}}true{{- end -}}
 {{- end -}}
 
 {{/* True when the cluster serves the Prometheus Operator's monitoring.coreos.com/v1 kind given as .kind. */}}
@@ -142,13 +150,13 @@ Checks what the schema cannot: fails once, listing every problem.
 {{- end -}}
 {{- if include "uring-redis-operator.hasNodeAgents" . -}}
 {{- $agents := include "uring-redis-operator.nodeAgentsNamespace" . -}}
-{{- if and .Values.podSecurity.nodeAgents.createNamespace (eq $agents .Release.Namespace) -}}
+{{- if and (include "uring-redis-operator.createNodeAgentsNamespace" .) (eq $agents .Release.Namespace) -}}
 {{- $errors = append $errors (printf "podSecurity.nodeAgents.namespace %q is the release namespace, which the chart cannot create: set podSecurity.nodeAgents.createNamespace=false to run the node agents there (it must then admit privileged pods)" $agents) -}}
 {{- end -}}
-{{- if and .Values.podSecurity.nodeAgents.createNamespace .Values.global.imagePullSecrets -}}
+{{- if and (include "uring-redis-operator.createNodeAgentsNamespace" .) .Values.global.imagePullSecrets -}}
 {{- $errors = append $errors (printf "global.imagePullSecrets name Secrets that the node agents' namespace %q, created by the chart, cannot hold before the install: create a namespace labelled pod-security.kubernetes.io/enforce=privileged with those Secrets, and set podSecurity.nodeAgents.createNamespace=false and podSecurity.nodeAgents.namespace to it" $agents) -}}
 {{- end -}}
-{{- if not .Values.podSecurity.nodeAgents.createNamespace -}}
+{{- if not (include "uring-redis-operator.createNodeAgentsNamespace" .) -}}
 {{- $level := "" -}}
 {{- with lookup "v1" "Namespace" "" $agents -}}
 {{- $level = index (default (dict) .metadata.labels) "pod-security.kubernetes.io/enforce" | default "" -}}
