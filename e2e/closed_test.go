@@ -9,15 +9,18 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,8 +31,11 @@ import (
 // security refuses a client without the password. The client is a pod with
 // no label, in the instance's namespace, reaching the server through its
 // Service; with the generated password the same pod is served, so the refusal
-// is the server's, not the network's. The NetworkPolicy is there too; this
-// cluster's network plugin (the CNI bridge) does not enforce it.
+// is the server's, not the network's. The instance's NetworkPolicy is checked
+// against the live pods: it selects the server and admits to its port the
+// pods labelled as its clients and the running operator, not the unlabelled
+// pod. No network plugin of this test bed enforces NetworkPolicies (see
+// e2e/README.md), so what the policy admits is read, not tried.
 func TestDefaultInstanceIsClosed(t *testing.T) {
 	createWithoutStorage(t, "closed", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
 	waitReady(t, "closed")
@@ -48,6 +54,7 @@ func TestDefaultInstanceIsClosed(t *testing.T) {
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 				},
 			}},
+			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			AutomountServiceAccountToken:  ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
 		},
@@ -67,10 +74,7 @@ func TestDefaultInstanceIsClosed(t *testing.T) {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "closed-auth"}, secret); err != nil {
 		t.Fatalf("no generated password Secret: %v", err)
 	}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "closed"}, &networkingv1.NetworkPolicy{}); err != nil {
-		t.Errorf("no NetworkPolicy: %v", err)
-	}
-	t.Log("the NetworkPolicy is not enforced on this test bed (the CNI bridge plugin); the password is what refuses")
+	checkNetworkPolicy(t, "closed", outsider)
 
 	var refused string
 	eventually(t, 60*time.Second, func() bool {
@@ -85,6 +89,160 @@ func TestDefaultInstanceIsClosed(t *testing.T) {
 	}
 	if got := outsiderCLI(t, "-h", "closed", "--no-auth-warning", "-a", "guessed", "ping"); !strings.Contains(got, "WRONGPASS") {
 		t.Errorf("a wrong password got %q, want WRONGPASS", got)
+	}
+}
+
+// The ports the NetworkPolicy guards: the server's and the exporter's.
+const (
+	serverPort   = 6379
+	exporterPort = 9121
+)
+
+// checkNetworkPolicy reads the NetworkPolicy of instance name against the
+// live objects: it selects the server's pod; its server port admits a pod
+// labelled uringredis.io/client: <name> and the running operator pod (from
+// the namespace the chart runs it in), not the unlabelled outsider; its
+// exporter port admits pods labelled as the chart's Prometheus, not the
+// outsider.
+func checkNetworkPolicy(t *testing.T, name string, outsider *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	np := &networkingv1.NetworkPolicy{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, np); err != nil {
+		t.Fatalf("no NetworkPolicy: %v", err)
+	}
+	if !selects(t, &np.Spec.PodSelector, getPod(t, name+"-0").Labels) {
+		t.Errorf("the NetworkPolicy's pod selector %v does not select the server's pod", np.Spec.PodSelector)
+	}
+	labelsOf := func(ns string) map[string]string {
+		n := &corev1.Namespace{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+			t.Fatal(err)
+		}
+		return n.Labels
+	}
+	here := labelsOf(namespace)
+	if admits(t, np, serverPort, outsider, here) || admits(t, np, exporterPort, outsider, here) {
+		t.Errorf("the NetworkPolicy admits the unlabelled outsider: %+v", np.Spec.Ingress)
+	}
+	labelled := outsider.DeepCopy()
+	labelled.Labels = map[string]string{"uringredis.io/client": name}
+	if !admits(t, np, serverPort, labelled, here) {
+		t.Errorf("the NetworkPolicy does not admit a pod labelled uringredis.io/client=%s to the server port: %+v", name, np.Spec.Ingress)
+	}
+	operatorNS := envOr("E2E_NAMESPACE", "uring-redis-system")
+	operators := &corev1.PodList{}
+	if err := k8s.List(ctx, operators, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/name": "uring-redis-operator"}); err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for i := range operators.Items {
+		if pod := &operators.Items[i]; pod.Status.Phase == corev1.PodRunning {
+			running++
+			if !admits(t, np, serverPort, pod, labelsOf(operatorNS)) {
+				t.Errorf("the NetworkPolicy does not admit the operator's pod %s (labels %v) to the server port: %+v", pod.Name, pod.Labels, np.Spec.Ingress)
+			}
+		}
+	}
+	if running == 0 {
+		t.Errorf("no running operator pod in %s", operatorNS)
+	}
+	prometheus := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "monitoring", Labels: map[string]string{"app.kubernetes.io/name": "prometheus"}}}
+	if !admits(t, np, exporterPort, prometheus, map[string]string{corev1.LabelMetadataName: "monitoring"}) {
+		t.Errorf("the NetworkPolicy does not admit the chart's Prometheus pods to the exporter: %+v", np.Spec.Ingress)
+	}
+}
+
+// admits says whether np lets pod, in a namespace labelled nsLabels, open a
+// TCP connection to port of the pods it selects, reading peers as
+// NetworkPolicy defines them: a podSelector alone means np's namespace, a
+// namespaceSelector alone every pod of the namespaces it selects, both
+// together the pods both select. IP blocks are not read.
+func admits(t *testing.T, np *networkingv1.NetworkPolicy, port int32, pod *corev1.Pod, nsLabels map[string]string) bool {
+	t.Helper()
+	for _, rule := range np.Spec.Ingress {
+		portMatches := len(rule.Ports) == 0
+		for _, p := range rule.Ports {
+			tcp := p.Protocol == nil || *p.Protocol == corev1.ProtocolTCP
+			portMatches = portMatches || tcp && (p.Port == nil || p.Port.IntValue() == int(port))
+		}
+		if !portMatches {
+			continue
+		}
+		if len(rule.From) == 0 {
+			return true
+		}
+		for _, peer := range rule.From {
+			if peer.IPBlock != nil {
+				continue
+			}
+			if peer.NamespaceSelector == nil && pod.Namespace != np.Namespace ||
+				peer.NamespaceSelector != nil && !selects(t, peer.NamespaceSelector, nsLabels) {
+				continue
+			}
+			if peer.PodSelector == nil || selects(t, peer.PodSelector, pod.Labels) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func selects(t *testing.T, selector *metav1.LabelSelector, set map[string]string) bool {
+	t.Helper()
+	s, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Matches(labels.Set(set))
+}
+
+// TestPodSecurityLevels: the suite's namespace enforces the Pod Security
+// level restricted — a pod outside it is refused — so every instance,
+// Sentinel, volume probe and benchmark runner of the suite ran under it; the
+// operator runs in the release namespace, which `make e2e-install` labels
+// restricted too; the chart's node agents are ready in the namespace the
+// chart made for them, labelled privileged.
+func TestPodSecurityLevels(t *testing.T) {
+	ctx := context.Background()
+	root := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "root", Namespace: namespace},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "sh", Image: "unused", Command: []string{"true"}}}},
+	}
+	err := k8s.Create(ctx, root, client.DryRunAll)
+	if err == nil || !strings.Contains(err.Error(), `violates PodSecurity "restricted`) {
+		t.Errorf("a pod without a security context in namespace %s: err = %v, want the restricted level's refusal", namespace, err)
+	}
+
+	operatorNS := envOr("E2E_NAMESPACE", "uring-redis-system")
+	level := func(ns string) string {
+		n := &corev1.Namespace{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
+			t.Fatal(err)
+		}
+		return n.Labels["pod-security.kubernetes.io/enforce"]
+	}
+	if got := level(operatorNS); got != "restricted" {
+		t.Errorf("the release namespace %s enforces %q, want restricted (make e2e-install labels it)", operatorNS, got)
+	}
+	agentsNS := operatorNS + "-node"
+	if got := level(agentsNS); got != "privileged" {
+		t.Errorf("the chart's node agents' namespace %s enforces %q, want privileged", agentsNS, got)
+	}
+	agents := &appsv1.DaemonSetList{}
+	if err := k8s.List(ctx, agents, client.InNamespace(agentsNS)); err != nil {
+		t.Fatal(err)
+	}
+	var ready []string
+	for _, ds := range agents.Items {
+		if ds.Status.DesiredNumberScheduled > 0 && ds.Status.NumberReady == ds.Status.DesiredNumberScheduled {
+			ready = append(ready, ds.Name)
+		} else {
+			t.Errorf("DaemonSet %s/%s: %d of %d pods ready", agentsNS, ds.Name, ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+		}
+	}
+	if !slices.ContainsFunc(ready, func(name string) bool { return strings.HasSuffix(name, "-seccomp-installer") }) {
+		t.Errorf("ready node agents in %s: %v, want the seccomp installer among them", agentsNS, ready)
 	}
 }
 

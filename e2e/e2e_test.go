@@ -37,8 +37,25 @@ import (
 var (
 	k8s       client.Client
 	namespace string
-	kubectl   []string
+	// nodeNamespace holds the test bed's own privileged pods (profile
+	// installs, remounts): the suite's namespace enforces restricted.
+	nodeNamespace string
+	kubectl       []string
 )
+
+// restrictedLabels make a namespace enforce (and warn and audit at) the Pod
+// Security level restricted, as a user may label the namespaces of their
+// RedisPersistences; privilegedLabels admit anything.
+var (
+	restrictedLabels = podSecurityLabels("restricted")
+	privilegedLabels = podSecurityLabels("privileged")
+)
+
+func podSecurityLabels(level string) map[string]string {
+	return map[string]string{
+		"pod-security.kubernetes.io/enforce": level, "pod-security.kubernetes.io/warn": level, "pod-security.kubernetes.io/audit": level,
+	}
+}
 
 func TestMain(m *testing.M) {
 	kubeconfig := os.Getenv("KUBECONFIG")
@@ -62,16 +79,23 @@ func TestMain(m *testing.M) {
 	}
 	kubectl = []string{envOr("KUBECTL", "kubectl"), "--kubeconfig", kubeconfig}
 
+	// Every instance, benchmark and client pod of the suite runs under the
+	// Pod Security level restricted.
 	namespace = fmt.Sprintf("e2e-%d", rand.Intn(1_000_000))
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
-	if err := k8s.Create(context.Background(), ns); err != nil {
-		panic(err)
+	nodeNamespace = namespace + "-node"
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace, Labels: restrictedLabels}}
+	nodeNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: nodeNamespace, Labels: privilegedLabels}}
+	for _, n := range []*corev1.Namespace{ns, nodeNS} {
+		if err := k8s.Create(context.Background(), n); err != nil {
+			panic(err)
+		}
 	}
 	code := m.Run()
 	if code == 0 || os.Getenv("E2E_KEEP") == "" {
 		_ = k8s.Delete(context.Background(), ns)
+		_ = k8s.Delete(context.Background(), nodeNS)
 	} else {
-		fmt.Printf("namespace %s kept for inspection (E2E_KEEP set)\n", namespace)
+		fmt.Printf("namespaces %s and %s kept for inspection (E2E_KEEP set)\n", namespace, nodeNamespace)
 	}
 	os.Exit(code)
 }
@@ -379,12 +403,12 @@ func installDenyProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "deny-io-uring", Namespace: namespace}, Data: map[string]string{"profile.json": string(deny)}}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "deny-io-uring", Namespace: nodeNamespace}, Data: map[string]string{"profile.json": string(deny)}}
 	if err := k8s.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "install-deny-profile", Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "install-deny-profile", Namespace: nodeNamespace},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{

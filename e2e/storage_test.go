@@ -123,7 +123,7 @@ func remount(t *testing.T, node, path, options string) {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "remount-" + options, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "remount-" + options, Namespace: nodeNamespace},
 		Spec: corev1.PodSpec{
 			NodeName:      node,
 			RestartPolicy: corev1.RestartPolicyNever,
@@ -149,7 +149,7 @@ func remount(t *testing.T, node, path, options string) {
 		return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed, nil
 	})
 	if err != nil || pod.Status.Phase != corev1.PodSucceeded {
-		logs, _ := execOutput(kubectl[0], append(kubectl[1:], "-n", namespace, "logs", pod.Name)...)
+		logs, _ := execOutput(kubectl[0], append(kubectl[1:], "-n", nodeNamespace, "logs", pod.Name)...)
 		t.Fatalf("remounting %s with %s: phase %s (%v)\n%s", path, options, pod.Status.Phase, err, logs)
 	}
 }

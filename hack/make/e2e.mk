@@ -50,8 +50,12 @@ else
 	$(MAKE) --no-print-directory release VERSION=$(VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(VERSION)
 endif
 
+# The release namespace enforces the Pod Security level restricted, as the chart README advises: the operator passes
+# it, and the chart runs its privileged node agents in a namespace of their own.
 .PHONY: e2e-install
 e2e-install: $(HELM) ## Install or upgrade the operator on the e2e cluster with the chart VERSION from the cluster's registry.
+	printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n  labels:\n    pod-security.kubernetes.io/enforce: restricted\n    pod-security.kubernetes.io/warn: restricted\n    pod-security.kubernetes.io/audit: restricted\n' \
+		$(E2E_NAMESPACE) | $(KUBECTL) --kubeconfig $(E2E_KUBECONFIG) apply -f -
 	$(HELM) upgrade --install $(E2E_RELEASE) $(E2E_CHART) --version $(VERSION) --plain-http --kubeconfig $(E2E_KUBECONFIG) \
 		--namespace $(E2E_NAMESPACE) --create-namespace --values charts/uring-redis-operator/ci/e2e-values.yaml \
 		$(E2E_HELM_ARGS) --wait --timeout 5m

@@ -59,9 +59,12 @@ func TestMain(m *testing.M) {
 }
 
 func setup() error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
-	if err := env.Client.Create(context.Background(), ns); err != nil {
-		return err
+	// The node agents' namespace is one the chart creates, but a dry run
+	// persists nothing: the objects in it need it to exist.
+	for _, name := range []string{Namespace, nodeAgentsNamespace} {
+		if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			return err
+		}
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
 	if err != nil {
@@ -687,6 +690,7 @@ global:
   imageRegistry: mirror.example.com:5000/team/
   imagePullPolicy: Always
   imagePullSecrets: [{name: pull-a}, {name: pull-b}]
+podSecurity: {nodeAgents: {createNamespace: false, namespace: `+nodeAgentsNamespace+`}}
 image: {tag: "1.2.3", digest: "sha256:`+strings.Repeat("a", 64)+`"}
 redisImage: {registry: other.example.com, repository: valkey/redis-uring}
 exporterImage: {tag: v9}

@@ -76,6 +76,28 @@ digest), the global registry and .defaultTag for an empty tag.
 {{- end -}}
 {{- end -}}
 
+{{/*
+True when the release runs node agents (the seccomp installer, the local-nvme provisioner): pods that mount node
+directories as root or run privileged, which no Pod Security level below `privileged` admits.
+*/}}
+{{- define "uring-redis-operator.hasNodeAgents" -}}
+{{- $class := .Values.storageClasses.localNvme -}}
+{{- if or (eq .Values.seccomp.provider "installer") (and $class.create $class.provisioner.enabled) -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The namespace of the node agents: podSecurity.nodeAgents.namespace, else <release namespace>-node. Read with dig, as
+is createNamespace: `helm upgrade --reuse-values` from a chart without these values renders with that chart's defaults.
+*/}}
+{{- define "uring-redis-operator.nodeAgentsNamespace" -}}
+{{- default (printf "%s-node" (default "default" .Release.Namespace) | trunc 63 | trimSuffix "-") (dig "podSecurity" "nodeAgents" "namespace" "" .Values.AsMap) -}}
+{{- end -}}
+
+{{/* True when the chart creates the node agents' namespace (podSecurity.nodeAgents.createNamespace). */}}
+{{- define "uring-redis-operator.createNodeAgentsNamespace" -}}
+{{- if dig "podSecurity" "nodeAgents" "createNamespace" true .Values.AsMap -}}true{{- end -}}
+{{- end -}}
+
 {{/* True when the cluster serves the Prometheus Operator's monitoring.coreos.com/v1 kind given as .kind. */}}
 {{- define "uring-redis-operator.hasMonitoringKind" -}}
 {{- if .root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind) -}}true{{- end -}}
@@ -125,6 +147,24 @@ Checks what the schema cannot: fails once, listing every problem.
 {{- end -}}
 {{- if not (or .Values.exporterImage.tag .Values.exporterImage.digest) -}}
 {{- $errors = append $errors "exporterImage needs a tag or a digest" -}}
+{{- end -}}
+{{- if include "uring-redis-operator.hasNodeAgents" . -}}
+{{- $agents := include "uring-redis-operator.nodeAgentsNamespace" . -}}
+{{- if and (include "uring-redis-operator.createNodeAgentsNamespace" .) (eq $agents .Release.Namespace) -}}
+{{- $errors = append $errors (printf "podSecurity.nodeAgents.namespace %q is the release namespace, which the chart cannot create: set podSecurity.nodeAgents.createNamespace=false to run the node agents there (it must then admit privileged pods)" $agents) -}}
+{{- end -}}
+{{- if and (include "uring-redis-operator.createNodeAgentsNamespace" .) .Values.global.imagePullSecrets -}}
+{{- $errors = append $errors (printf "global.imagePullSecrets name Secrets that the node agents' namespace %q, created by the chart, cannot hold before the install: create a namespace labelled pod-security.kubernetes.io/enforce=privileged with those Secrets, and set podSecurity.nodeAgents.createNamespace=false and podSecurity.nodeAgents.namespace to it" $agents) -}}
+{{- end -}}
+{{- if not (include "uring-redis-operator.createNodeAgentsNamespace" .) -}}
+{{- $level := "" -}}
+{{- with lookup "v1" "Namespace" "" $agents -}}
+{{- $level = index (default (dict) .metadata.labels) "pod-security.kubernetes.io/enforce" | default "" -}}
+{{- end -}}
+{{- if or (eq $level "baseline") (eq $level "restricted") -}}
+{{- $errors = append $errors (printf "namespace %q enforces the Pod Security level %q, which refuses the node agents (the seccomp installer mounts a node directory, the local-nvme provisioner is privileged): label it pod-security.kubernetes.io/enforce=privileged, or leave podSecurity.nodeAgents.createNamespace true" $agents $level) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- range $i, $secret := .Values.global.imagePullSecrets -}}
 {{- if not (and (kindIs "map" $secret) $secret.name) -}}
