@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -349,4 +351,111 @@ func TestBenchmarkJobOverTLS(t *testing.T) {
 	if plain := buildBenchmarkJob(rb, runAt(rb, 0), rp, BenchmarkOptions{Image: "uring-redis-bench:test"}).Spec.Template.Spec; strings.Contains(strings.Join(plain.Containers[0].Args, " "), "tls") || len(plain.Volumes) != 0 {
 		t.Errorf("a plain target's runner mentions TLS: %+v", plain)
 	}
+}
+
+// A replicated TLS instance against real processes: a primary, a replica
+// replicating over TLS with client certificates and a valkey-sentinel
+// configured by the start script's TLS lines. The operator follows the
+// Sentinel and the servers over TLS, follows a failover, and a new
+// certificate reaches both servers.
+func TestReplicationOverTLS(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	const name = "tlsrepl"
+	ca := testenv.NewCA(t)
+	firstCert, firstKey := ca.Issue(t, 48*time.Hour, name)
+	if err := k8s.Create(ctx, tlsSecret(ns, name+"-certs", firstCert, firstKey, ca.PEM)); err != nil {
+		t.Fatal(err)
+	}
+	createVolumeFor(t, ns, "data-"+name+"-1")
+	spec := v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeAOF, Replicas: 2, Sentinel: &v1alpha1.SentinelSpec{Count: 1, Quorum: 1},
+		TLS: &v1alpha1.TLSSpec{SecretName: name + "-certs", ClientAuth: true},
+	}
+	createRP(t, ns, name, spec)
+	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+
+	files := t.TempDir()
+	testenv.WriteTLSFiles(t, files, firstCert, firstKey, ca.PEM)
+	password := instancePassword(t, ns, name)
+	config := strings.ReplaceAll(renderedConfig(t, ns, name), tlsDir, files) + fmt.Sprintf("primaryauth %q\n", password)
+	primary := testenv.StartServer(t, config)
+	serverAddrs.Store(ns+"/"+name+"-0", primary)
+	markRunning(t, ns, name+"-0")
+	_, primaryPort, _ := net.SplitHostPort(primary)
+	replica := testenv.StartServer(t, config+fmt.Sprintf("replicaof 127.0.0.1 %s\n", primaryPort))
+	serverAddrs.Store(ns+"/"+name+"-1", replica)
+	markRunning(t, ns, name+"-1")
+	rp := fetchRP(t, ns, name)
+	var listen []string
+	for _, line := range strings.Split(sentinelListenLines(rp), "\n") {
+		if l := strings.TrimSpace(line); l != "" {
+			listen = append(listen, strings.Trim(strings.TrimPrefix(l, "echo "), `"`))
+		}
+	}
+	sentinel := testenv.StartSentinel(t, strings.ReplaceAll(strings.Join(listen, "\n"), tlsDir, files)+fmt.Sprintf(`
+sentinel monitor %[1]s 127.0.0.1 %[2]s 1
+sentinel down-after-milliseconds %[1]s 1000
+sentinel failover-timeout %[1]s 10000
+sentinel auth-pass %[1]s %[3]q
+requirepass %[3]q
+`, name, primaryPort, password))
+	sentinelAddrs.Store(ns+"/"+name+"-sentinel-0", sentinel)
+	markRunning(t, ns, name+"-sentinel-0")
+
+	got := waitCondition(t, ns, name, v1alpha1.ConditionReplicating, metav1.ConditionTrue, ReasonReplicating)
+	if got.Status.Primary != name+"-0" || len(got.Status.Replicas) != 2 || !got.Status.Replicas[1].LinkUp {
+		t.Fatalf("status: primary %q, replicas %+v", got.Status.Primary, got.Status.Replicas)
+	}
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, name+"-sentinel"); err != nil {
+		t.Fatal(err)
+	}
+	firstHash := sts.Spec.Template.Annotations[annotationTLSHash]
+	if firstHash == "" {
+		t.Fatal("the Sentinels' template carries no certificate hash: they would not restart for a new certificate")
+	}
+
+	config2, err := tlsclient.Config(ca.PEM, firstCert, firstKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := redis.NewClient(&redis.Options{Addr: sentinel, Password: password, TLSConfig: config2, DisableIdentity: true, MaxRetries: -1})
+	defer func() { _ = s.Close() }()
+	eventually(t, 30*time.Second, func() error { return s.Do(ctx, "SENTINEL", "FAILOVER", name).Err() })
+	eventually(t, 60*time.Second, func() error {
+		if got := roleLabels(t, ns, name+"-0", name+"-1"); got[name+"-0"] != "replica" || got[name+"-1"] != "primary" {
+			return fmt.Errorf("role labels %v", got)
+		}
+		return nil
+	})
+
+	// A new certificate reaches both servers; the Sentinels' template follows it.
+	secondCert, secondKey := ca.Issue(t, 72*time.Hour, name)
+	secret := &corev1.Secret{}
+	if err := get(t, secret, ns, name+"-certs"); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = secondCert, secondKey
+	if err := k8s.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WriteTLSFiles(t, files, secondCert, secondKey, ca.PEM)
+	waitEvent(t, ns, name, "RotatedCertificate")
+	waitCondition(t, ns, name, v1alpha1.ConditionTLSReady, metav1.ConditionTrue, ReasonCertificateServed)
+	for _, addr := range []string{primary, replica} {
+		if served, err := servedCertificate(ctx, addr, config2); err != nil || !served.Equal(leafOf(t, secondCert)) {
+			t.Errorf("%s presents %v (err %v), not the new certificate", addr, served, err)
+		}
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, sts, ns, name+"-sentinel"); err != nil {
+			return err
+		}
+		if sts.Spec.Template.Annotations[annotationTLSHash] == firstHash {
+			return errors.New("the Sentinels' template still carries the first certificate's hash")
+		}
+		return nil
+	})
 }
