@@ -121,7 +121,8 @@ type RedisPersistenceReconciler struct {
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;patch;delete
 // The cert-manager Certificate of spec.tls.issuerRef, applied.
-// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;create;patch
+// delete: once spec.tls names no issuer.
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;create;patch;delete
 // The storage probe Jobs of spec.storage.probeInterval.
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 
@@ -187,6 +188,9 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 	creds := serverCredentials{password: password}
+	if err := r.removeCertificate(ctx, rp); err != nil {
+		return ctrl.Result{}, err
+	}
 	var certs *tlsMaterial
 	if tlsEnabled(rp) {
 		var missing *condition

@@ -296,6 +296,37 @@ func (r *RedisPersistenceReconciler) readTLS(ctx context.Context, rp *v1alpha1.R
 	return material, nil, nil
 }
 
+// removeCertificate deletes the Certificate the operator created for
+// spec.tls.issuerRef once the spec no longer names an issuer. Only an
+// instance whose status says it served cert-manager's Secret is looked at,
+// so instances that never had one cost no request. cert-manager leaves its
+// Secret behind; the servers stop using it.
+func (r *RedisPersistenceReconciler) removeCertificate(ctx context.Context, rp *v1alpha1.RedisPersistence) error {
+	if rp.Status.TLS == nil || rp.Status.TLS.SecretName != certificateName(rp) || (rp.Spec.TLS != nil && rp.Spec.TLS.IssuerRef != nil) {
+		return nil
+	}
+	if _, err := r.RESTMapper().RESTMapping(certificateGVK.GroupKind(), certificateGVK.Version); meta.IsNoMatchError(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("looking up the Certificate kind: %w", err)
+	}
+	cert := &unstructured.Unstructured{}
+	cert.SetGroupVersionKind(certificateGVK)
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: certificateName(rp)}, cert); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("reading Certificate %s: %w", certificateName(rp), err)
+	}
+	if !metav1.IsControlledBy(cert, rp) {
+		return nil // not ours: left alone
+	}
+	if err := r.Delete(ctx, cert, client.Preconditions{UID: ptr.To(cert.GetUID())}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting Certificate %s: %w", certificateName(rp), err)
+	}
+	r.Recorder.Event(rp, corev1.EventTypeNormal, "DeletedCertificate", "spec.tls names no issuer any more: deleted the Certificate "+certificateName(rp))
+	return nil
+}
+
 // servedCertificate is the certificate the server at addr presents.
 func servedCertificate(ctx context.Context, addr string, config *tls.Config) (*x509.Certificate, error) {
 	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)

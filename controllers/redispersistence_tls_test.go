@@ -304,6 +304,29 @@ func TestTLSIssuerNeedsCertManager(t *testing.T) {
 	if !found {
 		t.Errorf("the pods do not mount cert-manager's Secret: %+v", sts.Spec.Template.Spec.Volumes)
 	}
+
+	// A Secret of the user's instead of the issuer: the Certificate goes.
+	eventually(t, 30*time.Second, func() error {
+		if st := fetchRP(t, ns, "issued").Status.TLS; st == nil || st.SecretName != "issued-tls" {
+			return fmt.Errorf("status.tls %+v", st)
+		}
+		return nil
+	})
+	if err := k8s.Create(ctx, tlsSecret(ns, "own-certs", certPEM, keyPEM, ca.PEM)); err != nil {
+		t.Fatal(err)
+	}
+	rp = fetchRP(t, ns, "issued")
+	rp.Spec.TLS = &v1alpha1.TLSSpec{SecretName: "own-certs"}
+	if err := k8s.Update(ctx, rp); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, cert, ns, "issued-tls"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the Certificate is still there (%w)", err)
+		}
+		return nil
+	})
+	waitEvent(t, ns, "issued", "DeletedCertificate")
 }
 
 // A Secret that cannot serve is named in the condition, and nothing starts.
@@ -458,4 +481,39 @@ requirepass %[3]q
 		}
 		return nil
 	})
+}
+
+// Without clientAuth the real server, run from the rendered redis.conf,
+// serves a TLS client that presents no certificate, and still no plain one.
+func TestTLSWithoutClientCertificates(t *testing.T) {
+	ctx := context.Background()
+	ca := testenv.NewCA(t)
+	certPEM, keyPEM := ca.Issue(t, time.Hour, "cache")
+	files := t.TempDir()
+	testenv.WriteTLSFiles(t, files, certPEM, keyPEM, ca.PEM)
+	rp := newRedisPersistence(goldenCases["tls-secret"])
+	addr := testenv.StartServer(t, strings.ReplaceAll(renderConfig(rp), tlsDir, files))
+	noCert, err := tlsclient.Config(ca.PEM, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anonymous := redis.NewClient(&redis.Options{Addr: addr, TLSConfig: noCert, DisableIdentity: true, MaxRetries: -1})
+	defer func() { _ = anonymous.Close() }()
+	if err := anonymous.Ping(ctx).Err(); err != nil {
+		t.Errorf("a TLS client without a certificate, clientAuth off: %v", err)
+	}
+	plain := newClient(addr, "")
+	defer func() { _ = plain.Close() }()
+	if err := plain.Ping(ctx).Err(); err == nil {
+		t.Error("a plain connection was served")
+	}
+	// A server certificate from another CA is refused by the operator's client.
+	other := testenv.NewCA(t)
+	wrongCA, err := tlsclient.Config(other.PEM, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := servedCertificate(ctx, addr, wrongCA); err == nil || !strings.Contains(err.Error(), "not signed by ca.crt") {
+		t.Errorf("a server whose certificate another CA signed: %v", err)
+	}
 }
