@@ -199,6 +199,9 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alph
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
+	if tlsEnabled(rp) {
+		benchmarkOverTLS(rp, &pod)
+	}
 	opts.ImagePull.applyTo(&pod)
 	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},

@@ -43,10 +43,11 @@ const infoMaxAge = 10 * time.Second
 
 // dialServer returns a client for one server; every request through it is
 // bounded by serverRequestTimeout.
-func dialServer(addr, password string) *redis.Client {
+func dialServer(addr string, creds serverCredentials) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:            addr,
-		Password:        password,
+		Password:        creds.password,
+		TLSConfig:       creds.tls,
 		DialTimeout:     2 * time.Second,
 		ReadTimeout:     2 * time.Second,
 		WriteTimeout:    2 * time.Second,
@@ -132,8 +133,8 @@ func (p *serverProbes) setAppliedOn(key types.NamespacedName, runID string) {
 }
 
 // readServerInfo asks the server for its server and persistence INFO sections.
-func readServerInfo(ctx context.Context, addr, password string) (*serverInfo, error) {
-	client := dialServer(addr, password)
+func readServerInfo(ctx context.Context, addr string, creds serverCredentials) (*serverInfo, error) {
+	client := dialServer(addr, creds)
 	defer func() { _ = client.Close() }()
 	return infoOf(ctx, client)
 }

@@ -57,9 +57,10 @@ const reconcileTimeout = 30 * time.Second
 // of its own so that a reconcile that ran out of time still reports why.
 const statusPatchTimeout = 10 * time.Second
 
-// authSecretIndex indexes RedisPersistences by the Secret spec.auth names, so a
-// change of that Secret reaches the RedisPersistences that use it.
-const authSecretIndex = "spec.auth.secretRef.name"
+// secretIndex indexes RedisPersistences by the Secrets they read (the
+// password's, the TLS certificate's), so a change of such a Secret reaches
+// the RedisPersistences that use it.
+const secretIndex = "secrets"
 
 // RedisPersistenceReconciler turns a RedisPersistence into a ConfigMap, two
 // Services, a StatefulSet and, where served, a PodMonitor, and reports what
@@ -119,6 +120,9 @@ type RedisPersistenceReconciler struct {
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;patch;delete
+// The cert-manager Certificate of spec.tls.issuerRef, applied.
+// delete: once spec.tls names no issuer.
+// +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;create;patch;delete
 // The storage probe Jobs of spec.storage.probeInterval.
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 
@@ -183,6 +187,34 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	} else if err != nil {
 		return ctrl.Result{}, err
 	}
+	creds := serverCredentials{password: password}
+	if err := r.removeCertificate(ctx, rp); err != nil {
+		return ctrl.Result{}, err
+	}
+	var certs *tlsMaterial
+	if tlsEnabled(rp) {
+		var missing *condition
+		if certs, missing, err = r.readTLS(ctx, rp); err != nil {
+			return ctrl.Result{}, err
+		} else if missing != nil {
+			// The server cannot start without its certificate; the Secret
+			// watch brings the RedisPersistence back when it appears or
+			// changes. Nothing watches cert-manager being installed.
+			r.setCondition(rp, v1alpha1.ConditionTLSReady, *missing)
+			r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, missing.reason, "the server waits for its TLS certificate: " + missing.message})
+			if missing.reason == ReasonTLSSecretInvalid {
+				r.Recorder.Event(rp, corev1.EventTypeWarning, "FailedReadCertificate", missing.message)
+			}
+			if missing.reason == ReasonCertManagerMissing {
+				return ctrl.Result{RequeueAfter: resyncInterval}, nil
+			}
+			return ctrl.Result{}, nil
+		}
+		creds.tls = certs.client
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionTLSReady)
+		rp.Status.TLS = nil
+	}
 
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
@@ -191,6 +223,9 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 	config := renderConfig(rp)
 	in := newPodInputs(rp, password)
+	if certs != nil {
+		in.tlsHash = certs.hash
+	}
 	existing := &appsv1.StatefulSet{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, existing); apierrors.IsNotFound(err) {
 		existing = nil
@@ -215,7 +250,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	// Every request to the server in this reconcile shares one deadline.
 	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
 	defer cancelServer()
-	if err := r.observePod(ctx, serverCtx, rp, password, &obs); err != nil {
+	if err := r.observePod(ctx, serverCtx, rp, creds, &obs); err != nil {
 		return ctrl.Result{}, err
 	}
 
@@ -223,7 +258,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	// running server has written them, the old ConfigMap and StatefulSet stay.
 	if change := (modeChange{from: appliedMode(appliedConfig), to: rp.Spec.Mode}); change.needsServer() {
 		var retry ctrl.Result
-		if obs.modeChange, retry = r.switchMode(serverCtx, rp, password, change, obs.pod); obs.modeChange != nil {
+		if obs.modeChange, retry = r.switchMode(serverCtx, rp, creds, change, obs.pod); obs.modeChange != nil {
 			r.updateStatus(rp, obs)
 			return retry, nil
 		}
@@ -266,7 +301,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		obs.upgradePending = &upgradeWait.condition
 	}
 	if replicated(rp) {
-		if err := r.followSentinels(ctx, rp, password, in, &obs); err != nil {
+		if err := r.followSentinels(ctx, rp, creds, in, &obs); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -286,7 +321,16 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	// the server process is one they were not applied to.
 	if obs.info != nil && runsCurrentRevision(obs.pod, sts) &&
 		(rp.Status.AppliedConfigHash != runtimeConfigHash(rp) || !r.probes.appliedOn(req.NamespacedName, obs.info.runID)) {
-		r.applyRuntimeConfig(serverCtx, rp, password, obs.pod, obs.info.runID)
+		r.applyRuntimeConfig(serverCtx, rp, creds, obs.pod, obs.info.runID)
+	}
+	tlsWait := false
+	if certs != nil {
+		served, err := r.serveCertificate(serverCtx, rp, creds, certs)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		r.reportTLS(rp, certs, served)
+		tlsWait = served.retry
 	}
 	r.updateStatus(rp, obs)
 	probeIn, err := r.reprobeStorage(ctx, rp, obs.pod)
@@ -295,6 +339,10 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	if upgradeWait != nil && upgradeWait.retry < resyncInterval {
 		return ctrl.Result{RequeueAfter: upgradeWait.retry}, nil
+	}
+	if tlsWait {
+		// No event says that the kubelet updated a mounted Secret.
+		return ctrl.Result{RequeueAfter: tlsRotationRetry}, nil
 	}
 
 	if t := rp.Status.LastTermination; t != nil && meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) {
@@ -351,7 +399,7 @@ func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1a
 // rewrites or snapshots (no event announces the end), at the pod's next event
 // while it is not ready, with the workqueue's exponential backoff while the
 // server fails.
-func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, change modeChange, pod *corev1.Pod) (*condition, ctrl.Result) {
+func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, change modeChange, pod *corev1.Pod) (*condition, ctrl.Result) {
 	what := fmt.Sprintf("changing mode from %s to %s", change.from, change.to)
 	if !podReady(pod) || pod.Status.PodIP == "" {
 		// No server holds the data in memory: only a volume that was never
@@ -368,7 +416,7 @@ func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha
 			what + " needs the running server to write its data in the new mode's files first, and the server pod is not ready; the previous configuration stays until it is"}, retry
 	}
 	key := client.ObjectKeyFromObject(rp)
-	done, progress, err := r.prepareModeChange(ctx, r.ServerAddress(pod), password, rp, change)
+	done, progress, err := r.prepareModeChange(ctx, r.ServerAddress(pod), creds, rp, change)
 	r.probes.forget(key) // the server's persistence changed under its last INFO
 	switch {
 	case done:
@@ -407,12 +455,12 @@ func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alph
 // records them in status.appliedConfigHash. A server that cannot be reached
 // leaves the hash as it was, so the next reconcile tries again; one that
 // starts later reads them from the ConfigMap.
-func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, pod *corev1.Pod, runID string) {
+func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pod *corev1.Pod, runID string) {
 	key := client.ObjectKeyFromObject(rp)
-	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), password, runtimeSettings(rp))
+	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, runtimeSettings(rp))
 	if err == nil && replicated(rp) {
 		var others []string
-		others, err = r.applyRuntimeConfigToReplicas(ctx, rp, password, pod.Name)
+		others, err = r.applyRuntimeConfigToReplicas(ctx, rp, creds, pod.Name)
 		changed = append(changed, others...)
 		slices.Sort(changed)
 		changed = slices.Compact(changed)
@@ -433,7 +481,7 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp 
 // applyRuntimeConfigToReplicas sets the runtime options on every running
 // server of a replicated instance but the pod done, and returns the options
 // any of them changed.
-func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Context, rp *v1alpha1.RedisPersistence, password, done string) ([]string, error) {
+func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, done string) ([]string, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(selectorLabels(rp))); err != nil {
 		return nil, fmt.Errorf("listing the server pods: %w", err)
@@ -444,7 +492,7 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Co
 		if pod.Name == done || !podReady(pod) || pod.Status.PodIP == "" {
 			continue
 		}
-		names, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), password, runtimeSettings(rp))
+		names, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, runtimeSettings(rp))
 		changed = append(changed, names...)
 		if err != nil {
 			return changed, fmt.Errorf("%s: %w", pod.Name, err)
@@ -461,7 +509,7 @@ func runsCurrentRevision(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
 
 // observePod gathers the pod, its node, its filesystem report and, once it is
 // ready, the server's INFO (at most once per infoMaxAge, within serverCtx).
-func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, password string, obs *observation) error {
+func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, obs *observation) error {
 	pod := &corev1.Pod{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name + "-0"}, pod); err != nil {
 		return client.IgnoreNotFound(err)
@@ -488,7 +536,7 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 		return nil
 	}
 	obs.info, obs.infoErr = r.probes.info(serverCtx, client.ObjectKeyFromObject(rp), pod, func(ctx context.Context) (*serverInfo, error) {
-		return readServerInfo(ctx, r.ServerAddress(pod), password)
+		return readServerInfo(ctx, r.ServerAddress(pod), creds)
 	})
 	if obs.infoErr != nil {
 		log.FromContext(ctx).Info("reading server INFO failed", "pod", klogRef(pod), "err", obs.infoErr)
@@ -716,7 +764,7 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(sentinelPort))
 		}
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisPersistence{}, authSecretIndex, authSecretName); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisPersistence{}, secretIndex, usedSecretNames); err != nil {
 		return err
 	}
 	r.cache = mgr.GetCache()
@@ -763,16 +811,21 @@ func podToRedisPersistence(_ context.Context, obj client.Object) []reconcile.Req
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
 }
 
-func authSecretName(obj client.Object) []string {
-	if ref := authSecretRef(obj.(*v1alpha1.RedisPersistence)); ref != nil {
-		return []string{ref.Name}
+func usedSecretNames(obj client.Object) []string {
+	rp := obj.(*v1alpha1.RedisPersistence)
+	var names []string
+	if ref := authSecretRef(rp); ref != nil {
+		names = append(names, ref.Name)
 	}
-	return nil
+	if name := tlsSecretName(rp); name != "" {
+		names = append(names, name)
+	}
+	return names
 }
 
 func (r *RedisPersistenceReconciler) usersOfSecret(ctx context.Context, secret client.Object) []reconcile.Request {
 	var list v1alpha1.RedisPersistenceList
-	if err := r.List(ctx, &list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{authSecretIndex: secret.GetName()}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(secret.GetNamespace()), client.MatchingFields{secretIndex: secret.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "listing the RedisPersistences that use a Secret", "secret", klogRef(secret))
 		return nil
 	}

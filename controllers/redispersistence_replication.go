@@ -111,7 +111,7 @@ func podOfHost(rp *v1alpha1.RedisPersistence, host string) (string, bool) {
 // password: Sentinels require the servers' password too.
 func shellLookups(rp *v1alpha1.RedisPersistence) string {
 	s := sentinelSpecOf(rp)
-	return fmt.Sprintf(`domain=%[1]s
+	return withTLSCLI(rp, fmt.Sprintf(`domain=%[1]s
 # sentinel_view prints the primary most of the reachable Sentinels name (a
 # host name), or nothing when none knows one.
 sentinel_view() {
@@ -133,7 +133,7 @@ server_primary() {
     i=$((i + 1))
   done
 }
-`, headlessDomain(rp), s.Count, sentinelName(rp), sentinelPort, rp.Name, replicasOf(rp), redisPort)
+`, headlessDomain(rp), s.Count, sentinelName(rp), sentinelPort, rp.Name, replicasOf(rp), redisPort))
 }
 
 // serverStartScript decides, at every start of the server container, whether
@@ -152,7 +152,7 @@ server_primary() {
 // healthy replica there is nothing to wait for, and it starts as primary.
 func serverStartScript(rp *v1alpha1.RedisPersistence) string {
 	return `set -eu
-` + shellLookups(rp) + fmt.Sprintf(`self="$POD_NAME.$domain"
+` + shellLookups(rp) + withTLSCLI(rp, fmt.Sprintf(`self="$POD_NAME.$domain"
 ordinal="${POD_NAME##*-}"
 # healthy_replicas prints how many replicas a Sentinel sees up.
 healthy_replicas() {
@@ -186,7 +186,7 @@ else
   set --
 fi
 exec valkey-server %[7]s/redis.conf --replica-announce-ip "$self" "$@"
-`, sentinelSpecOf(rp).Count, sentinelName(rp), sentinelPort, rp.Name, dataDir, redisPort, configDir)
+`, sentinelSpecOf(rp).Count, sentinelName(rp), sentinelPort, rp.Name, dataDir, redisPort, configDir))
 }
 
 // sentinelStartScript writes the Sentinel's configuration into its emptyDir
@@ -210,8 +210,7 @@ if [ ! -s "$conf" ]; then
   done
   umask 077
   {
-    echo "port %[3]d"
-    echo "dir %[1]s"
+%[8]s    echo "dir %[1]s"
     echo "sentinel resolve-hostnames yes"
     echo "sentinel announce-hostnames yes"
     echo "sentinel announce-ip $self"
@@ -226,7 +225,22 @@ if [ ! -s "$conf" ]; then
   } >"$conf"
 fi
 exec valkey-sentinel "$conf"
-`, sentinelDir, rp.Name, sentinelPort, redisPort, s.Quorum, sentinelDownAfterMillis, sentinelFailoverTimeoutMillis)
+`, sentinelDir, rp.Name, sentinelPort, redisPort, s.Quorum, sentinelDownAfterMillis, sentinelFailoverTimeoutMillis, sentinelListenLines(rp))
+}
+
+// sentinelListenLines are the start script's lines that write where the
+// Sentinel listens: sentinelPort in plain TCP, or with spec.tls in TLS only,
+// monitoring the servers and talking to the other Sentinels over TLS too.
+func sentinelListenLines(rp *v1alpha1.RedisPersistence) string {
+	lines := []string{fmt.Sprintf("port %d", sentinelPort)}
+	if tlsEnabled(rp) {
+		lines = tlsServerConfig(rp, sentinelPort)
+	}
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "    echo \"%s\"\n", l)
+	}
+	return b.String()
 }
 
 // podNameEnv is the pod's own name, from which the start scripts derive the
@@ -333,7 +347,7 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 		},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-				Command: []string{"sh", "-c", "valkey-cli -p " + strconv.Itoa(sentinelPort) + " ping | grep -qx PONG"},
+				Command: []string{"sh", "-c", valkeyCLI(rp) + " -p " + strconv.Itoa(sentinelPort) + " ping | grep -qx PONG"},
 			}},
 			PeriodSeconds:  5,
 			TimeoutSeconds: 3,
@@ -346,9 +360,15 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 	labels[labelPartOf] = rp.Name
 	// A Sentinel reads the password only at start; nothing else of the
 	// servers' configuration concerns it.
-	var annotations map[string]string
+	annotations := map[string]string{}
 	if in.authHash != "" {
-		annotations = map[string]string{annotationAuthHash: in.authHash}
+		annotations[annotationAuthHash] = in.authHash
+	}
+	if in.tlsHash != "" {
+		annotations[annotationTLSHash] = in.tlsHash
+	}
+	if len(annotations) == 0 {
+		annotations = nil
 	}
 	template := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
@@ -371,6 +391,12 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 			// Sentinels are cheap: spread them where the nodes allow, never wait for a node.
 			Affinity: &corev1.Affinity{PodAntiAffinity: spreadOverNodes(sentinelSelectorLabels(rp), v1alpha1.AntiAffinityPreferred)},
 		},
+	}
+	if tlsEnabled(rp) {
+		// The certificate files are readable by the server's group only.
+		template.Spec.SecurityContext.FSGroup = ptr.To[int64](redisUID)
+		template.Spec.Volumes = append(template.Spec.Volumes, tlsVolume(rp))
+		template.Spec.Containers[0].VolumeMounts = append(template.Spec.Containers[0].VolumeMounts, tlsVolumeMount)
 	}
 	opts.ImagePull.applyTo(&template.Spec)
 	return &appsv1.StatefulSet{

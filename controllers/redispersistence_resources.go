@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -203,7 +204,13 @@ func startupConfig(rp *v1alpha1.RedisPersistence) string {
 
 	line("# Rendered by uring-redis-operator from RedisPersistence %s/%s (mode %s); do not edit.", rp.Namespace, rp.Name, rp.Spec.Mode)
 	line("bind * -::*")
-	line("port %d", redisPort)
+	if tlsEnabled(rp) {
+		for _, l := range tlsServerConfig(rp, redisPort) {
+			line("%s", l)
+		}
+	} else {
+		line("port %d", redisPort)
+	}
 	line("protected-mode no")
 	line("dir %s", dataDir)
 	line("daemonize no")
@@ -430,6 +437,10 @@ type podInputs struct {
 	// antiAffinity keeps a replicated instance's servers apart
 	// (podAntiAffinityFor); "" for a single server.
 	antiAffinity v1alpha1.PodAntiAffinity
+	// tlsHash identifies the certificate files of spec.tls: the Sentinels,
+	// which cannot reload them, restart when they change. The servers
+	// reload them without a restart (serveCertificate).
+	tlsHash string
 }
 
 func newPodInputs(rp *v1alpha1.RedisPersistence, password string) podInputs {
@@ -779,7 +790,7 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 		},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-				Command: []string{"sh", "-c", "valkey-cli -p " + strconv.Itoa(redisPort) + " ping | grep -qx PONG"},
+				Command: []string{"sh", "-c", valkeyCLI(rp) + " -p " + strconv.Itoa(redisPort) + " ping | grep -qx PONG"},
 			}},
 			PeriodSeconds:  5,
 			TimeoutSeconds: 3,
@@ -789,6 +800,9 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 	}
 	if rp.Spec.Resources != nil {
 		redis.Resources = *rp.Spec.Resources.DeepCopy()
+	}
+	if tlsEnabled(rp) {
+		redis.VolumeMounts = append(slices.Clone(volumeMounts), tlsVolumeMount)
 	}
 
 	containers := []corev1.Container{redis}
@@ -804,6 +818,9 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 	}
 	if !hasVolume(rp) {
 		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+	if tlsEnabled(rp) {
+		volumes = append(volumes, tlsVolume(rp))
 	}
 
 	var tolerations []corev1.Toleration
@@ -837,15 +854,21 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 }
 
 func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container {
+	scheme := "redis"
+	mounts := []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}}
+	if tlsEnabled(rp) {
+		scheme = "rediss"
+		mounts = append(mounts, tlsVolumeMount)
+	}
 	c := corev1.Container{
 		Name:  containerExporter,
 		Image: orDefault(rp.Spec.Exporter.Image, opts.ExporterImage),
 		Args: []string{
-			"--redis.addr=redis://localhost:" + strconv.Itoa(redisPort),
+			"--redis.addr=" + scheme + "://localhost:" + strconv.Itoa(redisPort),
 			"--web.listen-address=:" + strconv.Itoa(exporterPort),
 			"--script=" + configDir + "/" + exporterScriptFile,
 		},
-		VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: configDir, ReadOnly: true}},
+		VolumeMounts: mounts,
 		Env:          passwordEnv(rp, "REDIS_PASSWORD"),
 		Ports:        []corev1.ContainerPort{{Name: "metrics", ContainerPort: exporterPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{
@@ -857,6 +880,9 @@ func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 		},
+	}
+	if tlsEnabled(rp) {
+		c.Args = append(c.Args, exporterTLSArgs(rp)...)
 	}
 	if rp.Spec.Exporter.Resources != nil {
 		c.Resources = *rp.Spec.Exporter.Resources.DeepCopy()

@@ -70,6 +70,8 @@ var goldenCases = map[string]v1alpha1.RedisPersistenceSpec{
 		Config: map[string]v1alpha1.ServerOptionValue{
 			"maxmemory-policy": "allkeys-lru", "io-threads": "2", "notify-keyspace-events": "", "client-output-buffer-limit": "pubsub 32mb 8mb 60",
 		}},
+	"tls-secret":      {Mode: v1alpha1.ModeAOF, TLS: &v1alpha1.TLSSpec{SecretName: "cache-certs"}},
+	"tls-client-auth": {Mode: v1alpha1.ModeUring, TLS: &v1alpha1.TLSSpec{IssuerRef: &v1alpha1.IssuerRef{Name: "ca", Kind: v1alpha1.IssuerCluster}, ClientAuth: true}},
 	"uring-sqpoll": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2,
 		SQPoll: &v1alpha1.SQPollSpec{Enabled: true, IdleMillis: ptr.To[int32](50), CPU: ptr.To[int32](1)}},
 		Placement: v1alpha1.PlacementSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{

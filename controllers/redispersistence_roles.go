@@ -191,7 +191,7 @@ func ackReplicasOf(rp *v1alpha1.RedisPersistence) int32 {
 // instance, all at once, each request bounded by serverRequestTimeout and all
 // of them by ctx: a Sentinel or server that does not answer costs this
 // reconcile one timeout, and no other instance anything.
-func (r *RedisPersistenceReconciler) observeReplication(ctx context.Context, rp *v1alpha1.RedisPersistence, password string) (replicationView, []corev1.Pod, error) {
+func (r *RedisPersistenceReconciler) observeReplication(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials) (replicationView, []corev1.Pod, error) {
 	var servers, sentinels corev1.PodList
 	if err := r.List(ctx, &servers, client.InNamespace(rp.Namespace), client.MatchingLabels(selectorLabels(rp))); err != nil {
 		return replicationView{}, nil, fmt.Errorf("listing the server pods: %w", err)
@@ -211,7 +211,7 @@ func (r *RedisPersistenceReconciler) observeReplication(ctx context.Context, rp 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			addr, err := askSentinel(ctx, r.SentinelAddress(pod), password, rp.Name)
+			addr, err := askSentinel(ctx, r.SentinelAddress(pod), creds, rp.Name)
 			if err != nil {
 				log.FromContext(ctx).V(1).Info("asking a Sentinel for the primary failed", "pod", klogRef(pod), "err", err)
 			}
@@ -227,7 +227,7 @@ func (r *RedisPersistenceReconciler) observeReplication(ctx context.Context, rp 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			info, err := readReplicationInfo(ctx, r.ServerAddress(pod), password)
+			info, err := readReplicationInfo(ctx, r.ServerAddress(pod), creds)
 			if err != nil {
 				log.FromContext(ctx).V(1).Info("reading INFO replication failed", "pod", klogRef(pod), "err", err)
 				return
@@ -242,8 +242,8 @@ func (r *RedisPersistenceReconciler) observeReplication(ctx context.Context, rp 
 }
 
 // askSentinel returns the primary one Sentinel names, as host:port.
-func askSentinel(ctx context.Context, addr, password, name string) (string, error) {
-	c := dialServer(addr, password)
+func askSentinel(ctx context.Context, addr string, creds serverCredentials, name string) (string, error) {
+	c := dialServer(addr, creds)
 	defer func() { _ = c.Close() }()
 	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
 	defer cancel()
@@ -254,8 +254,8 @@ func askSentinel(ctx context.Context, addr, password, name string) (string, erro
 	return net.JoinHostPort(reply[0], reply[1]), nil
 }
 
-func readReplicationInfo(ctx context.Context, addr, password string) (replicationInfo, error) {
-	c := dialServer(addr, password)
+func readReplicationInfo(ctx context.Context, addr string, creds serverCredentials) (replicationInfo, error) {
+	c := dialServer(addr, creds)
 	defer func() { _ = c.Close() }()
 	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
 	defer cancel()
@@ -307,7 +307,7 @@ const replicationBudget = 2 * serverRequestTimeout
 
 // followSentinels applies the Sentinels' StatefulSet, reads who is primary
 // and labels the server pods by role.
-func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1alpha1.RedisPersistence, password string, in podInputs, obs *observation) error {
+func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs, obs *observation) error {
 	sts := buildSentinelStatefulSet(rp, r.Options, in)
 	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
@@ -315,7 +315,7 @@ func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1
 	}
 	askCtx, cancel := context.WithTimeout(ctx, replicationBudget)
 	defer cancel()
-	view, pods, err := r.observeReplication(askCtx, rp, password)
+	view, pods, err := r.observeReplication(askCtx, rp, creds)
 	if err != nil {
 		return err
 	}

@@ -175,8 +175,8 @@ func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, client *re
 
 // prepareModeChange runs prepareStep until the server is there, an error, or
 // modeChangeWait.
-func (r *RedisPersistenceReconciler) prepareModeChange(ctx context.Context, addr, password string, rp *v1alpha1.RedisPersistence, change modeChange) (done bool, progress string, err error) {
-	client := dialServer(addr, password)
+func (r *RedisPersistenceReconciler) prepareModeChange(ctx context.Context, addr string, creds serverCredentials, rp *v1alpha1.RedisPersistence, change modeChange) (done bool, progress string, err error) {
+	client := dialServer(addr, creds)
 	defer func() { _ = client.Close() }()
 	deadline := time.Now().Add(modeChangeWait)
 	for {
@@ -203,8 +203,8 @@ func configSet(ctx context.Context, client *redis.Client, name, value string) er
 
 // applyRuntimeSettings sets every runtime option whose value on the running
 // server differs from settings, and returns the names it changed.
-func applyRuntimeSettings(ctx context.Context, addr, password string, settings []serverSetting) ([]string, error) {
-	client := dialServer(addr, password)
+func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredentials, settings []serverSetting) ([]string, error) {
+	client := dialServer(addr, creds)
 	defer func() { _ = client.Close() }()
 	var changed []string
 	for _, s := range settings {

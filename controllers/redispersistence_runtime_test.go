@@ -177,7 +177,7 @@ func TestModeChangesCarryTheData(t *testing.T) {
 				if change.needsServer() {
 					var progress string
 					err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (done bool, err error) {
-						done, progress, err = r.prepareModeChange(ctx, server.Addr, "", next, change)
+						done, progress, err = r.prepareModeChange(ctx, server.Addr, serverCredentials{}, next, change)
 						return done, err
 					})
 					if wait.Interrupted(err) {

@@ -173,6 +173,16 @@ type RedisPersistenceSpec struct {
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
 
+	// tls serves clients over TLS only: the server listens with TLS on port
+	// 6379 and refuses plain connections; replicas, Sentinels, the exporter,
+	// the probes, the operator and RedisBenchmark runners speak TLS to it.
+	// The certificate comes from a kubernetes.io/tls Secret of yours or from
+	// a cert-manager Certificate the operator creates. A new certificate in
+	// the Secret reaches the running server without a restart. Without it
+	// the server speaks plain TCP.
+	// +optional
+	TLS *TLSSpec `json:"tls,omitempty"`
+
 	// exporter configures the redis_exporter sidecar.
 	// +optional
 	// +kubebuilder:default={}
@@ -462,6 +472,69 @@ type SecretKeyRef struct {
 	Key string `json:"key,omitempty"`
 }
 
+// TLSSpec is where the server's certificate comes from, and whether clients
+// need one of their own.
+// +kubebuilder:validation:XValidation:rule="has(self.secretName) != has(self.issuerRef)",message="spec.tls needs exactly one of secretName (a kubernetes.io/tls Secret of yours with tls.crt, tls.key and ca.crt) or issuerRef (a cert-manager Issuer or ClusterIssuer the operator asks for a Certificate)"
+type TLSSpec struct {
+	// secretName is a Secret in the RedisPersistence's namespace with the
+	// keys tls.crt (the server's certificate chain), tls.key (its private
+	// key) and ca.crt (the CA that signed it and, with clientAuth, the
+	// clients' certificates). When its content changes, the operator has the
+	// running server load the new files once the kubelet has updated them.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName,omitempty"`
+
+	// issuerRef is a cert-manager issuer: the operator creates the
+	// Certificate <name>-tls (Secret <name>-tls) for the instance's Service
+	// and pod names, which cert-manager issues and renews. It needs
+	// cert-manager's CRDs in the cluster; the TLSReady condition says when
+	// they are missing. The issuer must put ca.crt into the Secret (a CA or
+	// self-signed issuer does).
+	// +optional
+	IssuerRef *IssuerRef `json:"issuerRef,omitempty"`
+
+	// clientAuth requires every client to present a certificate signed by
+	// the CA in ca.crt (tls-auth-clients yes). The exporter, the probes, the
+	// operator, replicas, Sentinels and benchmark runners present the
+	// server's own certificate.
+	// +optional
+	ClientAuth bool `json:"clientAuth,omitempty"`
+}
+
+// IssuerKind is the kind of a cert-manager issuer.
+// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+type IssuerKind string
+
+const (
+	// IssuerNamespaced is an Issuer in the RedisPersistence's namespace.
+	IssuerNamespaced IssuerKind = "Issuer"
+	// IssuerCluster is a ClusterIssuer.
+	IssuerCluster IssuerKind = "ClusterIssuer"
+)
+
+// IssuerRef names a cert-manager issuer.
+type IssuerRef struct {
+	// name of the issuer.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// kind of the issuer: Issuer (in the RedisPersistence's namespace) or
+	// ClusterIssuer.
+	// +optional
+	// +kubebuilder:default=Issuer
+	Kind IssuerKind `json:"kind,omitempty"`
+
+	// group of the issuer, for external issuers; cert-manager's own by default.
+	// +optional
+	// +kubebuilder:default="cert-manager.io"
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+}
+
 // NetworkPolicySpec configures the instance's NetworkPolicy. It admits to the
 // server port the clients, the operator and the RedisBenchmark runners that
 // target the instance, to the exporter port the Prometheus the operator's
@@ -564,6 +637,11 @@ const (
 	// (UpgradeStalled): the operator upgrades at most --max-concurrent-upgrades
 	// instances at a time.
 	ConditionUpToDate = "UpToDate"
+	// ConditionTLSReady is true when every running server serves the
+	// certificate spec.tls's Secret holds (spec.tls only): false while the
+	// Secret or cert-manager's Certificate is missing, or while a new
+	// certificate waits for the kubelet to update the server's files.
+	ConditionTLSReady = "TLSReady"
 )
 
 // ServerTermination is how the server container last ended.
@@ -677,8 +755,8 @@ const (
 // RedisPersistenceStatus is what the operator observed.
 type RedisPersistenceStatus struct {
 	// conditions: Ready, Scheduled, StorageReady, Degraded, UpToDate,
-	// StorageResized (claimed volumes), for mode: uring, UringActive and, for
-	// spec.replicas above 1, Replicating.
+	// StorageResized (claimed volumes), for mode: uring, UringActive, for
+	// spec.replicas above 1, Replicating and, for spec.tls, TLSReady.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -772,6 +850,26 @@ type RedisPersistenceStatus struct {
 	// image; empty when the pod runs no sidecar.
 	// +optional
 	ExporterImage string `json:"exporterImage,omitempty"`
+
+	// tls is the certificate the servers serve (spec.tls only).
+	// +optional
+	TLS *TLSStatus `json:"tls,omitempty"`
+}
+
+// TLSStatus is the certificate the servers serve, as the operator read it
+// back from them over TLS.
+type TLSStatus struct {
+	// secretName is the Secret the certificate comes from.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// notAfter is when the served certificate expires.
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+	// lastRotation is when the operator last had the running servers load a
+	// new certificate from the Secret (CONFIG SET tls-cert-file, without a
+	// restart).
+	// +optional
+	LastRotation *metav1.Time `json:"lastRotation,omitempty"`
 }
 
 // RedisPersistence is one Redis server and the way it keeps its data.

@@ -129,6 +129,12 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"io-threads with durable acks", map[string]any{"mode": "uring", "uring": map[string]any{"ack": "durable"}, "config": map[string]any{"io-threads": "2"}}, "spec.config.io-threads above 1 needs uring.ack: fast"},
 		{"config key in upper case", withConfig("MAXMEMORY", "1gb"), "spec.config keys are server option names in lower case"},
 		{"config key with a space", withConfig("maxmemory policy", "noeviction"), "spec.config keys are server option names in lower case"},
+		{"tls without a source", map[string]any{"mode": "aof", "tls": map[string]any{}}, "spec.tls needs exactly one of secretName"},
+		{"tls with clientAuth only", map[string]any{"mode": "aof", "tls": map[string]any{"clientAuth": true}}, "spec.tls needs exactly one of secretName"},
+		{"tls with a Secret and an issuer", map[string]any{"mode": "aof", "tls": map[string]any{"secretName": "cache-tls", "issuerRef": map[string]any{"name": "ca"}}}, "spec.tls needs exactly one of secretName"},
+		{"tls with an empty Secret name", map[string]any{"mode": "aof", "tls": map[string]any{"secretName": ""}}, "spec.tls.secretName in body should be at least 1 chars long"},
+		{"tls issuer without a name", map[string]any{"mode": "aof", "tls": map[string]any{"issuerRef": map[string]any{"kind": "Issuer"}}}, "spec.tls.issuerRef.name: Required value"},
+		{"tls issuer of an unknown kind", map[string]any{"mode": "aof", "tls": map[string]any{"issuerRef": map[string]any{"name": "ca", "kind": "Certificate"}}}, `spec.tls.issuerRef.kind: Unsupported value: "Certificate"`},
 		{"config value too long", withConfig("notify-keyspace-events", strings.Repeat("K", 1025)), "spec.config.notify-keyspace-events: Too long"},
 	}
 	for _, key := range []string{
@@ -190,6 +196,29 @@ func TestAckReplicasAccepted(t *testing.T) {
 		if err := create(spec); err != nil {
 			t.Errorf("%v: %v", spec, err)
 		}
+	}
+}
+
+// spec.tls takes a Secret or an issuer, with or without client certificates;
+// the issuer's kind and group default to cert-manager's Issuer.
+func TestTLSAccepted(t *testing.T) {
+	for _, tls := range []map[string]any{
+		{"secretName": "cache-tls"},
+		{"secretName": "cache-tls", "clientAuth": true},
+		{"issuerRef": map[string]any{"name": "ca", "kind": "ClusterIssuer"}, "clientAuth": true},
+	} {
+		if err := create(map[string]any{"mode": "aof", "tls": tls}); err != nil {
+			t.Errorf("%v: %v", tls, err)
+		}
+	}
+	u := newObject(map[string]any{"mode": "none", "tls": map[string]any{"issuerRef": map[string]any{"name": "ca"}}})
+	if err := k8s.Create(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	kind, _, _ := unstructured.NestedString(u.Object, "spec", "tls", "issuerRef", "kind")
+	group, _, _ := unstructured.NestedString(u.Object, "spec", "tls", "issuerRef", "group")
+	if kind != "Issuer" || group != "cert-manager.io" {
+		t.Errorf("issuerRef defaults: kind %q group %q, want Issuer and cert-manager.io", kind, group)
 	}
 }
 

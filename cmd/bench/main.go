@@ -26,6 +26,7 @@ func main() {
 		w                          bench.Workload
 		addr, commands, tool       string
 		termPath                   string
+		tlsCA, tlsCert, tlsKey     string
 		db                         int
 		crashCheck                 bool
 		crashClients, crashSeconds int
@@ -45,12 +46,23 @@ func main() {
 	flag.IntVar(&crashClients, "crash-clients", 50, "Writers during the crash check.")
 	flag.IntVar(&crashSeconds, "crash-seconds", 5, "Seconds of writes before the kill.")
 	flag.StringVar(&tool, "tool", "", "valkey-benchmark binary (default: valkey-benchmark or redis-benchmark from PATH).")
+	flag.StringVar(&tlsCA, "tls-ca-cert", "", "CA certificate file: reach the server over TLS, verifying its certificate against it.")
+	flag.StringVar(&tlsCert, "tls-cert", "", "Client certificate file, for a server that requires one (with --tls-key).")
+	flag.StringVar(&tlsKey, "tls-key", "", "Client key file.")
 	flag.StringVar(&termPath, "termination-log", "/dev/termination-log", "Where the result is written for the operator; empty to skip.")
 	flag.Parse()
 	w.Commands = strings.Split(commands, ",")
 
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := run(ctx, w, addr, db, tool, termPath, crashCheck, crashClients, time.Duration(crashSeconds)*time.Second)
+	var serverTLS *bench.TLS
+	if tlsCA != "" {
+		var err error
+		if serverTLS, err = bench.LoadTLS(tlsCA, tlsCert, tlsKey); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+	}
+	err := run(ctx, w, addr, db, serverTLS, tool, termPath, crashCheck, crashClients, time.Duration(crashSeconds)*time.Second)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -58,7 +70,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, w bench.Workload, addr string, db int, tool, termPath string, crashCheck bool, crashClients int, crashWrite time.Duration) (err error) {
+func run(ctx context.Context, w bench.Workload, addr string, db int, serverTLS *bench.TLS, tool, termPath string, crashCheck bool, crashClients int, crashWrite time.Duration) (err error) {
 	if addr == "" || w.Target == "" {
 		return errors.New("--addr and --target are required")
 	}
@@ -73,7 +85,7 @@ func run(ctx context.Context, w bench.Workload, addr string, db int, tool, termP
 			return errors.New("neither valkey-benchmark nor redis-benchmark is on PATH")
 		}
 	}
-	r := bench.Runner{Tool: tool, Addr: addr, Password: os.Getenv("REDIS_PASSWORD"), DB: db}
+	r := bench.Runner{Tool: tool, Addr: addr, Password: os.Getenv("REDIS_PASSWORD"), DB: db, TLS: serverTLS}
 	if err := r.ClaimDatabase(ctx); err != nil {
 		return err
 	}

@@ -4,12 +4,14 @@
 # The +dfsg orig tarball still carries Valkey's bundled deps (jemalloc, lua,
 # hiredis, linenoise, hdr_histogram): only two macOS-only hiredis files are
 # excluded, so the build does not need the distro's liblua/libhiredis/jemalloc.
-# What it does need from the host: a C toolchain, liburing (the engine),
+# What it does need from the host: a C toolchain, liburing (the engine), OpenSSL
+# (BUILD_TLS=yes; openssl makes the upstream suite's test certificates, tcl-tls
+# runs its TLS half),
 # libseccomp (the launcher that denies io_uring_setup in the fallback test),
 # tcl for the upstream test suite, and curl for the pinned source from the pool.
 set -euo pipefail
 
-pkgs=(build-essential pkg-config liburing-dev libseccomp-dev tcl xz-utils patch procps curl)
+pkgs=(build-essential pkg-config liburing-dev libssl-dev openssl libseccomp-dev tcl tcl-tls xz-utils patch procps curl)
 missing=()
 for p in "${pkgs[@]}"; do
   # Not `dpkg-query | grep -q`: under pipefail, grep quitting early would fail

@@ -11,6 +11,10 @@
 #  - upstream's networking-related suites (replies, protocol, pipelines,
 #    output-buffer limits, client eviction, pub/sub, tracking, blocking lists)
 #    with io-uring-replies on;
+#  - upstream's TLS suite, the AOF suite and a replication suite over TLS
+#    (runtest --tls, certificates from upstream's utils/gen-test-certs.sh)
+#    with the uring engine in durable mode: the image is built with
+#    BUILD_TLS=yes and spec.tls serves clients and replicas only over TLS;
 #  - our own Tcl tests (tests/uring-*.tcl), copied into the tree as uring/*,
 #    once as they are and once with io-uring-replies on (durable mode's held
 #    clients are then released through the replies ring).
@@ -38,6 +42,7 @@ subset=(unit/type/string unit/type/incr unit/expire unit/keyspace unit/multi uni
   unit/type/list unit/type/stream-cgroups unit/pubsub unit/tracking unit/sort unit/info unit/wait)
 replies=(unit/networking unit/protocol unit/client-eviction unit/obuf-limits unit/info unit/querybuf
   unit/replybufsize unit/quit unit/pubsub unit/tracking unit/limits unit/pause unit/introspection unit/type/list)
+tls=(unit/tls integration/aof integration/replication-2)
 replies_on=(--config io-uring-replies yes)
 aof_on=(--config appendonly yes)
 durable=(--config appendfsync-engine uring --config aof-uring-ack durable)
@@ -147,6 +152,8 @@ networking=()
 for s in "${replies[@]}"; do networking+=(--single "$s"); done
 own=()
 for s in "${ours[@]}"; do own+=(--single "$s"); done
+over_tls=()
+for s in "${tls[@]}"; do over_tls+=(--single "$s"); done
 skip_on=()
 add_skips skip_on "${skips_aof_on[@]}"
 skip_fast=()
@@ -182,6 +189,10 @@ else
   run subset-uring-durable "${broad[@]}" "${aof_on[@]}" "${durable[@]}" "${skip_durable[@]}"
   run subset-uring-fast "${broad[@]}" "${aof_on[@]}" "${fast[@]}" "${skip_fast[@]}"
   run networking-uring-replies "${networking[@]}" "${replies_on[@]}"
+  # Upstream's script writes tests/tls/ (a CA, server, client and replica
+  # certificates) with openssl; runtest --tls reads them from there.
+  [[ -f $tree/tests/tls/ca.crt ]] || (cd "$tree" && ./utils/gen-test-certs.sh >"$logs/gen-test-certs.log" 2>&1)
+  run tls-uring-durable --tls "${over_tls[@]}" "${durable[@]}"
 fi
 run ours "${own[@]}"
 run ours-uring-replies "${own[@]}" "${replies_on[@]}"

@@ -34,10 +34,12 @@ type Runner struct {
 	Password string
 	// DB is the database every key is written to, never an application's.
 	DB int
+	// TLS reaches a server that serves TLS only; nil for plain TCP.
+	TLS *TLS
 }
 
 func (r Runner) client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DB: r.DB, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
+	return redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DB: r.DB, TLSConfig: r.TLS.clientConfig(), DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
 }
 
 // Sample reads the server's INFO cpu, memory, persistence and replication.
@@ -87,7 +89,7 @@ func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandRes
 		return CommandResult{}, Sample{}, Sample{}, err
 	}
 	args := ToolArgs{Host: host, Port: port, DB: r.DB, Clients: w.Clients, Requests: w.Requests, Keyspace: w.Keyspace,
-		ValueSize: w.ValueSize, Pipeline: w.Pipeline, Password: r.Password, Test: cmd}
+		ValueSize: w.ValueSize, Pipeline: w.Pipeline, Password: r.Password, TLS: r.TLS.toolArgs(), Test: cmd}
 	before, err := r.Sample(ctx)
 	if err != nil {
 		return CommandResult{}, Sample{}, Sample{}, err

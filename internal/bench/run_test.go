@@ -339,3 +339,36 @@ func TestDebugSegfaultNeedsTheOptIn(t *testing.T) {
 		t.Fatalf("DEBUG SEGFAULT on a server that does not allow it: %v", err)
 	}
 }
+
+// TestRunOverTLS drives valkey-benchmark and the runner's own client over TLS
+// with a client certificate, against a server that serves TLS only.
+func TestRunOverTLS(t *testing.T) {
+	ca := testenv.NewCA(t)
+	certPEM, keyPEM := ca.Issue(t, time.Hour, "server")
+	dir := t.TempDir()
+	testenv.WriteTLSFiles(t, dir, certPEM, keyPEM, ca.PEM)
+	addr := testenv.StartServer(t, fmt.Sprintf("save \"\"\nappendonly yes\nappendfsync always\nappendfsync-engine uring\ntls-port 6379\n"+
+		"tls-cert-file %[1]s/tls.crt\ntls-key-file %[1]s/tls.key\ntls-ca-cert-file %[1]s/ca.crt\ntls-auth-clients yes\n", dir))
+	serverTLS, err := LoadTLS(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := Workload{Target: "t", Mode: "uring", Commands: []string{"set"}, Requests: 2000, Clients: 4, Pipeline: 1, ValueSize: 32, Keyspace: 100}
+
+	// Without TLS neither valkey-benchmark nor the client is served.
+	if _, err := (Runner{Tool: toolBin(t), Addr: addr}).Run(context.Background(), w); err == nil {
+		t.Fatal("a plain runner was served by a TLS-only server")
+	}
+	r := Runner{Tool: toolBin(t), Addr: addr, TLS: serverTLS, DB: 15}
+	res, err := r.Run(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Commands) != 1 || res.Commands[0].OpsPerSecond <= 0 || res.Engine != "uring" || res.Commands[0].FsyncCount <= 0 {
+		t.Errorf("result over TLS %+v", res)
+	}
+	keys, err := r.client().DBSize(context.Background()).Result()
+	if err != nil || keys == 0 {
+		t.Errorf("valkey-benchmark wrote %d keys over TLS (err %v)", keys, err)
+	}
+}

@@ -93,6 +93,8 @@ type ToolArgs struct {
 	// Password is passed with -a: valkey-benchmark reads no environment
 	// variable for it. Only the runner's own container sees its command line.
 	Password string
+	// TLS are the flags that reach a TLS server, nil for plain TCP.
+	TLS []string
 	// Test is a valkey-benchmark test name (-t), or empty with Command set.
 	Test string
 	// Command is a custom command line, e.g. GET untouched:__rand_int__.
@@ -106,6 +108,7 @@ func (a ToolArgs) Argv() []string {
 	if a.Password != "" {
 		argv = append(argv, "-a", a.Password)
 	}
+	argv = append(argv, a.TLS...)
 	if a.Test != "" {
 		return append(argv, "-t", a.Test)
 	}

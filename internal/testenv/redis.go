@@ -28,7 +28,8 @@ func ServerBin() string {
 
 // StartServer runs the real server with config (redis.conf text) on a free
 // loopback port in a temporary data directory and returns its address. Lines
-// that only make sense in a pod (port, dir, include) are overridden.
+// that only make sense in a pod (port, dir, include) are overridden; a
+// config with tls-port gets that port for TLS and none for plain TCP.
 func StartServer(t *testing.T, config string) string {
 	t.Helper()
 	return runServer(t, ServerBin(), t.TempDir(), config, false).Addr
@@ -112,14 +113,18 @@ func runServer(t *testing.T, bin, dir, config string, denyIOUring bool) *Server 
 	_ = l.Close()
 
 	var kept []string
+	listen := fmt.Sprintf("port %d", port)
 	for _, line := range strings.Split(config, "\n") {
 		switch strings.SplitN(line, " ", 2)[0] {
+		case "tls-port":
+			listen = fmt.Sprintf("port 0\ntls-port %d", port)
+			continue
 		case "port", "dir", "include", "bind":
 			continue
 		}
 		kept = append(kept, line)
 	}
-	kept = append(kept, "bind 127.0.0.1", fmt.Sprintf("port %d", port), "dir "+dir)
+	kept = append(kept, "bind 127.0.0.1", listen, "dir "+dir)
 	confPath := filepath.Join(dir, "redis.conf")
 	if err := os.WriteFile(confPath, []byte(strings.Join(kept, "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
