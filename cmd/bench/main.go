@@ -85,11 +85,11 @@ func run(ctx context.Context, w bench.Workload, addr string, db int, serverTLS *
 			return errors.New("neither valkey-benchmark nor redis-benchmark is on PATH")
 		}
 	}
-	r := bench.Runner{Tool: tool, Addr: addr, Password: os.Getenv("REDIS_PASSWORD"), DB: db, TLS: serverTLS}
+	r := bench.Runner{Tool: tool, Addr: addr, User: os.Getenv("REDIS_USER"), Password: os.Getenv("REDIS_PASSWORD"), DB: db, TLS: serverTLS}
 	if err := r.ClaimDatabase(ctx); err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, r.EmptyDatabase(ctx)) }()
+	defer func() { err = errors.Join(err, r.DeleteKeys(ctx)) }()
 	res, err := r.Run(ctx, w)
 	if err != nil {
 		return err

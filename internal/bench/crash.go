@@ -23,7 +23,9 @@ type Killer func(ctx context.Context) error
 // the pod would not do: even with a grace period of 0 the kubelet sends
 // SIGTERM first, and the server shuts down cleanly, syncing its AOF.
 func (r Runner) DebugSegfault(ctx context.Context) error {
-	c := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, TLSConfig: r.TLS.clientConfig(), MaxRetries: -1, DialTimeout: 5 * time.Second})
+	o := r.options()
+	o.MaxRetries, o.DialTimeout = -1, 5*time.Second
+	c := redis.NewClient(o)
 	defer func() { _ = c.Close() }()
 	if err := c.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("reaching the server to kill it: %w", err)
@@ -52,7 +54,9 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 			defer wg.Done()
 			// No retries: a retried write could be acknowledged by the restarted
 			// server and would blur what the crashed one acknowledged.
-			conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, TLSConfig: r.TLS.clientConfig(), DB: r.DB, PoolSize: 1, MaxRetries: -1, DialTimeout: time.Second})
+			o := r.options()
+			o.DB, o.PoolSize, o.MaxRetries, o.DialTimeout = r.DB, 1, -1, time.Second
+			conn := redis.NewClient(o)
 			defer func() { _ = conn.Close() }()
 			for seq := 0; ; seq++ {
 				select {
@@ -137,7 +141,9 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 func (r Runner) waitServing(ctx context.Context, limit time.Duration) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
-		conn := redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, TLSConfig: r.TLS.clientConfig(), MaxRetries: -1, DialTimeout: time.Second})
+		o := r.options()
+		o.MaxRetries, o.DialTimeout = -1, time.Second
+		conn := redis.NewClient(o)
 		info, err := conn.InfoMap(ctx, "persistence", "replication").Result()
 		_ = conn.Close()
 		last = err

@@ -29,9 +29,11 @@ type Workload struct {
 // Runner drives valkey-benchmark against one server.
 type Runner struct {
 	// Tool is the valkey-benchmark binary.
-	Tool     string
-	Addr     string // host:port
-	Password string
+	Tool string
+	Addr string // host:port
+	// User and Password sign in; User is empty for the default user, and
+	// Password empty for a server without one.
+	User, Password string
 	// DB is the database every key is written to, never an application's.
 	DB int
 	// TLS reaches a server that serves TLS only; nil for plain TCP.
@@ -39,7 +41,14 @@ type Runner struct {
 }
 
 func (r Runner) client() *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: r.Addr, Password: r.Password, DB: r.DB, TLSConfig: r.TLS.clientConfig(), DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second})
+	o := r.options()
+	o.DB, o.DialTimeout, o.ReadTimeout = r.DB, 5*time.Second, 30*time.Second
+	return redis.NewClient(o)
+}
+
+// options reach and sign in to the server; each client sets the rest.
+func (r Runner) options() *redis.Options {
+	return &redis.Options{Addr: r.Addr, Username: r.User, Password: r.Password, TLSConfig: r.TLS.clientConfig()}
 }
 
 // Sample reads the server's INFO cpu, memory, persistence and replication.
@@ -89,7 +98,7 @@ func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandRes
 		return CommandResult{}, Sample{}, Sample{}, err
 	}
 	args := ToolArgs{Host: host, Port: port, DB: r.DB, Clients: w.Clients, Requests: w.Requests, Keyspace: w.Keyspace,
-		ValueSize: w.ValueSize, Pipeline: w.Pipeline, Password: r.Password, TLS: r.TLS.toolArgs(), Test: cmd}
+		ValueSize: w.ValueSize, Pipeline: w.Pipeline, User: r.User, Password: r.Password, TLS: r.TLS.toolArgs(), Test: cmd}
 	before, err := r.Sample(ctx)
 	if err != nil {
 		return CommandResult{}, Sample{}, Sample{}, err

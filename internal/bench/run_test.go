@@ -196,7 +196,7 @@ func TestCrashCheckWaitsForReplicas(t *testing.T) {
 	if res.Acknowledged == 0 || res.Lost != 0 {
 		t.Errorf("%d of %d acknowledged keys lost", res.Lost, res.Acknowledged)
 	}
-	if err := r.EmptyDatabase(context.Background()); err != nil {
+	if err := r.DeleteKeys(context.Background()); err != nil {
 		t.Errorf("the cleanup after the crash check: %v", err)
 	}
 }
@@ -246,7 +246,7 @@ func TestRunWritesOnlyItsDatabase(t *testing.T) {
 	if n := bench.DBSize(ctx).Val(); n < 2 {
 		t.Fatalf("database 15 holds %d keys during the run: the tool did not write there", n)
 	}
-	if err := r.EmptyDatabase(ctx); err != nil {
+	if err := r.DeleteKeys(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := bench.DBSize(ctx).Val(); n != 0 {

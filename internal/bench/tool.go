@@ -90,9 +90,10 @@ type ToolArgs struct {
 	Clients, Requests   int
 	Keyspace, ValueSize int
 	Pipeline            int
-	// Password is passed with -a: valkey-benchmark reads no environment
-	// variable for it. Only the runner's own container sees its command line.
-	Password string
+	// User (--user, empty for the default user) and Password (-a:
+	// valkey-benchmark reads no environment variable for it; only the
+	// runner's own container sees its command line).
+	User, Password string
 	// TLS are the flags that reach a TLS server, nil for plain TCP.
 	TLS []string
 	// Test is a valkey-benchmark test name (-t), or empty with Command set.
@@ -107,6 +108,9 @@ func (a ToolArgs) Argv() []string {
 		"-r", strconv.Itoa(a.Keyspace), "-d", strconv.Itoa(a.ValueSize), "-P", strconv.Itoa(a.Pipeline), "--dbnum", strconv.Itoa(a.DB)}
 	if a.Password != "" {
 		argv = append(argv, "-a", a.Password)
+		if a.User != "" {
+			argv = append(argv, "--user", a.User)
+		}
 	}
 	argv = append(argv, a.TLS...)
 	if a.Test != "" {
