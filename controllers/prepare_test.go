@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +13,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/uring-redis/uring-redis-operator/internal/bench"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -28,9 +33,11 @@ func TestPrepareScript(t *testing.T) {
 		"/dev/termination-log", filepath.Join(dir, "termination-log"),
 		runDir+"/auth.conf", filepath.Join(dir, "auth.conf"),
 	).Replace(prepareScript)
-	password := `p"a\ss word$1`
+	password, exporterPassword, benchPassword := `p"a\ss word$1`, `e"x\p ort`, "bench"
 	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"))
+	cmd.Env = append(os.Environ(), "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"),
+		"EXPORTER_USER="+exporterUser, "EXPORTER_PASSWORD="+exporterPassword, "EXPORTER_ACL="+exporterACLRules,
+		"BENCHMARK_USER="+bench.User, "BENCHMARK_PASSWORD="+benchPassword, "BENCHMARK_ACL="+bench.ACLRules(false))
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("prepare script: %v\n%s", err, out)
@@ -76,4 +83,97 @@ func TestPrepareScript(t *testing.T) {
 	if err := bad.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
 		t.Fatalf("a client without the password got %v, want NOAUTH", err)
 	}
+
+	// The ACL users, with their passwords and rules.
+	for _, c := range []struct {
+		user, password string
+		allowed        [][]any
+		refused        [][]any
+	}{
+		{exporterUser, exporterPassword, [][]any{{"INFO", "persistence"}, {"EVAL", "return redis.call('INFO', 'server') ~= nil", 0}},
+			[][]any{{"GET", "k"}, {"SET", "k", "v"}, {"CONFIG", "GET", "requirepass"}, {"EVAL", "return redis.call('GET', 'k')", 0}}},
+		{bench.User, benchPassword, [][]any{{"SET", "key:1", "v"}, {"INFO"}},
+			[][]any{{"SET", "orders:1", "v"}, {"FLUSHALL"}}},
+	} {
+		c2 := redis.NewClient(&redis.Options{Addr: addr, Username: c.user, Password: c.password})
+		for _, cmd := range c.allowed {
+			if err := c2.Do(ctx, cmd...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+				t.Errorf("%s: %v: %v", c.user, cmd, err)
+			}
+		}
+		for _, cmd := range c.refused {
+			if err := c2.Do(ctx, cmd...).Err(); err == nil || !strings.Contains(strings.ToLower(err.Error()), "no permissions") {
+				t.Errorf("%s: %v: %v, want a refusal for want of permissions", c.user, cmd, err)
+			}
+		}
+		_ = c2.Close()
+	}
+	// Without the crash check the benchmark user may not kill the server.
+	if got := good.Do(ctx, "ACL", "DRYRUN", bench.User, "DEBUG", "SEGFAULT").Val(); !strings.Contains(fmt.Sprint(got), "no permissions") {
+		t.Errorf("ACL DRYRUN %s DEBUG SEGFAULT: %v, want a refusal", bench.User, got)
+	}
+}
+
+// renderAuth runs the auth part of the prepare container's script (the
+// volume measurement left out) with the environment the instance's
+// StatefulSet gives that container, its Secrets resolved, and returns the
+// auth include file it writes ("" without a password).
+func renderAuth(t *testing.T, ns, name string) string {
+	t.Helper()
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, name); err != nil {
+		t.Fatal(err)
+	}
+	prepare := containerNamed(t, sts, containerPrepare)
+	dir := t.TempDir()
+	script := strings.NewReplacer(measureScript, "", runDir+"/auth.conf", filepath.Join(dir, "auth.conf")).Replace(prepareScript)
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = append(os.Environ(), resolveEnv(t, ns, prepare.Env)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("prepare script: %v\n%s", err, out)
+	}
+	auth, err := os.ReadFile(filepath.Join(dir, "auth.conf"))
+	if os.IsNotExist(err) {
+		return ""
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(auth)
+}
+
+// resolveEnv is env as NAME=value, with values from Secrets read as the
+// kubelet would; a Secret or key that is missing fails the test.
+func resolveEnv(t *testing.T, ns string, env []corev1.EnvVar) []string {
+	t.Helper()
+	var out []string
+	for _, e := range env {
+		value := e.Value
+		if e.ValueFrom != nil {
+			ref := e.ValueFrom.SecretKeyRef
+			if ref == nil {
+				t.Fatalf("env %s: only Secret references are resolved here", e.Name)
+			}
+			secret := &corev1.Secret{}
+			if err := get(t, secret, ns, ref.Name); err != nil {
+				t.Fatalf("env %s: %v", e.Name, err)
+			}
+			v, ok := secret.Data[ref.Key]
+			if !ok {
+				t.Fatalf("env %s: the Secret %s has no key %q", e.Name, ref.Name, ref.Key)
+			}
+			value = string(v)
+		}
+		out = append(out, e.Name+"="+value)
+	}
+	return out
+}
+
+// envValue is the value of name in env (NAME=value lines), "" if absent.
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v
+		}
+	}
+	return ""
 }

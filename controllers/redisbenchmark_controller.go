@@ -209,11 +209,15 @@ func runOf(rb *v1alpha1.RedisBenchmark, run benchmarkRun) string {
 }
 
 // targetAvailable decides whether rp, the target of run, may be benchmarked
-// now: it must have opted in (and allow the crash check if rb runs one) and
-// be Ready for its current spec.
+// now: it must have opted in (and allow the crash check if rb runs one), be
+// Ready for its current spec and run the pod template the operator builds
+// now. A template still to roll (an operator upgrade waiting for its turn)
+// would restart the server under the benchmark, and may lack the
+// benchmark's ACL user that the Job signs in as.
 func targetAvailable(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.RedisPersistence) (reason, message string, ok bool) {
 	access := rp.Spec.Benchmark
 	ready := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionReady)
+	upToDate := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionUpToDate)
 	switch {
 	case access == nil:
 		return ReasonTargetNotOptedIn, fmt.Sprintf("RedisPersistence %s does not allow benchmarks: set its spec.benchmark (a benchmark writes to a database of its own, %d by default, and empties it)", rp.Name, defaultBenchmarkDatabase), false
@@ -221,6 +225,8 @@ func targetAvailable(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1
 		return ReasonCrashCheckNotAllowed, fmt.Sprintf("RedisPersistence %s does not allow the crash check, which kills its server: set its spec.benchmark.crashCheck: true, or run the benchmark without spec.crashCheck", rp.Name), false
 	case ready == nil || ready.Status != metav1.ConditionTrue || rp.Status.ObservedGeneration != rp.Generation:
 		return ReasonTargetNotReady, fmt.Sprintf("waiting for RedisPersistence %s to be Ready, %s", rp.Name, runOf(rb, run)), false
+	case upToDate == nil || upToDate.Status != metav1.ConditionTrue:
+		return ReasonTargetNotReady, fmt.Sprintf("waiting for RedisPersistence %s to roll out its pod template (UpToDate), %s", rp.Name, runOf(rb, run)), false
 	}
 	return "", "", true
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -562,4 +563,59 @@ func workersOf(t *testing.T, name string) float64 {
 	}
 	t.Fatalf("no controller_runtime_max_concurrent_reconciles for controller %s", name)
 	return 0
+}
+
+// TestBenchmarkSignsInAsItsUser: the runner's Job signs in as the benchmark
+// user with the password of the Secret <target>-acl. The real runner, with
+// the Job's environment resolved, claims its database, measures and cleans
+// up on the target's real server (its users rendered by the prepare
+// script); the server refuses it nothing but valkey-benchmark's CONFIG GET,
+// and lets it kill the server for the crash check the target allows.
+func TestBenchmarkSignsInAsItsUser(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	createTarget(t, ns, "target", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
+	createBenchmark(t, ns, "signed", v1alpha1.RedisBenchmarkSpec{
+		Targets:    []string{"target"},
+		Workload:   v1alpha1.BenchmarkWorkload{Commands: []v1alpha1.BenchmarkCommand{"set", "incr"}, Requests: 2000},
+		CrashCheck: &v1alpha1.CrashCheckSpec{},
+	})
+	job := waitJob(t, ns, "signed-0")
+	env := resolveEnv(t, ns, job.Spec.Template.Spec.Containers[0].Env)
+	if envValue(env, "REDIS_USER") != bench.User {
+		t.Fatalf("the runner signs in with %q, want the user %s", env, bench.User)
+	}
+
+	addr, _ := serverAddrs.Load(ns + "/target-0")
+	r := bench.Runner{Tool: filepath.Join(filepath.Dir(testenv.ServerBin()), "valkey-benchmark"), Addr: addr.(string),
+		User: envValue(env, "REDIS_USER"), Password: envValue(env, "REDIS_PASSWORD"), DB: 15}
+	if err := r.ClaimDatabase(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(ctx, bench.Workload{Target: "target", Mode: "uring-durable", Commands: []string{"set", "incr"},
+		Requests: 2000, Clients: 4, Pipeline: 1, ValueSize: 32, Keyspace: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeleteKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin := newClient(addr.(string), instancePassword(t, ns, "target"))
+	defer func() { _ = admin.Close() }()
+	if got := testenv.ACLRefusals(t, admin); !slices.Equal(got, []string{bench.User + " config|get"}) {
+		t.Errorf("ACL LOG %q, want only valkey-benchmark's CONFIG GET refused", got)
+	}
+	if got := admin.Do(ctx, "ACL", "DRYRUN", bench.User, "DEBUG", "SEGFAULT").Val(); got != "OK" {
+		t.Errorf("ACL DRYRUN %s DEBUG SEGFAULT on a target that allows the crash check: %v", bench.User, got)
+	}
+
+	res.Crash = &bench.CrashResult{Acknowledged: 100}
+	msg, err := bench.Encode(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finishJobPod(t, ns, "signed-0", 0, string(msg))
+	waitBenchmark(t, ns, "signed", func(rb *v1alpha1.RedisBenchmark) error {
+		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionTrue, ReasonBenchmarkSucceeded)
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/bench"
 )
 
 // BenchmarkOptions are the operator-wide settings of benchmark Jobs.
@@ -181,7 +182,7 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alph
 		Name:                     containerBench,
 		Image:                    image,
 		Args:                     benchmarkArgs(rb, run, rp),
-		Env:                      passwordEnv(rp, "REDIS_PASSWORD"),
+		Env:                      signInEnv(rp, bench.User, aclBenchmarkKey),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          restrictedSecurityContext(),
 	}

@@ -145,8 +145,12 @@ func TestGeneratedPassword(t *testing.T) {
 		t.Errorf("StatefulSet annotations %v, template annotations %v", sts.Annotations, sts.Spec.Template.Annotations)
 	}
 	for _, c := range append(sts.Spec.Template.Spec.InitContainers, sts.Spec.Template.Spec.Containers...) {
-		if env := secretEnv(c); env != "closed-auth/password" {
-			t.Errorf("container %s reads the password from %q, want closed-auth/password", c.Name, env)
+		want := "closed-auth/password"
+		if c.Name == containerExporter {
+			want = "closed-acl/exporter" // its ACL user's (redispersistence_acl.go)
+		}
+		if env := secretEnv(c); env != want {
+			t.Errorf("container %s reads the password from %q, want %s", c.Name, env, want)
 		}
 	}
 

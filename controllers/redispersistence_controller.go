@@ -178,6 +178,10 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		r.Recorder.Event(rp, corev1.EventTypeWarning, "RunningWithoutPassword", "spec.auth.disabled: the server runs without a password; any client that reaches its port can read and write every key")
 	}
 	password, err := r.password(ctx, rp)
+	var users aclPasswords
+	if err == nil {
+		users, err = r.aclPasswords(ctx, rp)
+	}
 	if errors.Is(err, errAuthSecret) {
 		// Nothing can start without the password; the Secret watch brings the
 		// RedisPersistence back when the Secret appears or changes.
@@ -223,6 +227,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 	config := renderConfig(rp)
 	in := newPodInputs(rp, password)
+	in.aclHash = users.hash(rp)
 	if certs != nil {
 		in.tlsHash = certs.hash
 	}
@@ -816,6 +821,9 @@ func usedSecretNames(obj client.Object) []string {
 	var names []string
 	if ref := authSecretRef(rp); ref != nil {
 		names = append(names, ref.Name)
+	}
+	if aclUsersEnabled(rp) {
+		names = append(names, aclSecretName(rp))
 	}
 	if name := tlsSecretName(rp); name != "" {
 		names = append(names, name)

@@ -211,15 +211,15 @@ func actAsKubeletReporting(t *testing.T, ns, podName, report string, finishedAt 
 }
 
 // renderedConfig is the instance's redis.conf as a server of the test runs
-// it: the auth include file the prepare container would write holds the
-// password of the instance's Secret.
+// it: its auth include file is what the prepare container writes (the
+// password and the ACL users), rendered by renderAuth.
 func renderedConfig(t *testing.T, ns, name string) string {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
 	if err := get(t, cm, ns, name+"-config"); err != nil {
 		t.Fatal(err)
 	}
-	return withPassword(cm.Data["redis.conf"], instancePassword(t, ns, name))
+	return strings.Replace(cm.Data["redis.conf"], "include "+runDir+"/auth.conf\n", renderAuth(t, ns, name), 1)
 }
 
 // instancePassword is the password the operator gives the instance's pods,

@@ -430,6 +430,9 @@ type podInputs struct {
 	configHash string
 	// authHash is the salted hash of the password, "" without auth.
 	authHash string
+	// aclHash is the salted hash of the ACL users' passwords, "" without
+	// users.
+	aclHash string
 	// upgradeStarted, when set, marks the StatefulSet as one of the
 	// upgrades the operator rolls at a time, started then
 	// (redispersistence_upgrade.go).
@@ -451,6 +454,9 @@ func (in podInputs) annotations() map[string]string {
 	annotations := map[string]string{annotationConfigHash: in.configHash}
 	if in.authHash != "" {
 		annotations[annotationAuthHash] = in.authHash
+	}
+	if in.aclHash != "" {
+		annotations[annotationACLHash] = in.aclHash
 	}
 	return annotations
 }
@@ -612,12 +618,18 @@ fi
 `
 
 // prepareScript runs before the server: it measures the data volume
-// (measureScript) and renders the auth include file so the password never
-// lands in the ConfigMap or on a command line.
-const prepareScript = "set -eu\n" + measureScript + `if [ -n "${REDIS_PASSWORD:-}" ]; then
+// (measureScript) and renders the auth include file, the password and the
+// ACL users (redispersistence_acl.go), so no password lands in the
+// ConfigMap or on a command line.
+const prepareScript = "set -eu\n" + measureScript + `quote() { printf '%s' "$1" | sed 's/[\\"]/\\&/g'; }
+user() { [ -z "$1" ] || printf 'user %s on ">%s" %s\n' "$1" "$(quote "$2")" "$3"; }
+if [ -n "${REDIS_PASSWORD:-}" ]; then
   umask 077
-  pw=$(printf '%s' "$REDIS_PASSWORD" | sed 's/[\\"]/\\&/g')
-  printf 'requirepass "%s"\nprimaryauth "%s"\n' "$pw" "$pw" >` + runDir + `/auth.conf
+  pw=$(quote "$REDIS_PASSWORD")
+  { printf 'requirepass "%s"\nprimaryauth "%s"\n' "$pw" "$pw"
+    user "${EXPORTER_USER:-}" "${EXPORTER_PASSWORD:-}" "${EXPORTER_ACL:-}"
+    user "${BENCHMARK_USER:-}" "${BENCHMARK_PASSWORD:-}" "${BENCHMARK_ACL:-}"
+  } >` + runDir + `/auth.conf
 fi
 `
 
@@ -759,7 +771,7 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 		Name:                     containerPrepare,
 		Image:                    image,
 		Command:                  []string{"sh", "-c", prepareScript},
-		Env:                      passwordEnv(rp, "REDIS_PASSWORD"),
+		Env:                      append(passwordEnv(rp, "REDIS_PASSWORD"), aclEnv(rp)...),
 		VolumeMounts:             volumeMounts,
 		SecurityContext:          restrictedSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
@@ -869,7 +881,7 @@ func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container
 			"--script=" + configDir + "/" + exporterScriptFile,
 		},
 		VolumeMounts: mounts,
-		Env:          passwordEnv(rp, "REDIS_PASSWORD"),
+		Env:          signInEnv(rp, exporterUser, aclExporterKey),
 		Ports:        []corev1.ContainerPort{{Name: "metrics", ContainerPort: exporterPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("metrics")}},
@@ -880,6 +892,10 @@ func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 		},
+	}
+	if aclUsersEnabled(rp) {
+		// The exporter's user may not send CONFIG, which shows requirepass.
+		c.Args = append(c.Args, "--config-command=-")
 	}
 	if tlsEnabled(rp) {
 		c.Args = append(c.Args, exporterTLSArgs(rp)...)

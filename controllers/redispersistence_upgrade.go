@@ -158,13 +158,21 @@ func rolloutOriginOf(desired, existing *appsv1.StatefulSet) rolloutOrigin {
 	case have[annotationSpecTemplateHash] == want[annotationSpecTemplateHash]:
 		// Only the operator's defaults moved.
 		return operatorRollout
-	case have[annotationGeneration] == want[annotationGeneration] &&
-		existing.Spec.Template.Annotations[annotationAuthHash] == desired.Spec.Template.Annotations[annotationAuthHash]:
-		// Neither the spec nor the password changed: a new operator
+	case have[annotationGeneration] == want[annotationGeneration] && !passwordsChanged(desired, existing):
+		// Neither the spec nor a password changed: a new operator
 		// version builds the template differently.
 		return operatorRollout
 	}
 	return userRollout
+}
+
+// passwordsChanged: the server's password, or its ACL users' (a new Secret
+// <name>-acl). The users appearing, as they do under the first operator
+// version that makes them, is not a change of their passwords.
+func passwordsChanged(desired, existing *appsv1.StatefulSet) bool {
+	want, have := desired.Spec.Template.Annotations, existing.Spec.Template.Annotations
+	return have[annotationAuthHash] != want[annotationAuthHash] ||
+		have[annotationACLHash] != "" && have[annotationACLHash] != want[annotationACLHash]
 }
 
 // upgradeInFlight is when the operator upgrade that sts rolls started, or nil

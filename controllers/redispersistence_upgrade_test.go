@@ -485,6 +485,11 @@ func TestUpgradeRolloutOrigin(t *testing.T) {
 	build := func(rp *v1alpha1.RedisPersistence, opts Options, password string) *appsv1.StatefulSet {
 		return buildStatefulSet(rp, opts, newPodInputs(rp, password))
 	}
+	withUsers := func(rp *v1alpha1.RedisPersistence, opts Options, password, users string) *appsv1.StatefulSet {
+		in := newPodInputs(rp, password)
+		in.aclHash = aclPasswords{exporter: users, benchmark: users}.hash(rp)
+		return buildStatefulSet(rp, opts, in)
+	}
 	existing := build(base(), v1, "secret")
 	// What an older operator version built: another template for the same spec.
 	older := existing.DeepCopy()
@@ -523,6 +528,8 @@ func TestUpgradeRolloutOrigin(t *testing.T) {
 		{"a new operator version and a spec edit", build(runtimeEdit, v1, "secret"), older, userRollout},
 		{"a new operator version and the password", build(base(), v1, "rotated"), older, userRollout},
 		{"an operator from before staged upgrades", build(base(), v1, "secret"), legacy, operatorRollout},
+		{"the ACL users appear (a new operator version)", withUsers(base(), v1, "secret", "u1"), existing, operatorRollout},
+		{"the ACL users' passwords", withUsers(base(), v1, "secret", "u2"), withUsers(base(), v1, "secret", "u1"), userRollout},
 	} {
 		if got := rolloutOriginOf(c.desired, c.existing); got != c.want {
 			t.Errorf("%s: origin %d, want %d", c.desc, got, c.want)

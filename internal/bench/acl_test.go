@@ -2,13 +2,14 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
 // TestRunAsTheBenchmarkUser runs everything a runner does (the claim, every
@@ -97,36 +98,11 @@ func TestRunAsTheBenchmarkUser(t *testing.T) {
 // user for each of objects and nothing else, and resets it.
 func refused(t *testing.T, admin *redis.Client, objects ...string) {
 	t.Helper()
-	ctx := context.Background()
-	// go-redis's ACLLog cannot parse Valkey's client-info field "capa".
-	entries, err := admin.Do(ctx, "ACL", "LOG").Slice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, entry := range entries {
-		e := map[string]any{}
-		switch fields := entry.(type) {
-		case []any: // RESP2
-			for i := 0; i+1 < len(fields); i += 2 {
-				e[fmt.Sprint(fields[i])] = fields[i+1]
-			}
-		case map[any]any: // RESP3
-			for k, v := range fields {
-				e[fmt.Sprint(k)] = v
-			}
-		}
-		if e["username"] != User || !slices.Contains(objects, fmt.Sprint(e["object"])) {
-			t.Errorf("refused: %v %v by %v (%v)", e["reason"], e["object"], e["username"], e["context"])
-		}
-		got = append(got, fmt.Sprint(e["object"]))
-	}
+	var want []string
 	for _, o := range objects {
-		if !slices.Contains(got, o) {
-			t.Errorf("no refusal of %s in the ACL LOG: the test does not see refusals", o)
-		}
+		want = append(want, User+" "+o)
 	}
-	if err := admin.ACLLogReset(ctx).Err(); err != nil {
-		t.Fatal(err)
+	if got := testenv.ACLRefusals(t, admin); !slices.Equal(got, want) {
+		t.Errorf("ACL LOG: %q, want %q", got, want)
 	}
 }

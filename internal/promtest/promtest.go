@@ -54,12 +54,19 @@ func FreeAddr(t testing.TB) string {
 // temporary directory and shown when the test fails.
 func run(t testing.TB, name string, args ...string) {
 	t.Helper()
+	runEnv(t, nil, name, args...)
+}
+
+// runEnv is run with env added to the test's environment.
+func runEnv(t testing.TB, env []string, name string, args ...string) {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), filepath.Base(name)+".log")
 	log, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -88,6 +95,17 @@ func Exporter(t testing.TB, redisAddr, script string) string {
 	t.Helper()
 	addr := FreeAddr(t)
 	run(t, Bin(t, "redis_exporter"), "--redis.addr=redis://"+redisAddr, "--web.listen-address="+addr, "--script="+script)
+	waitHTTP(t, "http://"+addr+"/metrics")
+	return addr
+}
+
+// ExporterWith runs redis_exporter with args (which name the server and
+// everything else but where it listens) and env added to the test's
+// environment, as a pod's container runs; it returns its listen address.
+func ExporterWith(t testing.TB, args, env []string) string {
+	t.Helper()
+	addr := FreeAddr(t)
+	runEnv(t, env, Bin(t, "redis_exporter"), append(args, "--web.listen-address="+addr)...)
 	waitHTTP(t, "http://"+addr+"/metrics")
 	return addr
 }

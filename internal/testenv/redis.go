@@ -185,3 +185,35 @@ func runServer(t *testing.T, bin, dir, config string, denyIOUring bool) *Server 
 	}
 	return s
 }
+
+// ACLRefusals reads the server's ACL LOG through admin and resets it: one
+// "<username> <object>" per entry (the object is the refused command, key
+// or channel). go-redis's ACLLog cannot parse Valkey's client-info field
+// "capa", so the reply is read as it comes.
+func ACLRefusals(t testing.TB, admin *redis.Client) []string {
+	t.Helper()
+	ctx := context.Background()
+	entries, err := admin.Do(ctx, "ACL", "LOG").Slice()
+	if err != nil {
+		t.Fatalf("ACL LOG: %v", err)
+	}
+	var out []string
+	for _, entry := range entries {
+		e := map[string]any{}
+		switch fields := entry.(type) {
+		case []any: // RESP2
+			for i := 0; i+1 < len(fields); i += 2 {
+				e[fmt.Sprint(fields[i])] = fields[i+1]
+			}
+		case map[any]any: // RESP3
+			for k, v := range fields {
+				e[fmt.Sprint(k)] = v
+			}
+		}
+		out = append(out, fmt.Sprintf("%v %v", e["username"], e["object"]))
+	}
+	if err := admin.Do(ctx, "ACL", "LOG", "RESET").Err(); err != nil {
+		t.Fatalf("ACL LOG RESET: %v", err)
+	}
+	return out
+}

@@ -1,0 +1,158 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/promtest"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+// TestACLUsers: an instance with a password gets the Secret <name>-acl,
+// owned, with two random passwords; the prepare container's script renders
+// the exporter's and the benchmark's users into the real server; the real
+// redis_exporter, run with the exporter container's arguments and resolved
+// environment, serves everything the dashboards read while the server's
+// ACL LOG stays empty, and the exporter's user is refused keys and CONFIG.
+// A new Secret reaches the pod template. An instance without a password has
+// no users, and its exporter signs in as default.
+func TestACLUsers(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	createRP(t, ns, "users", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
+	waitCondition(t, ns, "users", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+
+	secret := &corev1.Secret{}
+	eventually(t, 30*time.Second, func() error { return get(t, secret, ns, "users-acl") })
+	if owner := metav1.GetControllerOf(secret); owner == nil || owner.Kind != "RedisPersistence" || owner.Name != "users" {
+		t.Errorf("the Secret users-acl is controlled by %v, want the RedisPersistence", owner)
+	}
+	exporterPassword, benchPassword := string(secret.Data[aclExporterKey]), string(secret.Data[aclBenchmarkKey])
+	if len(exporterPassword) != 43 || len(benchPassword) != 43 || exporterPassword == benchPassword {
+		t.Errorf("passwords %q and %q, want two distinct 43-character ones", exporterPassword, benchPassword)
+	}
+
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, "users"); err != nil {
+		t.Fatal(err)
+	}
+	hash := sts.Spec.Template.Annotations[annotationACLHash]
+	if hash == "" {
+		t.Errorf("the pod template has no %s", annotationACLHash)
+	}
+	exporter := containerNamed(t, sts, containerExporter)
+	env := resolveEnv(t, ns, exporter.Env)
+	if envValue(env, "REDIS_USER") != exporterUser || envValue(env, "REDIS_PASSWORD") != exporterPassword {
+		t.Errorf("the exporter signs in with %q: want %s and the Secret's password", env, exporterUser)
+	}
+
+	addr := testenv.StartServer(t, renderedConfig(t, ns, "users"))
+	args := []string{}
+	for _, arg := range exporter.Args {
+		switch {
+		case strings.HasPrefix(arg, "--redis.addr="):
+			arg = "--redis.addr=redis://" + addr
+		case strings.HasPrefix(arg, "--web.listen-address="):
+			continue
+		case strings.HasPrefix(arg, "--script="):
+			arg = "--script=" + filepath.Join(testenv.RepoRoot(), "controllers", exporterScriptFile)
+		}
+		args = append(args, arg)
+	}
+	if !slices.Contains(args, "--config-command=-") {
+		t.Errorf("the exporter's args %q ask for CONFIG, which its user may not send", args)
+	}
+	metricsAddr := promtest.ExporterWith(t, args, env)
+	admin := newClient(addr, instancePassword(t, ns, "users"))
+	defer func() { _ = admin.Close() }()
+	var metrics string
+	for range 3 {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		metrics = string(body)
+	}
+	for _, want := range []string{"\nredis_up 1\n", `key="aof_engine_uring"} 1`, "redis_aof_last_write_status", "redis_commands_processed_total"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("the exporter's metrics lack %q", want)
+		}
+	}
+	if refused := testenv.ACLRefusals(t, admin); len(refused) > 0 {
+		t.Errorf("the server refused the exporter: %q", refused)
+	}
+	for _, cmd := range [][]any{{"GET", "k"}, {"SET", "k", "v"}, {"CONFIG", "GET", "requirepass"}, {"FLUSHALL"}, {"KEYS", "*"}} {
+		got := admin.Do(ctx, append([]any{"ACL", "DRYRUN", exporterUser}, cmd...)...).Val()
+		if !strings.Contains(fmt.Sprint(got), "no permissions") {
+			t.Errorf("ACL DRYRUN %s %v: %v, want a refusal", exporterUser, cmd, got)
+		}
+	}
+
+	// A new Secret: new passwords, and the pods restart with them.
+	if err := k8s.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		renewed := &corev1.Secret{}
+		if err := get(t, renewed, ns, "users-acl"); err != nil {
+			return err
+		}
+		if string(renewed.Data[aclExporterKey]) == exporterPassword {
+			return fmt.Errorf("the Secret was made again with the old password")
+		}
+		if err := get(t, sts, ns, "users"); err != nil {
+			return err
+		}
+		if sts.Spec.Template.Annotations[annotationACLHash] == hash {
+			return fmt.Errorf("the pod template keeps %s %s", annotationACLHash, hash)
+		}
+		return nil
+	})
+
+	// Without a password, no users.
+	createRP(t, ns, "open", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Auth: &v1alpha1.AuthSpec{Disabled: true}})
+	waitCondition(t, ns, "open", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	if err := get(t, sts, ns, "open"); err != nil {
+		t.Fatal(err)
+	}
+	if err := get(t, &corev1.Secret{}, ns, "open-acl"); !apierrors.IsNotFound(err) {
+		t.Errorf("an instance without a password has the Secret open-acl (err %v)", err)
+	}
+	if env := containerNamed(t, sts, containerExporter).Env; len(env) > 0 {
+		t.Errorf("the exporter of an instance without a password has env %v", env)
+	}
+	if args := containerNamed(t, sts, containerExporter).Args; slices.Contains(args, "--config-command=-") {
+		t.Errorf("the exporter of an instance without a password skips CONFIG: %q", args)
+	}
+	if auth := renderAuth(t, ns, "open"); auth != "" {
+		t.Errorf("the prepare script renders %q for an instance without a password", auth)
+	}
+}
+
+// containerNamed is the container or init container name of sts's template.
+func containerNamed(t *testing.T, sts *appsv1.StatefulSet, name string) corev1.Container {
+	t.Helper()
+	for _, c := range append(sts.Spec.Template.Spec.InitContainers, sts.Spec.Template.Spec.Containers...) {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("StatefulSet %s has no container %s", sts.Name, name)
+	return corev1.Container{}
+}
