@@ -35,7 +35,9 @@ import (
 // against the live pods: it selects the server and admits to its port the
 // pods labelled as its clients and the running operator, not the unlabelled
 // pod. No network plugin of this test bed enforces NetworkPolicies (see
-// e2e/README.md), so what the policy admits is read, not tried.
+// e2e/README.md), so what the policy admits is read, not tried. The
+// exporter's ACL user, from the instance's Secret <name>-acl, is served
+// INFO and refused keys.
 func TestDefaultInstanceIsClosed(t *testing.T) {
 	createWithoutStorage(t, "closed", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
 	waitReady(t, "closed")
@@ -89,6 +91,19 @@ func TestDefaultInstanceIsClosed(t *testing.T) {
 	}
 	if got := outsiderCLI(t, "-h", "closed", "--no-auth-warning", "-a", "guessed", "ping"); !strings.Contains(got, "WRONGPASS") {
 		t.Errorf("a wrong password got %q, want WRONGPASS", got)
+	}
+
+	// The exporter's ACL user reads INFO and no key.
+	acl := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "closed-acl"}, acl); err != nil {
+		t.Fatalf("no ACL users' Secret: %v", err)
+	}
+	exporter := []string{"-h", "closed", "--no-auth-warning", "--user", "uringredis-exporter", "-a", string(acl.Data["exporter"])}
+	if got := outsiderCLI(t, append(exporter, "info", "server")...); !strings.Contains(got, "valkey_version:") {
+		t.Errorf("the exporter's user got %q for INFO", got)
+	}
+	if got := outsiderCLI(t, append(exporter, "get", "k")...); !strings.Contains(got, "NOPERM") {
+		t.Errorf("the exporter's user got %q for GET, want NOPERM", got)
 	}
 }
 
