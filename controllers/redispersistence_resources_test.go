@@ -317,6 +317,12 @@ func renderReplicated(t *testing.T, antiAffinity v1alpha1.PodAntiAffinity) []byt
 		objects = append(objects, pdb)
 	}
 	objects = append(objects, buildSentinelStatefulSet(rp, testOptions, in), buildStatefulSet(rp, testOptions, in))
+	return documents(t, objects...)
+}
+
+// documents renders objects as one YAML stream, each after "---".
+func documents(t *testing.T, objects ...any) []byte {
+	t.Helper()
 	var out bytes.Buffer
 	for _, obj := range objects {
 		b, err := yaml.Marshal(obj)

@@ -23,7 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
@@ -40,16 +39,7 @@ func TestReplicatedTLSGolden(t *testing.T) {
 		in := newPodInputs(rp, testPassword(rp))
 		in.antiAffinity = v1alpha1.AntiAffinityRequired
 		in.tlsHash = "0123456789abcdef"
-		var out bytes.Buffer
-		for _, obj := range []any{buildCertificate(rp).Object, buildSentinelStatefulSet(rp, testOptions, in), buildStatefulSet(rp, testOptions, in)} {
-			b, err := yaml.Marshal(obj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out.WriteString("---\n")
-			out.Write(b)
-		}
-		return out.Bytes()
+		return documents(t, buildCertificate(rp).Object, buildSentinelStatefulSet(rp, testOptions, in), buildStatefulSet(rp, testOptions, in))
 	}
 	got := render()
 	if !bytes.Equal(got, render()) {

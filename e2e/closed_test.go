@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net/http"
 	"os/exec"
@@ -347,21 +348,8 @@ func scrapeOperator(t *testing.T, token string) (int, string) {
 	if pod == "" {
 		t.Fatalf("no running operator pod in %s", operatorNS)
 	}
-	cmd := exec.Command(kubectl[0], append(kubectl[1:], "-n", operatorNS, "port-forward", "pod/"+pod, ":8443")...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	// "Forwarding from 127.0.0.1:40123 -> 8443"
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	local, _, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "Forwarding from "), " ->")
-	if err != nil || !ok {
-		t.Fatalf("kubectl port-forward said %q (%v)", line, err)
-	}
+	local, stop := portForward(t, operatorNS, pod, 8443)
+	defer stop()
 	req, err := http.NewRequest(http.MethodGet, "https://"+local+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -381,4 +369,27 @@ func scrapeOperator(t *testing.T, token string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(body)
+}
+
+// portForward forwards a local port to port of pod in ns with kubectl
+// port-forward and returns the local address and how to stop it.
+func portForward(t *testing.T, ns, pod string, port int) (string, func()) {
+	t.Helper()
+	cmd := exec.Command(kubectl[0], append(kubectl[1:], "-n", ns, "port-forward", "pod/"+pod, fmt.Sprintf(":%d", port))...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	// "Forwarding from 127.0.0.1:40123 -> 8443"
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	local, _, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "Forwarding from "), " ->")
+	if err != nil || !ok {
+		stop()
+		t.Fatalf("kubectl port-forward said %q (%v)", line, err)
+	}
+	return local, stop
 }

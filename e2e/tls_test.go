@@ -3,14 +3,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -125,20 +123,8 @@ func servedCertificate(t *testing.T, caPEM, certPEM, keyPEM []byte) *x509.Certif
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(kubectl[0], append(kubectl[1:], "-n", namespace, "port-forward", "pod/secure-0", ":6379")...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	local, _, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "Forwarding from "), " ->")
-	if err != nil || !ok {
-		t.Fatalf("kubectl port-forward said %q (%v)", line, err)
-	}
+	local, stop := portForward(t, namespace, "secure-0", 6379)
+	defer stop()
 	conn, err := tls.Dial("tcp", local, config)
 	if err != nil {
 		t.Fatal(err)
