@@ -149,13 +149,16 @@ func TestReconcileIsBoundedOnASlowServer(t *testing.T) {
 		}
 		return nil
 	})
-	// serverBudget (8 s) and a little; without the budget it takes over 20 s.
+	// serverBudget (8 s) and the reconcile's requests to the API server,
+	// which a machine busy with the other test packages slows by seconds
+	// (10.8 s seen in CI); without the budget it takes over 20 s.
 	_, took := reconcileNow(t, ns, "slow")
+	t.Logf("a reconcile took %s on the slow server", took)
 	if took < 4*time.Second {
 		t.Fatalf("the reconcile took %s: it did not wait on the slow server, the test lost its premise", took)
 	}
-	if took > 10*time.Second {
-		t.Errorf("a reconcile took %s on a slow server, want at most 10 s", took)
+	if limit := serverBudget + 4*time.Second; took > limit {
+		t.Errorf("a reconcile took %s on a slow server, want at most %s", took, limit)
 	}
 }
 

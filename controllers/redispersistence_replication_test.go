@@ -240,10 +240,18 @@ requirepass %[3]q
 		return nil
 	})
 	t.Logf("the pods were relabelled %s after SENTINEL FAILOVER was accepted", time.Since(start).Round(time.Second))
-	rp = waitCondition(t, ns, name, v1alpha1.ConditionReplicating, metav1.ConditionTrue, ReasonReplicating)
-	if rp.Status.Primary != name+"-1" {
-		t.Fatalf("status.primary %q after the failover", rp.Status.Primary)
-	}
+	// Replicating stays True through the failover: wait for the status to
+	// name the new primary, which the operator patches after the labels.
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, rp, ns, name); err != nil {
+			return err
+		}
+		if rp.Status.Primary != name+"-1" {
+			return fmt.Errorf("status.primary %q after the failover", rp.Status.Primary)
+		}
+		return nil
+	})
+	waitCondition(t, ns, name, v1alpha1.ConditionReplicating, metav1.ConditionTrue, ReasonReplicating)
 	promoted := newClient(replica, password)
 	defer func() { _ = promoted.Close() }()
 	if missing := missingKeys(t, promoted, "before-failover", 100); missing != 0 {
