@@ -23,7 +23,7 @@ import (
 // (E2E_RELEASED_VERSION) is built from its own commit by `make e2e-upgrade`
 // (hack/released.sh) and installed with helm; on it run an instance with the
 // default generated password and one opened with spec.auth.disabled, with
-// data. Then helm upgrade --reuse-values to this tree: each instance rolls
+// data. Then helm upgrade --reset-then-reuse-values to this tree: each instance rolls
 // onto this release's server image, one at a time, and keeps its data, its
 // password Secret (the same object and password) or its lack of a password;
 // the ACL users appear only where there is a password, and the exporter
@@ -71,8 +71,11 @@ func TestUpgradeFromRelease(t *testing.T) {
 	}
 	password := string(before.Data["password"])
 
-	// helm upgrade to this tree with the values the release was installed with.
-	helm(append([]string{"upgrade", release}, append(chart(version), "--reuse-values", "--wait", "--timeout", "5m")...)...)
+	// helm upgrade to this tree with the values the release was installed
+	// with, as the README says: --reset-then-reuse-values. (--reuse-values
+	// would render the new chart with the old chart's defaults, the old
+	// image digests among them, and keep running the release's images.)
+	helm(append([]string{"upgrade", release}, append(chart(version), "--reset-then-reuse-values", "--wait", "--timeout", "5m")...)...)
 	upgradeImage := operatorRedisImage(t, operatorNS, release)
 	if upgradeImage == releasedImage {
 		t.Fatalf("the upgrade kept the server image %s", upgradeImage)
