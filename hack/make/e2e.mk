@@ -18,6 +18,13 @@ E2E_DIST := $(LOCALBIN)/e2e/dist
 # images and chart released under a lower version (a semver pre-release of VERSION),
 # which costs a second push of the same layers rather than a second build.
 E2E_PREVIOUS_VERSION ?= $(VERSION)-e2e.previous
+# The release users run today, for the upgrade test (make e2e-upgrade): the commit
+# whose CHANGELOG closed 0.2.0, with the build fixes cherry-picked that let its pinned
+# Debian inputs be fetched today (hack/released.sh), released to the node's registry
+# under a pre-release name (this tree's VERSION is still 0.2.0).
+E2E_RELEASED_COMMIT ?= 2662d2362a0774eb9445c5e88b528562448277ac
+E2E_RELEASED_FIXES ?= cf9d381c5d8a5247e47e7949f97a2e57e5da8cac a20ca09d454afa678d3438e62e2329c40a616552
+E2E_RELEASED_VERSION ?= 0.2.0-e2e.released
 # Local ext4 volumes on the offline cluster: the full suite holds up to 12 at once.
 export E2E_DISKS ?= 16
 ifeq ($(E2E_CLUSTER),kind)
@@ -66,6 +73,17 @@ e2e: e2e-up e2e-images e2e-install ## Run the e2e suite on a real cluster (E2E_A
 		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_INSTALL_YAML=$(E2E_DIST)/$(VERSION)/install.yaml \
 		E2E_CHART=$(E2E_CHART) E2E_VERSION=$(VERSION) E2E_PREVIOUS_VERSION=$(E2E_PREVIOUS_VERSION) \
 		go test -tags e2e ./e2e -count=1 -v -timeout 60m $(E2E_ARGS)
+
+# Not part of `make e2e` (nor CI): it builds a second tree's images, and needs a cluster
+# with no operator installed, which it installs itself from the release.
+.PHONY: e2e-upgrade
+e2e-upgrade: e2e-up $(HELM) $(KUSTOMIZE) ## On a cluster without the operator: helm install the release users run (E2E_RELEASED_COMMIT), instances with data, helm upgrade to this tree.
+	E2E_KEEP_BUILDER=1 $(MAKE) --no-print-directory release VERSION=$(VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(VERSION)
+	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) hack/released.sh $(E2E_RELEASED_COMMIT) $(E2E_RELEASED_VERSION) $(E2E_REGISTRY) \
+		$(E2E_DIST)/$(E2E_RELEASED_VERSION) $(E2E_RELEASED_FIXES)
+	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) E2E_HELM=$(HELM) E2E_RELEASE=$(E2E_RELEASE) \
+		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_CHART=$(E2E_CHART) E2E_VERSION=$(VERSION) \
+		E2E_RELEASED_VERSION=$(E2E_RELEASED_VERSION) go test -tags e2e ./e2e -count=1 -v -timeout 30m -run '^TestUpgradeFromRelease$$'
 
 .PHONY: e2e-down
 e2e-down: ## Remove the e2e cluster and everything it made (caches under bin/ stay).
