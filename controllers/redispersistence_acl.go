@@ -92,19 +92,12 @@ func aclEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 	}
 	return []corev1.EnvVar{
 		{Name: "EXPORTER_USER", Value: exporterUser},
-		aclPasswordEnv(rp, "EXPORTER_PASSWORD", aclExporterKey),
+		secretKeyEnv("EXPORTER_PASSWORD", aclSecretName(rp), aclExporterKey),
 		{Name: "EXPORTER_ACL", Value: exporterACLRules},
 		{Name: "BENCHMARK_USER", Value: bench.User},
-		aclPasswordEnv(rp, "BENCHMARK_PASSWORD", aclBenchmarkKey),
+		secretKeyEnv("BENCHMARK_PASSWORD", aclSecretName(rp), aclBenchmarkKey),
 		{Name: "BENCHMARK_ACL", Value: benchmarkACLRules(rp)},
 	}
-}
-
-func aclPasswordEnv(rp *v1alpha1.RedisPersistence, name, key string) corev1.EnvVar {
-	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: aclSecretName(rp)},
-		Key:                  key,
-	}}}
 }
 
 // signInEnv is how a client of rp's servers other than the operator signs
@@ -115,7 +108,7 @@ func signInEnv(rp *v1alpha1.RedisPersistence, user, key string) []corev1.EnvVar 
 	if !aclUsersEnabled(rp) {
 		return passwordEnv(rp, "REDIS_PASSWORD")
 	}
-	return []corev1.EnvVar{{Name: "REDIS_USER", Value: user}, aclPasswordEnv(rp, "REDIS_PASSWORD", key)}
+	return []corev1.EnvVar{{Name: "REDIS_USER", Value: user}, secretKeyEnv("REDIS_PASSWORD", aclSecretName(rp), key)}
 }
 
 func buildACLSecret(rp *v1alpha1.RedisPersistence, passwords aclPasswords) *corev1.Secret {

@@ -638,13 +638,15 @@ func passwordEnv(rp *v1alpha1.RedisPersistence, name string) []corev1.EnvVar {
 	if ref == nil {
 		return nil
 	}
-	return []corev1.EnvVar{{
-		Name: name,
-		ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-			LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name},
-			Key:                  ref.Key,
-		}},
-	}}
+	return []corev1.EnvVar{secretKeyEnv(name, ref.Name, ref.Key)}
+}
+
+// secretKeyEnv is the environment variable name holding key of Secret secret.
+func secretKeyEnv(name, secret, key string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: secret},
+		Key:                  key,
+	}}}
 }
 
 // kernelAffinity is the node selector term set that admits nodes whose kernel
