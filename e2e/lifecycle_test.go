@@ -41,15 +41,8 @@ func TestOperatorLifecycle(t *testing.T) {
 	if helmBin == "" || release == "" || operatorNS == "" || installYAML == "" || chartRef == "" || version == "" || previous == "" {
 		t.Fatal("E2E_HELM, E2E_RELEASE, E2E_NAMESPACE, E2E_INSTALL_YAML, E2E_CHART, E2E_VERSION and E2E_PREVIOUS_VERSION (two releases in the node's registry) name the chart installs to exercise: run it with `make e2e`")
 	}
-	// chart is release v of the chart from the registry, with the test bed's values.
-	chart := func(v string) []string {
-		args := []string{chartRef, "--version", v, "--plain-http", "--namespace", operatorNS, "--values", "../charts/uring-redis-operator/ci/e2e-values.yaml"}
-		return append(args, strings.Fields(os.Getenv("E2E_HELM_ARGS"))...)
-	}
-	helm := func(args ...string) {
-		t.Helper()
-		run(t, helmBin, append([]string{"--kubeconfig", os.Getenv("KUBECONFIG")}, args...)...)
-	}
+	chart := func(v string) []string { return chartArgs(chartRef, v, operatorNS) }
+	helm := func(args ...string) { t.Helper(); runHelm(t, helmBin, args...) }
 	ctx := context.Background()
 
 	// Release N-1, as a user would run it before upgrading.
@@ -291,4 +284,17 @@ func waitGone(t *testing.T, what string, get func() error, gone func() bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// chartArgs name release v of the chart from the registry, with the test
+// bed's values, for helm install and upgrade.
+func chartArgs(chartRef, v, operatorNS string) []string {
+	args := []string{chartRef, "--version", v, "--plain-http", "--namespace", operatorNS, "--values", "../charts/uring-redis-operator/ci/e2e-values.yaml"}
+	return append(args, strings.Fields(os.Getenv("E2E_HELM_ARGS"))...)
+}
+
+// runHelm runs helm against the test cluster.
+func runHelm(t *testing.T, helmBin string, args ...string) {
+	t.Helper()
+	run(t, helmBin, append([]string{"--kubeconfig", os.Getenv("KUBECONFIG")}, args...)...)
 }

@@ -45,14 +45,8 @@ func TestUpgradeFromRelease(t *testing.T) {
 		t.Fatalf("an operator runs already (%s/%s): the upgrade starts from a cluster without one (make e2e-down, then make e2e-upgrade)",
 			deployments.Items[0].Namespace, deployments.Items[0].Name)
 	}
-	helm := func(args ...string) {
-		t.Helper()
-		run(t, helmBin, append([]string{"--kubeconfig", os.Getenv("KUBECONFIG")}, args...)...)
-	}
-	chart := func(v string) []string {
-		args := []string{chartRef, "--version", v, "--plain-http", "--namespace", operatorNS, "--values", "../charts/uring-redis-operator/ci/e2e-values.yaml"}
-		return append(args, strings.Fields(os.Getenv("E2E_HELM_ARGS"))...)
-	}
+	chart := func(v string) []string { return chartArgs(chartRef, v, operatorNS) }
+	helm := func(args ...string) { t.Helper(); runHelm(t, helmBin, args...) }
 
 	// The release, as its users installed it.
 	helm(append([]string{"install", release}, append(chart(released), "--create-namespace", "--wait", "--timeout", "5m")...)...)
