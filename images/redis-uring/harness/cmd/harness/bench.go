@@ -12,8 +12,8 @@ import (
 )
 
 type benchOpts struct {
-	opts                  bench.Options
-	modes, tests, volumes *string
+	opts                            bench.Options
+	modes, tests, volumes, baseline *string
 }
 
 // defaultTests: issue 3's four write tests at 50 clients and the mixed run;
@@ -27,6 +27,7 @@ func benchFlags(fs *flag.FlagSet) *benchOpts {
 	b.modes = fs.String("modes", modeNames(server.AllModes), "modes to compare")
 	b.tests = fs.String("tests", defaultTests, "tests: valkey-benchmark tests, each with optional -c<clients>, -p<pipeline>, -n<requests> suffixes; mixed; read-heavy")
 	b.volumes = fs.String("volumes", "root,loop", "volumes: root (a directory on the root disk) and/or loop (ext4 on a loop device)")
+	b.baseline = fs.String("baseline-bin-dir", "", "a second server build: every mode also runs on it, as <mode>@baseline, and the report sets the two builds side by side")
 	fs.IntVar(&o.Clients, "clients", 50, "valkey-benchmark clients (C) of tests without -c")
 	fs.IntVar(&o.Requests, "requests", 20000, "requests per 50-client run, scaled for other client counts and pipelines (the thesis used 4000000)")
 	fs.IntVar(&o.Keyspace, "keyspace", 1000000, "valkey-benchmark -r")
@@ -46,6 +47,15 @@ func runBench(e *env, b *benchOpts) error {
 	var err error
 	if o.Modes, err = parseModes(*b.modes); err != nil {
 		return err
+	}
+	if *b.baseline != "" {
+		if o.Baseline, err = server.FindBinaries(*b.baseline); err != nil {
+			return fmt.Errorf("baseline build: %w", err)
+		}
+		o.BaselineDir = *b.baseline
+		for _, m := range o.Modes {
+			o.Modes = append(o.Modes, m.OnBaseline())
+		}
 	}
 	o.Tests = strings.Split(*b.tests, ",")
 	if o.Workloads, err = bench.ParseWorkloads(o.Tests, o); err != nil {

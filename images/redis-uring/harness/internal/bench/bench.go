@@ -28,7 +28,11 @@ import (
 
 // Options of a benchmark run.
 type Options struct {
-	Bin          server.Binaries `json:"-"`
+	Bin server.Binaries `json:"-"`
+	// Baseline is the build the "<mode>@baseline" modes run, from
+	// BaselineDir; the client, valkey-benchmark, is Bin's for every mode.
+	Baseline     server.Binaries `json:"-"`
+	BaselineDir  string          `json:"baseline_bin_dir,omitempty"`
 	WorkDir      string          `json:"-"`
 	LogDir       string          `json:"-"` // server configs and logs
 	Modes        []server.Mode   `json:"modes"`
@@ -161,7 +165,11 @@ func Execute(o Options, version, command string) (*Report, error) {
 				continue
 			}
 			name := "bench-" + v.Name + "-" + m.Name
-			srv, err := server.Start(server.Options{Bin: o.Bin, Mode: m, Name: name,
+			bin := o.Bin
+			if m.Build == server.BaselineBuild {
+				bin = o.Baseline
+			}
+			srv, err := server.Start(server.Options{Bin: bin, Mode: m, Name: name,
 				DataDir: filepath.Join(v.Dir, m.Name), StateDir: o.LogDir})
 			if err == nil {
 				if err = srv.CheckEngine(); err != nil {
@@ -180,7 +188,7 @@ func Execute(o Options, version, command string) (*Report, error) {
 				// disk; in a cluster it has its own node.
 				var r *server.Server
 				rname := fmt.Sprintf("%s-replica-%d", name, i)
-				r, err = server.StartReplica(server.Options{Bin: o.Bin, Mode: m, Name: rname,
+				r, err = server.StartReplica(server.Options{Bin: bin, Mode: m, Name: rname,
 					DataDir: filepath.Join(v.Dir, fmt.Sprintf("%s-replica-%d", m.Name, i)), StateDir: o.LogDir}, srv)
 				if err == nil {
 					in.replicas = append(in.replicas, r)

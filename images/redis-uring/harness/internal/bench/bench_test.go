@@ -381,6 +381,60 @@ func TestWriteRepliesAgainstNone(t *testing.T) {
 	}
 }
 
+// A baseline build's modes are set against the same mode on the build under
+// test, row by row and as a median per mode; the durable bound still applies
+// to the baseline's durable modes.
+func TestBaselineBuildSideBySide(t *testing.T) {
+	o := testOptions()
+	o.BaselineDir = "/opt/notls/bin"
+	o.Modes = []server.Mode{server.Always, server.Always.OnBaseline()}
+	var err error
+	if o.Workloads, err = ParseWorkloads([]string{"set", "incr"}, o); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{Options: o, Server: "8.1.1", Volumes: []*Volume{{Name: "root", LMs: 10}}}
+	for _, r := range []struct {
+		mode, test    string
+		rps, cpu, p99 float64
+	}{
+		{"always", "set", 4500, 0.022, 20},
+		{"always@baseline", "set", 5000, 0.020, 16},
+		{"always", "incr", 5000, 0.020, 10},
+		{"always@baseline", "incr", 5000, 0.025, 10},
+	} {
+		rep.Runs = append(rep.Runs, Run{Volume: "root", Mode: r.mode, Test: r.test, Rep: 1,
+			Tool: ToolResult{RPS: r.rps, P99Ms: r.p99}, CPUPer1k: r.cpu})
+	}
+	rep.Rows = summarize(rep)
+	for _, r := range rep.Rows {
+		if r.Mode == "always@baseline" && (r.VsBaseline != 0 || r.BoundOpsPS != 5000) {
+			t.Errorf("baseline row: %+v", r)
+		}
+	}
+	var b strings.Builder
+	p := &printer{w: &b}
+	rep.writeBaseline(p)
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	for _, want := range []string{
+		"builds: this build (8.1.1) against the baseline build (/opt/notls/bin)",
+		"    root   set  always   4500            5000       0.90x           1.10x           1.25x",
+		"    root  incr  always   5000            5000       1.00x           0.80x           1.00x",
+		"  always      2              0.95x                  0.95x                  1.12x",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("builds table lacks\n%s\ngot:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	rep.Options.BaselineDir = ""
+	rep.writeBaseline(p)
+	if b.Len() != 0 {
+		t.Errorf("builds table printed without a baseline build:\n%s", b.String())
+	}
+}
+
 func TestLoadMovesLegacyMixedGetsToSide(t *testing.T) {
 	legacy := `{"options": {"tests": ["set", "mixed"], "clients": 50, "requests": 1000, "pipeline": 1, "get_clients": 5},
 		"runs": [

@@ -59,6 +59,11 @@ type Row struct {
 	// persistence: the baseline of the reply-path variants.
 	VsNone    float64 `json:"throughput_vs_none,omitempty"`
 	CPUVsNone float64 `json:"cpu_per_op_vs_none,omitempty"`
+	// VsBaseline, CPUVsBaseline and P99VsBaseline compare the build under
+	// test with the baseline build, same mode (-baseline-bin-dir).
+	VsBaseline    float64 `json:"throughput_vs_baseline,omitempty"`
+	CPUVsBaseline float64 `json:"cpu_per_op_vs_baseline,omitempty"`
+	P99VsBaseline float64 `json:"p99_vs_baseline,omitempty"`
 }
 
 // workload returns the workload a test name of the report stands for.
@@ -170,6 +175,11 @@ func summarize(rep *Report) []Row {
 			row.SideP99VsNone = ratio(row.SideP99Ms, n.SideP99Ms)
 			row.VsNone = ratio(row.RPS, n.RPS)
 			row.CPUVsNone = ratio(row.CPUPer1k, n.CPUPer1k)
+		}
+		if b := rows[key{k.vol, k.mode + "@" + server.BaselineBuild, k.test}]; b != nil {
+			row.VsBaseline = ratio(row.RPS, b.RPS)
+			row.CPUVsBaseline = ratio(row.CPUPer1k, b.CPUPer1k)
+			row.P99VsBaseline = ratio(row.P99Ms, b.P99Ms)
 		}
 		row.OfBound = ratio(row.RPS, row.BoundOpsPS)
 		out = append(out, *row)
@@ -311,7 +321,8 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 		"side_op", "side_clients", "side_ops_per_second", "side_p50_ms", "side_p99_ms", "side_p999_ms",
 		"throughput_vs_everysec", "throughput_vs_always", "cpu_per_op_vs_everysec", "cpu_per_op_vs_always",
 		"c_over_l_ops_per_second", "throughput_of_c_over_l", "side_throughput_vs_everysec",
-		"side_throughput_vs_always", "side_p99_vs_none", "l_ms"})
+		"side_throughput_vs_always", "side_p99_vs_none", "l_ms", "throughput_vs_baseline", "cpu_per_op_vs_baseline",
+		"p99_vs_baseline"})
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 	d := strconv.Itoa
 	for _, r := range rep.Rows {
@@ -326,7 +337,8 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 			f(r.FsyncAvgMs), f(r.FsyncP99Ms), f(r.DevFlushesPer1k), f(r.DevFlushMs),
 			r.SideOp, d(r.SideClients), f(r.SideRPS), f(r.SideP50Ms), f(r.SideP99Ms), f(r.SideP999Ms),
 			f(r.VsEverysec), f(r.VsAlways), f(r.CPUVsEverysec), f(r.CPUVsAlways),
-			f(r.BoundOpsPS), f(r.OfBound), f(r.SideVsEverysec), f(r.SideVsAlways), f(r.SideP99VsNone), f(l)})
+			f(r.BoundOpsPS), f(r.OfBound), f(r.SideVsEverysec), f(r.SideVsAlways), f(r.SideP99VsNone), f(l),
+			f(r.VsBaseline), f(r.CPUVsBaseline), f(r.P99VsBaseline)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -379,6 +391,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	writePivots(p, rep.Rows)
 	rep.writeReplies(p)
+	rep.writeBaseline(p)
 	writeTargets(p, rep.Targets)
 	p.printf("\nCPU accounting: %s\n", rep.CPUCheck.Detail)
 	p.printf("columns: c, P = valkey-benchmark clients and pipeline; cpu = INFO used_cpu_sys+user delta per 1k requests;\n")
@@ -495,6 +508,48 @@ func (rep *Report) writeReplies(p *printer) {
 			published = "-"
 		}
 		tw.printf("%s\t\n", published)
+	}
+	tw.flush()
+}
+
+// writeBaseline prints, when the run had a baseline build, each mode on the
+// build under test against the same mode on the baseline, test by test, and
+// the median of those ratios per mode.
+func (rep *Report) writeBaseline(p *printer) {
+	if rep.Options.BaselineDir == "" {
+		return
+	}
+	p.printf("\nbuilds: this build (%s) against the baseline build (%s), same mode, medians; x = this over baseline\n",
+		rep.Server, rep.Options.BaselineDir)
+	tw := p.table(tabwriter.AlignRight)
+	tw.printf("volume\ttest\tmode\tops/s\tbaseline ops/s\tx baseline\tcpu x baseline\tp99 x baseline\t\n")
+	var modes []string
+	byMode := map[string][][3]float64{}
+	for _, r := range rep.Rows {
+		if r.VsBaseline == 0 || r.SideOp != "" {
+			continue
+		}
+		tw.printf("%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t\n", r.Volume, r.Test, r.Mode, r.RPS, r.RPS/r.VsBaseline,
+			x(r.VsBaseline), x(r.CPUVsBaseline), x(r.P99VsBaseline))
+		if _, ok := byMode[r.Mode]; !ok {
+			modes = append(modes, r.Mode)
+		}
+		byMode[r.Mode] = append(byMode[r.Mode], [3]float64{r.VsBaseline, r.CPUVsBaseline, r.P99VsBaseline})
+	}
+	tw.flush()
+	tw = p.table(tabwriter.AlignRight)
+	tw.printf("mode\ttests\tmedian x baseline\tmedian cpu x baseline\tmedian p99 x baseline\t\n")
+	for _, m := range modes {
+		var col [3][]float64
+		for _, r := range byMode[m] {
+			for i := range col {
+				if r[i] > 0 {
+					col[i] = append(col[i], r[i])
+				}
+			}
+		}
+		tw.printf("%s\t%d\t%s\t%s\t%s\t\n", m, len(byMode[m]), x(stats.Median(col[0])), x(stats.Median(col[1])),
+			x(stats.Median(col[2])))
 	}
 	tw.flush()
 }

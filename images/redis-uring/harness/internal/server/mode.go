@@ -1,11 +1,17 @@
 package server
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
-// Mode is one persistence configuration under test. Every mode runs the same
-// binary; only configuration differs.
+// Mode is one persistence configuration under test. Modes run the same
+// binary and differ in configuration only, except that the benchmark can run
+// each one a second time on a baseline build (Build "baseline") to compare
+// two builds of the server.
 type Mode struct {
 	Name        string // stable identifier used in reports
+	Build       string // "" for the build under test, BaselineBuild for the baseline
 	Persistence string // "none", "rdb" or "aof"
 	Fsync       string // appendfsync for aof
 	Uring       bool   // appendfsync-engine uring
@@ -54,8 +60,22 @@ var (
 		Replicas: 1, AckReplicas: 1}
 )
 
-// ModeByName finds a mode by its report name.
+// BaselineBuild labels the modes the benchmark runs on its baseline build:
+// "<mode>@baseline".
+const BaselineBuild = "baseline"
+
+// OnBaseline returns m as run on the baseline build.
+func (m Mode) OnBaseline() Mode {
+	m.Name, m.Build = m.Name+"@"+BaselineBuild, BaselineBuild
+	return m
+}
+
+// ModeByName finds a mode by its report name, "<mode>@baseline" included.
 func ModeByName(name string) (Mode, error) {
+	if base, ok := strings.CutSuffix(name, "@"+BaselineBuild); ok {
+		m, err := ModeByName(base)
+		return m.OnBaseline(), err
+	}
 	for _, m := range append(append([]Mode(nil), AllModes...), NoneUringReplies, NoneIOThreads, UringDurableReplica,
 		UringDurableAckReplicas) {
 		if m.Name == name {

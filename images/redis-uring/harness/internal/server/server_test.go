@@ -62,6 +62,14 @@ func TestModeByName(t *testing.T) {
 	if _, err := ModeByName("sometimes"); err == nil {
 		t.Error("unknown mode accepted")
 	}
+	b, err := ModeByName("uring-durable@baseline")
+	if err != nil || b.Build != BaselineBuild || b.Name != "uring-durable@baseline" || !b.Durable() ||
+		!slices.Equal(b.ConfigLines(), UringDurable.ConfigLines()) {
+		t.Errorf("ModeByName(uring-durable@baseline) = %+v, %v", b, err)
+	}
+	if _, err := ModeByName("sometimes@baseline"); err == nil {
+		t.Error("unknown mode on the baseline accepted")
+	}
 }
 
 func TestFreezeStopsEveryThread(t *testing.T) {
