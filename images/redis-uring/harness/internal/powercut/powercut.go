@@ -12,8 +12,10 @@
 //
 // Writers cycle through write kinds by key index (workload.go): plain SET, a
 // script's SET (also with AOF-only propagation and into db 1), SET in
-// MULTI/EXEC, and MULTI/EXEC moving or copying the key into db 1. The
-// acknowledgement is the reply that completes the write (EVAL's, EXEC's).
+// MULTI/EXEC, MULTI/EXEC moving or copying the key into db 1, and writes
+// with a time to live (SET EX, and EXPIRE in MULTI/EXEC: the key must come
+// back with its expiry). The acknowledgement is the reply that completes the
+// write (EVAL's, EXEC's).
 //
 // Meanwhile Observers goroutines GET the key each writer is writing right
 // now (sent, not yet acknowledged), from the db its kind puts it in, and one
@@ -320,6 +322,37 @@ func run(cfg Config, n int, t *Trial) error {
 	return verify(cfg, srv2, workers, cut, t)
 }
 
+// withoutTTL reports, for keys[j] (key index lo+j) present in db 0, whether
+// its kind gave it a time to live that the restored key lacks.
+func withoutTTL(c *resp.Conn, cfg Config, keys []string, lo int, in0 []bool) ([]bool, error) {
+	noTTL := make([]bool, len(keys))
+	var asked []int
+	c.Send("SELECT", "0")
+	for j := range keys {
+		if in0[j] && cfg.kindOf(lo+j).ttl {
+			c.Send("PTTL", keys[j])
+			asked = append(asked, j)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		return nil, err
+	}
+	if _, err := c.Receive(); err != nil {
+		return nil, err
+	}
+	for _, j := range asked {
+		v, err := c.Receive()
+		if err != nil {
+			return nil, err
+		}
+		// -1: no expiry; -2: gone (it was read a moment ago).
+		if ms, ok := v.(int64); !ok || ms < 0 {
+			noTTL[j] = true
+		}
+	}
+	return noTTL, nil
+}
+
 func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration, t *Trial) error {
 	c, err := srv.Dial()
 	if err != nil {
@@ -351,9 +384,13 @@ func verify(cfg Config, srv *server.Server, workers []*worker, cut time.Duration
 					return err
 				}
 			}
+			noTTL, err := withoutTTL(c, cfg, keys, lo, in[0])
+			if err != nil {
+				return err
+			}
 			for j, i := 0, lo; i < hi; i, j = i+1, j+1 {
 				k, want := cfg.kindOf(i), value(w, i, cfg.ValueSize)
-				if (in[0][j] && vals[0][j] != want) || (in[1][j] && vals[1][j] != want) {
+				if (in[0][j] && vals[0][j] != want) || (in[1][j] && vals[1][j] != want) || noTTL[j] {
 					t.Corrupt++
 					continue
 				}

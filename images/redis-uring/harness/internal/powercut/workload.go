@@ -21,7 +21,13 @@ type kind struct {
 	commands func(key, value string) [][]string
 	// ack is the reply of the last command: the one that acknowledges.
 	ack any
+	// ttl: the write gives the key a time to live (an hour, far beyond a
+	// trial). A key restored without one is a write half-applied.
+	ttl bool
 }
+
+// keyTTL is the time to live the ttl kinds give their keys, in seconds.
+const keyTTL = "3600"
 
 // Scripts use the redis.* names, which Valkey keeps as aliases of server.*,
 // so a stock Redis runs the same workload.
@@ -57,6 +63,14 @@ var kinds = []kind{
 	}},
 	{name: "multi-copy", db0: true, db1: true, ack: []any{"OK", int64(1)}, commands: func(k, v string) [][]string {
 		return [][]string{{"MULTI"}, {"SET", k, v}, {"COPY", k, k, "DB", "1"}, {"EXEC"}}
+	}},
+	// Writes with a time to live: the AOF records them with an absolute
+	// expiry (SET ... PXAT), the durable gate holds them like any other.
+	{name: "set-ex", db0: true, ttl: true, ack: "OK", commands: func(k, v string) [][]string {
+		return [][]string{{"SET", k, v, "EX", keyTTL}}
+	}},
+	{name: "multi-expire", db0: true, ttl: true, ack: []any{"OK", int64(1)}, commands: func(k, v string) [][]string {
+		return [][]string{{"MULTI"}, {"SET", k, v}, {"EXPIRE", k, keyTTL}, {"EXEC"}}
 	}},
 }
 

@@ -54,6 +54,8 @@ func TestWhereKindsPutKeys(t *testing.T) {
 		{"multi", "0", 0},
 		{"multi-move", "1", 1},
 		{"multi-copy", "0,1", 1},
+		{"set-ex", "0", 0},
+		{"multi-expire", "0", 0},
 	}
 	if len(tests) != len(kinds) {
 		t.Fatalf("%d kinds, %d in this table", len(kinds), len(tests))
@@ -180,7 +182,7 @@ func fakeServer(t *testing.T, failing string) string {
 }
 
 func success(cmd string) string {
-	if cmd == "MOVE" || cmd == "COPY" {
+	if cmd == "MOVE" || cmd == "COPY" || cmd == "EXPIRE" {
 		return ":1\r\n"
 	}
 	return "+OK\r\n"
@@ -291,5 +293,78 @@ func TestFailoverTrialsWriteNothingKeptOffTheReplicas(t *testing.T) {
 	}
 	if !sawAOFOnly {
 		t.Fatal("plain trials never write the AOF-only kind")
+	}
+}
+
+// withoutTTL flags the keys of ttl kinds that came back without an expiry,
+// and asks nothing about other kinds' keys or absent ones.
+func TestWithoutTTLFlagsKeysThatLostTheirExpiry(t *testing.T) {
+	ttlAt := -1
+	for i := range kinds {
+		if kinds[i].ttl {
+			ttlAt = i
+			break
+		}
+	}
+	if ttlAt < 0 {
+		t.Fatal("no ttl kind")
+	}
+	// Keys ttlAt and ttlAt+len(kinds) are of a ttl kind and present: the
+	// first keeps its expiry, the second lost it. The other ttl kinds' keys
+	// are absent; every other key is present.
+	n := 2*len(kinds) + ttlAt + 1
+	keys := make([]string, n)
+	in0 := make([]bool, n)
+	for i := range keys {
+		keys[i], in0[i] = key(0, i), !kindOf(i).ttl || i == ttlAt || i == ttlAt+len(kinds)
+	}
+	pttl := map[string]string{keys[ttlAt]: ":3599000\r\n", keys[ttlAt+len(kinds)]: ":-1\r\n"}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	asked := make(chan []string, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		var got []string
+		defer func() { asked <- got }()
+		for {
+			req, err := readRequest(r)
+			if err != nil {
+				return
+			}
+			reply := "+OK\r\n"
+			if req[0] == "PTTL" {
+				got = append(got, req[1])
+				reply = pttl[req[1]]
+			}
+			if _, err := io.WriteString(c, reply); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := resp.Dial(l.Addr().String(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	noTTL, err := withoutTTL(c, Config{}, keys, 0, in0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	for i, flagged := range noTTL {
+		if want := i == ttlAt+len(kinds); flagged != want {
+			t.Errorf("key %s flagged %v, want %v", keys[i], flagged, want)
+		}
+	}
+	if got := <-asked; strings.Join(got, " ") != keys[ttlAt]+" "+keys[ttlAt+len(kinds)] {
+		t.Errorf("PTTL asked for %q", got)
 	}
 }
