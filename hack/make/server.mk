@@ -1,7 +1,7 @@
 ##@ Server
 
 .PHONY: test-server
-test-server: test-server-tcl test-server-harness ## All the server's tests: the Tcl suites and the durability harness.
+test-server: test-server-tcl test-server-harness test-server-harness-tls ## All the server's tests: the Tcl suites and the durability harness, plain and over TLS.
 
 .PHONY: test-server-tcl
 test-server-tcl: server-build ## Upstream AOF suites and a broad subset (posix always, uring durable, uring fast), plus our Tcl tests.
@@ -14,6 +14,10 @@ test-server-full: server-build ## The whole upstream Tcl suite with the engine f
 .PHONY: test-server-harness
 test-server-harness: server-build ## Quick harness suite (root, ~5 min): power cut (ext4 on loop, EXT4_IOC_SHUTDOWN), failover, disk full, correctness.
 	$(MAKE) -C images/redis-uring/harness test
+
+.PHONY: test-server-harness-tls
+test-server-harness-tls: server-build ## The quick harness suite over TLS (root, ~2 min): TLS-only servers, client certificates, TLS replication; fewer trials.
+	$(MAKE) -C images/redis-uring/harness test-tls
 
 .PHONY: durability
 durability: server-build ## >= 50 power-cut trials per durable mode (always, uring durable).
@@ -29,7 +33,7 @@ loss-window: server-build ## 100 power cuts per fast mode (everysec, uring fast)
 
 .PHONY: bench-server
 bench-server: server-build ## Every persistence mode side by side (commands, client sweep, pipelines, read-heavy; 3 interleaved reps): table, JSON, CSV.
-	$(MAKE) -C images/redis-uring/harness bench
+	$(MAKE) -C images/redis-uring/harness bench $(if $(BASELINE_BIN_DIR),BASELINE_BIN_DIR=$(abspath $(BASELINE_BIN_DIR)))
 
 .PHONY: bench-replicas
 bench-replicas: server-build ## What aof-uring-ack-replicas 1 costs: uring durable alone, with a replica, with its acknowledgement; posix always (replicas on this machine).

@@ -63,6 +63,7 @@ func runBench(e *env, b *benchOpts) error {
 	}
 	o.Volumes = strings.Split(*b.volumes, ",")
 	o.Bin, o.WorkDir, o.LogDir, o.UringSkip = e.bin, e.work, e.logs, e.caps.UringSkip
+	o.TLS = server.ServeTLS != nil
 	if e.bin.Benchmark == "" {
 		return fmt.Errorf("no valkey-benchmark or redis-benchmark in %s", e.bin.Dir)
 	}

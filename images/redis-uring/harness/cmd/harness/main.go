@@ -54,6 +54,7 @@ type common struct {
 	binDir, work, results *string
 	seed                  *int64
 	uringFsync            *string
+	tls                   *bool
 }
 
 func commonFlags(fs *flag.FlagSet) common {
@@ -63,6 +64,7 @@ func commonFlags(fs *flag.FlagSet) common {
 		results:    fs.String("results", "", "results directory (default <work-dir>/results/<subcommand>-<UTC time>)"),
 		seed:       fs.Int64("seed", 0, "random seed (0: from the clock; the seed used is printed)"),
 		uringFsync: fs.String("uring-appendfsync", server.UringAppendfsync, "appendfsync rendered with appendfsync-engine uring"),
+		tls:        fs.Bool("tls", false, "servers serve TLS only, require client certificates and replicate over TLS; every client speaks TLS"),
 	}
 }
 
@@ -93,6 +95,11 @@ func (c common) env(sub string) (*env, error) {
 		return nil, err
 	}
 	cleanup.Register("scratch "+scratch, func() error { return os.RemoveAll(scratch) })
+	if *c.tls {
+		if server.ServeTLS, err = server.NewTLS(filepath.Join(scratch, "tls")); err != nil {
+			return nil, fmt.Errorf("generating certificates: %w", err)
+		}
+	}
 	e := &env{bin: bin, work: scratch, results: *c.results, rnd: rand.New(rand.NewSource(seed)), rep: suite.New(os.Stdout)}
 	if e.results == "" {
 		e.results = filepath.Join(*c.work, "results", sub+"-"+time.Now().UTC().Format("20060102T150405Z"))
@@ -102,6 +109,9 @@ func (c common) env(sub string) (*env, error) {
 		return nil, fmt.Errorf("probing %s: %w", bin.Server, err)
 	}
 	fmt.Printf("harness %s: server %s (%s), seed %d, results %s\n", sub, e.caps.Version, bin.Server, seed, e.results)
+	if server.ServeTLS != nil {
+		fmt.Printf("TLS: the servers serve TLS only (client certificates required, TLS replication); every client speaks TLS\n")
+	}
 	if e.caps.UringSkip != "" {
 		fmt.Printf("note: uring modes will be skipped: %s\n", e.caps.UringSkip)
 	}

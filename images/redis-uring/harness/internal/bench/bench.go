@@ -31,23 +31,25 @@ type Options struct {
 	Bin server.Binaries `json:"-"`
 	// Baseline is the build the "<mode>@baseline" modes run, from
 	// BaselineDir; the client, valkey-benchmark, is Bin's for every mode.
-	Baseline     server.Binaries `json:"-"`
-	BaselineDir  string          `json:"baseline_bin_dir,omitempty"`
-	WorkDir      string          `json:"-"`
-	LogDir       string          `json:"-"` // server configs and logs
-	Modes        []server.Mode   `json:"modes"`
-	UringSkip    string          `json:"uring_skip,omitempty"`
-	Tests        []string        `json:"tests"`
-	Workloads    []Workload      `json:"workloads"` // Tests parsed (ParseWorkloads)
-	Volumes      []string        `json:"volumes"`
-	Clients      int             `json:"clients"`
-	Requests     int             `json:"requests"`
-	Keyspace     int             `json:"keyspace"`
-	DataSize     int             `json:"data_size"`
-	Pipeline     int             `json:"pipeline"`
-	Reps         int             `json:"repetitions"`
-	GetClients   int             `json:"get_clients"`
-	ReadOnlyKeys int             `json:"read_only_keys"`
+	Baseline    server.Binaries `json:"-"`
+	BaselineDir string          `json:"baseline_bin_dir,omitempty"`
+	// TLS: the servers serve TLS only and every client speaks it (-tls).
+	TLS          bool          `json:"tls,omitempty"`
+	WorkDir      string        `json:"-"`
+	LogDir       string        `json:"-"` // server configs and logs
+	Modes        []server.Mode `json:"modes"`
+	UringSkip    string        `json:"uring_skip,omitempty"`
+	Tests        []string      `json:"tests"`
+	Workloads    []Workload    `json:"workloads"` // Tests parsed (ParseWorkloads)
+	Volumes      []string      `json:"volumes"`
+	Clients      int           `json:"clients"`
+	Requests     int           `json:"requests"`
+	Keyspace     int           `json:"keyspace"`
+	DataSize     int           `json:"data_size"`
+	Pipeline     int           `json:"pipeline"`
+	Reps         int           `json:"repetitions"`
+	GetClients   int           `json:"get_clients"`
+	ReadOnlyKeys int           `json:"read_only_keys"`
 	// ReadHeavySetClients write while the read-heavy run's GETs run.
 	ReadHeavySetClients int                              `json:"read_heavy_set_clients"`
 	LoopSizeMiB         int                              `json:"loop_size_mib"`
@@ -301,7 +303,7 @@ func measure(o Options, in *instance, w Workload, run *Run) error {
 	sampler := StartSampler(in.srv.Pid(), 50*time.Millisecond)
 
 	tool := ToolArgs{Addr: in.srv.Addr, Clients: w.Clients, Requests: w.Requests, Keyspace: w.Keyspace,
-		DataSize: dataSize, Pipeline: w.Pipeline, Test: w.Test}
+		DataSize: dataSize, Pipeline: w.Pipeline, Test: w.Test, TLS: server.ServeTLS}
 	var side *sideLoad
 	if w.Side != "" {
 		side = startSide(in.srv, w.Side, w.SideClients, o.ReadOnlyKeys, o.DataSize)

@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
 )
 
 // ToolResult is what one valkey-benchmark test printed.
@@ -99,12 +101,17 @@ type ToolArgs struct {
 	Keyspace, DataSize int
 	Pipeline           int
 	Test               string
+	TLS                *server.TLS // nil: plain TCP
 }
 
 func (a ToolArgs) argv() []string {
 	host, port, _ := strings.Cut(a.Addr, ":")
-	return []string{"-h", host, "-p", port, "-c", strconv.Itoa(a.Clients), "-n", strconv.Itoa(a.Requests),
+	argv := []string{"-h", host, "-p", port, "-c", strconv.Itoa(a.Clients), "-n", strconv.Itoa(a.Requests),
 		"-r", strconv.Itoa(a.Keyspace), "-d", strconv.Itoa(a.DataSize), "-P", strconv.Itoa(a.Pipeline), "-t", a.Test}
+	if a.TLS != nil {
+		argv = append(argv, "--tls", "--cacert", a.TLS.CA, "--cert", a.TLS.ClientCert, "--key", a.TLS.ClientKey)
+	}
+	return argv
 }
 
 // RunTool runs valkey-benchmark and parses its report.

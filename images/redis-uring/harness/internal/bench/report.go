@@ -352,6 +352,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	p.printf("server %s; %s; %d-byte values, %d repetition(s), modes interleaved (median per row)\n",
 		rep.Server, rep.Host, o.DataSize, o.Reps)
 	p.printf("command: %s\n", rep.Command)
+	if o.TLS {
+		p.printf("clients: TLS (client certificates required), the servers serve TLS only\n")
+	}
 	p.printf("note: a shared 2-core VM; figures are noisy — compare modes within this run, not across runs.\n")
 	var tests []string
 	for _, name := range rep.testNames() {

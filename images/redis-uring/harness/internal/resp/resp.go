@@ -6,6 +6,7 @@ package resp
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -39,7 +40,22 @@ func Dial(addr string, timeout time.Duration) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Conn{nc: nc, r: bufio.NewReaderSize(nc, 64<<10), w: bufio.NewWriterSize(nc, 64<<10)}, nil
+	return newConn(nc), nil
+}
+
+// DialTLS connects to addr and completes a TLS handshake with cfg, both
+// within timeout.
+func DialTLS(addr string, timeout time.Duration, cfg *tls.Config) (*Conn, error) {
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}
+	nc, err := d.Dial("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return newConn(nc), nil
+}
+
+func newConn(nc net.Conn) *Conn {
+	return &Conn{nc: nc, r: bufio.NewReaderSize(nc, 64<<10), w: bufio.NewWriterSize(nc, 64<<10)}
 }
 
 // Close closes the connection.

@@ -93,16 +93,19 @@ func Start(o Options) (*Server, error) {
 	}
 	conf := filepath.Join(o.StateDir, o.Name+".conf")
 	logPath := filepath.Join(o.StateDir, o.Name+".log")
-	lines := []string{
-		"bind 127.0.0.1",
-		"port " + strconv.Itoa(o.Port),
+	listen := []string{"port " + strconv.Itoa(o.Port)}
+	if ServeTLS != nil {
+		listen = ServeTLS.configLines(o.Port)
+	}
+	lines := append([]string{"bind 127.0.0.1"}, listen...)
+	lines = append(lines,
 		"daemonize no",
-		"dir " + o.DataDir,
-		"logfile " + logPath,
+		"dir "+o.DataDir,
+		"logfile "+logPath,
 		// Rewrites happen when a test asks for them, not when a size
 		// threshold is crossed mid-measurement.
 		"auto-aof-rewrite-percentage 0",
-	}
+	)
 	lines = append(lines, o.Mode.ConfigLines()...)
 	lines = append(lines, o.Extra...)
 	if err := os.WriteFile(conf, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
@@ -154,7 +157,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 			return fmt.Errorf("exited: %v", s.waitErr)
 		default:
 		}
-		c, err := resp.Dial(s.Addr, time.Second)
+		c, err := s.dial(time.Second)
 		if err == nil {
 			_, last = c.Do("PING")
 			c.Close()
@@ -284,7 +287,14 @@ func (s *Server) Stop(timeout time.Duration) error {
 }
 
 // Dial opens a new client connection.
-func (s *Server) Dial() (*resp.Conn, error) { return resp.Dial(s.Addr, 5*time.Second) }
+func (s *Server) Dial() (*resp.Conn, error) { return s.dial(5 * time.Second) }
+
+func (s *Server) dial(timeout time.Duration) (*resp.Conn, error) {
+	if ServeTLS != nil {
+		return resp.DialTLS(s.Addr, timeout, ServeTLS.Client)
+	}
+	return resp.Dial(s.Addr, timeout)
+}
 
 // Info returns INFO <section> as a map.
 func (s *Server) Info(section string) (map[string]string, error) {
