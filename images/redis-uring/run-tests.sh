@@ -23,7 +23,9 @@
 #
 # full: the whole upstream suite (./runtest, every unit) with the AOF on, once
 # per uring ack mode, instead of the subsets (make test-server-full; about an
-# hour per mode here; TEST_FULL_MODES=durable or =fast runs one). Upstream
+# hour per mode here; TEST_FULL_MODES=durable or =fast runs one;
+# TEST_FULL_TLS=yes runs it with every client, replica and Sentinel on TLS,
+# runtest --tls, which is how a spec.tls instance serves). Upstream
 # tests that cannot hold with the engine forced are skipped by name below,
 # each with its reason, printed at every run. Never run two runtests in one
 # tree at once: each one's cleanup deletes the other's server directories
@@ -169,15 +171,26 @@ for entry in "${skips_fast[@]}"; do
   echo "skipped upstream test in fast mode: ${entry%%|*} (${entry#*|})"
 done
 
+# Upstream's script writes tests/tls/ (a CA, server, client and replica
+# certificates) with openssl; runtest --tls reads them from there.
+tls_certs() {
+  [[ -f $tree/tests/tls/ca.crt ]] || (cd "$tree" && ./utils/gen-test-certs.sh >"$logs/gen-test-certs.log" 2>&1)
+}
+
 start=$(date +%s)
 if [[ $suite == full ]]; then
   for entry in "${skipunits_aof_on[@]}"; do
     echo "skipped upstream test file: ${entry%%|*} (${entry#*|})"
   done
+  over=() suffix=
+  if [[ ${TEST_FULL_TLS:-no} == yes ]]; then
+    tls_certs
+    over=(--tls) suffix=-tls
+  fi
   for mode in ${TEST_FULL_MODES:-durable fast}; do
     case $mode in
-      durable) run full-uring-durable "${aof_on[@]}" "${durable[@]}" "${skip_durable[@]}" "${skip_units[@]}" ;;
-      fast) run full-uring-fast "${aof_on[@]}" "${fast[@]}" "${skip_fast[@]}" "${skip_units[@]}" ;;
+      durable) run "full-uring-durable$suffix" "${over[@]}" "${aof_on[@]}" "${durable[@]}" "${skip_durable[@]}" "${skip_units[@]}" ;;
+      fast) run "full-uring-fast$suffix" "${over[@]}" "${aof_on[@]}" "${fast[@]}" "${skip_fast[@]}" "${skip_units[@]}" ;;
       *) echo "TEST_FULL_MODES: unknown mode $mode (durable, fast)" >&2; exit 2 ;;
     esac
   done
@@ -189,9 +202,7 @@ else
   run subset-uring-durable "${broad[@]}" "${aof_on[@]}" "${durable[@]}" "${skip_durable[@]}"
   run subset-uring-fast "${broad[@]}" "${aof_on[@]}" "${fast[@]}" "${skip_fast[@]}"
   run networking-uring-replies "${networking[@]}" "${replies_on[@]}"
-  # Upstream's script writes tests/tls/ (a CA, server, client and replica
-  # certificates) with openssl; runtest --tls reads them from there.
-  [[ -f $tree/tests/tls/ca.crt ]] || (cd "$tree" && ./utils/gen-test-certs.sh >"$logs/gen-test-certs.log" 2>&1)
+  tls_certs
   run tls-uring-durable --tls "${over_tls[@]}" "${durable[@]}"
 fi
 run ours "${own[@]}"
