@@ -418,14 +418,7 @@ func TestBenchmarkNeedsTheTargetsConsent(t *testing.T) {
 	})
 	assertNoJob(t, ns, "uninvited-0")
 
-	rp := &v1alpha1.RedisPersistence{}
-	if err := get(t, rp, ns, "private"); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{}
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	updateRP(t, ns, "private", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{} })
 	waitJob(t, ns, "uninvited-0")
 	finishJobPod(t, ns, "uninvited-0", 0, runnerResult(t, "private", "aof-everysec", []string{"set"}, 10, nil))
 	waitBenchmark(t, ns, "uninvited", func(rb *v1alpha1.RedisBenchmark) error {

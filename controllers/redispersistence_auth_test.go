@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/util/retry"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -223,7 +225,7 @@ func TestGeneratedPasswordSecretTaken(t *testing.T) {
 func TestAuthDisabled(t *testing.T) {
 	ensureNodes(t)
 	ns := newNamespace(t)
-	rp := createRP(t, ns, "open", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, Auth: &v1alpha1.AuthSpec{Disabled: true}})
+	createRP(t, ns, "open", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, Auth: &v1alpha1.AuthSpec{Disabled: true}})
 	waitCondition(t, ns, "open", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	eventually(t, 30*time.Second, func() error {
 		if len(eventsFor(t, ns, "open", "RunningWithoutPassword")) == 0 {
@@ -245,13 +247,7 @@ func TestAuthDisabled(t *testing.T) {
 		t.Errorf("StatefulSet annotations %v", sts.Annotations)
 	}
 
-	if err := get(t, rp, ns, "open"); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Auth = nil
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	rp := updateRP(t, ns, "open", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Auth = nil })
 	eventually(t, 30*time.Second, func() error {
 		if err := get(t, sts, ns, "open"); err != nil {
 			return err
@@ -374,8 +370,13 @@ func TestNetworkPolicy(t *testing.T) {
 	}
 
 	// Drift is put back.
-	np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{}}
-	if err := k8s.Update(context.Background(), np); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := get(t, np, ns, "fenced"); err != nil {
+			return err
+		}
+		np.Spec.Ingress = []networkingv1.NetworkPolicyIngressRule{{}}
+		return k8s.Update(context.Background(), np)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() error {
@@ -388,13 +389,9 @@ func TestNetworkPolicy(t *testing.T) {
 		return nil
 	})
 
-	if err := get(t, rp, ns, "fenced"); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Enabled: ptr.To(false)}
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	updateRP(t, ns, "fenced", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Enabled: ptr.To(false)}
+	})
 	eventually(t, 30*time.Second, func() error {
 		if err := get(t, np, ns, "fenced"); err == nil {
 			return fmt.Errorf("the NetworkPolicy is still there")

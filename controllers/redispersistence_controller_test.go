@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/util/retry"
+
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -89,6 +91,24 @@ func createVolumeOfClass(t *testing.T, ns, claim, class string) {
 func get(t *testing.T, obj client.Object, ns, name string) error {
 	t.Helper()
 	return k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, obj)
+}
+
+// updateRP applies change to the RedisPersistence's latest version and
+// updates it, again on a conflict: the operator writes its status (a new
+// resourceVersion) at any moment.
+func updateRP(t *testing.T, ns, name string, change func(*v1alpha1.RedisPersistence)) *v1alpha1.RedisPersistence {
+	t.Helper()
+	rp := &v1alpha1.RedisPersistence{}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := get(t, rp, ns, name); err != nil {
+			return err
+		}
+		change(rp)
+		return k8s.Update(context.Background(), rp)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rp
 }
 
 // condition waits until the RedisPersistence has the condition with status
@@ -305,13 +325,7 @@ func TestLifecycle(t *testing.T) {
 
 	// A runtime option reaches the ConfigMap and the running server, and
 	// leaves the pod alone.
-	if err := get(t, rp, ns, "cache"); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.AOF.Fsync = v1alpha1.FsyncAlways
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	updateRP(t, ns, "cache", func(rp *v1alpha1.RedisPersistence) { rp.Spec.AOF.Fsync = v1alpha1.FsyncAlways })
 	server := newClient(serverAddress(t, ns, "cache-0"), instancePassword(t, ns, "cache"))
 	defer func() { _ = server.Close() }()
 	eventually(t, 30*time.Second, func() error {
@@ -332,13 +346,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	// What the server reads only at start rolls the pod.
-	if err := get(t, rp, ns, "cache"); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Image = "redis-uring:next"
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	rp = updateRP(t, ns, "cache", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Image = "redis-uring:next" })
 	waitCondition(t, ns, "cache", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRolloutInProgress)
 
 	// Deleting the RedisPersistence lets the real garbage collector remove what it owned.
@@ -475,14 +483,9 @@ func TestPodMonitorOnlyWhenServed(t *testing.T) {
 	})
 
 	// Turning monitoring off deletes the PodMonitor the operator made.
-	rp := &v1alpha1.RedisPersistence{}
-	if err := get(t, rp, ns, "monitored"); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Monitoring.PodMonitor.Enabled = ptr.To(false)
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	updateRP(t, ns, "monitored", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Monitoring.PodMonitor.Enabled = ptr.To(false)
+	})
 	eventually(t, 30*time.Second, func() error {
 		err := get(t, &monitoringv1.PodMonitor{}, ns, "monitored")
 		switch {

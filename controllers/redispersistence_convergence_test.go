@@ -131,14 +131,7 @@ func TestReconcileIsBoundedOnASlowServer(t *testing.T) {
 	// and a changed runtime option makes the reconcile CONFIG GET all 22.
 	slow := startProxy(t, serverAddress(t, ns, "slow-0"), 900*time.Millisecond)
 	serverAddrs.Store(ns+"/slow-0", slow.addr)
-	rp := &v1alpha1.RedisPersistence{}
-	if err := get(t, rp, ns, "slow"); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Uring = &v1alpha1.UringSpec{QueueDepth: 512}
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	rp := updateRP(t, ns, "slow", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Uring = &v1alpha1.UringSpec{QueueDepth: 512} })
 	eventually(t, 30*time.Second, func() error {
 		cached := &v1alpha1.RedisPersistence{}
 		if err := reconciler.Get(context.Background(), client.ObjectKeyFromObject(rp), cached); err != nil {
@@ -170,15 +163,10 @@ func TestBlockedModeChangeBacksOff(t *testing.T) {
 	createRP(t, ns, "stuck", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF})
 	waitCondition(t, ns, "stuck", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	actAsKubelet(t, ns, "stuck-0", "ext4") // ready, but no server behind it
-	rp := &v1alpha1.RedisPersistence{}
-	if err := get(t, rp, ns, "stuck"); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Mode, rp.Spec.AOF = v1alpha1.ModeRDB, nil
-	rp.Spec.RDB = &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 60, Changes: 1}}}
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	updateRP(t, ns, "stuck", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Mode, rp.Spec.AOF = v1alpha1.ModeRDB, nil
+		rp.Spec.RDB = &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 60, Changes: 1}}}
+	})
 	waitCondition(t, ns, "stuck", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonModeChangeBlocked)
 	if res, _ := reconcileNow(t, ns, "stuck"); res.RequeueAfter != 0 || !res.Requeue {
 		t.Errorf("result %+v: want a requeue with backoff (Requeue), not a fixed RequeueAfter", res)
@@ -295,14 +283,9 @@ func TestStorageGrows(t *testing.T) {
 	}
 	for _, name := range []string{"fixed", "growing"} {
 		waitCondition(t, ns, name, v1alpha1.ConditionStorageResized, metav1.ConditionTrue, ReasonVolumeSized)
-		rp := &v1alpha1.RedisPersistence{}
-		if err := get(t, rp, ns, name); err != nil {
-			t.Fatal(err)
-		}
-		rp.Spec.Storage.Size = ptr.To(resource.MustParse("16Gi"))
-		if err := k8s.Update(ctx, rp); err != nil {
-			t.Fatal(err)
-		}
+		updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) {
+			rp.Spec.Storage.Size = ptr.To(resource.MustParse("16Gi"))
+		})
 	}
 
 	got := waitCondition(t, ns, "fixed", v1alpha1.ConditionStorageResized, metav1.ConditionFalse, ReasonExpansionNotAllowed)

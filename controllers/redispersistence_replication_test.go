@@ -270,13 +270,9 @@ requirepass %[3]q
 	}
 
 	// A live option reaches every server, not only ordinal 0.
-	if err := get(t, rp, ns, name); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory-policy": "allkeys-lru"}
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	rp = updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory-policy": "allkeys-lru"}
+	})
 	eventually(t, 30*time.Second, func() error {
 		for _, c := range []*redis.Client{c, promoted} {
 			got, err := c.ConfigGet(context.Background(), "maxmemory-policy").Result()
@@ -291,13 +287,7 @@ requirepass %[3]q
 	})
 
 	// Back to one server: the Sentinels and the replicated objects go.
-	if err := get(t, rp, ns, name); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Replicas, rp.Spec.Sentinel = 1, nil
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	rp = updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Replicas, rp.Spec.Sentinel = 1, nil })
 	eventually(t, 30*time.Second, func() error {
 		for _, gone := range []struct {
 			obj  client.Object

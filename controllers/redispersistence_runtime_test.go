@@ -241,12 +241,11 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 	template := sts.Spec.Template.DeepCopy()
-	rp.Spec.Uring.QueueDepth = 1024
-	rp.Spec.Uring.Replies = true
-	rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory-policy": "allkeys-lru"}
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	rp = updateRP(t, ns, "tuned", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Uring.QueueDepth = 1024
+		rp.Spec.Uring.Replies = true
+		rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory-policy": "allkeys-lru"}
+	})
 	eventually(t, 30*time.Second, func() error {
 		for option, want := range map[string]string{"aof-uring-queue-depth": "1024", "io-uring-replies": "yes", "maxmemory-policy": "allkeys-lru"} {
 			got, err := c.ConfigGet(context.Background(), option).Result()
@@ -295,14 +294,10 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 	// uring -> rdb: the server snapshots and turns its AOF off before the
 	// ConfigMap says rdb.
 	writeKeys(t, c, "carried", 200)
-	if err := get(t, rp, ns, "tuned"); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Mode, rp.Spec.Uring = v1alpha1.ModeRDB, nil
-	rp.Spec.RDB = &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 3600, Changes: 1}}}
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	rp = updateRP(t, ns, "tuned", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Mode, rp.Spec.Uring = v1alpha1.ModeRDB, nil
+		rp.Spec.RDB = &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 3600, Changes: 1}}}
+	})
 	eventually(t, 30*time.Second, func() error {
 		if err := get(t, cm, ns, "tuned-config"); err != nil {
 			return err
@@ -328,15 +323,10 @@ func TestModeChangeWaitsForTheServer(t *testing.T) {
 	createRP(t, ns, "unreachable", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF})
 	waitCondition(t, ns, "unreachable", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	actAsKubelet(t, ns, "unreachable-0", "ext4") // ready, but no server behind it
-	rp := &v1alpha1.RedisPersistence{}
-	if err := get(t, rp, ns, "unreachable"); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Mode, rp.Spec.AOF = v1alpha1.ModeRDB, nil
-	rp.Spec.RDB = &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 60, Changes: 1}}}
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	updateRP(t, ns, "unreachable", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Mode, rp.Spec.AOF = v1alpha1.ModeRDB, nil
+		rp.Spec.RDB = &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 60, Changes: 1}}}
+	})
 	got := waitCondition(t, ns, "unreachable", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonModeChangeBlocked)
 	msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady).Message
 	if !strings.Contains(msg, "changing mode from aof to rdb") || strings.Contains(msg, "127.0.0.1") {

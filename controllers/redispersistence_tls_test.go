@@ -258,11 +258,9 @@ func TestTLSIssuerNeedsCertManager(t *testing.T) {
 	}
 	// Nothing announces a new kind: touch the RedisPersistence rather than
 	// wait for the minute's resync.
-	rp := fetchRP(t, ns, "issued")
-	metav1.SetMetaDataAnnotation(&rp.ObjectMeta, "test/touch", "1")
-	if err := k8s.Update(ctx, rp); err != nil {
-		t.Fatal(err)
-	}
+	rp := updateRP(t, ns, "issued", func(rp *v1alpha1.RedisPersistence) {
+		metav1.SetMetaDataAnnotation(&rp.ObjectMeta, "test/touch", "1")
+	})
 	got = waitCondition(t, ns, "issued", v1alpha1.ConditionTLSReady, metav1.ConditionFalse, ReasonTLSSecretMissing)
 	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionTLSReady); !strings.Contains(c.Message, "Certificate issued-tls") {
 		t.Errorf("TLSReady %q does not name the Certificate", c.Message)
@@ -305,11 +303,7 @@ func TestTLSIssuerNeedsCertManager(t *testing.T) {
 	if err := k8s.Create(ctx, tlsSecret(ns, "own-certs", certPEM, keyPEM, ca.PEM)); err != nil {
 		t.Fatal(err)
 	}
-	rp = fetchRP(t, ns, "issued")
-	rp.Spec.TLS = &v1alpha1.TLSSpec{SecretName: "own-certs"}
-	if err := k8s.Update(ctx, rp); err != nil {
-		t.Fatal(err)
-	}
+	updateRP(t, ns, "issued", func(rp *v1alpha1.RedisPersistence) { rp.Spec.TLS = &v1alpha1.TLSSpec{SecretName: "own-certs"} })
 	eventually(t, 30*time.Second, func() error {
 		if err := get(t, cert, ns, "issued-tls"); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the Certificate is still there (%w)", err)

@@ -353,14 +353,7 @@ func TestUpgradeUserEditsApplyAtOnce(t *testing.T) {
 
 	edit := func(name string, change func(*v1alpha1.RedisPersistenceSpec)) {
 		t.Helper()
-		rp := &v1alpha1.RedisPersistence{}
-		if err := get(t, rp, ns, name); err != nil {
-			t.Fatal(err)
-		}
-		change(&rp.Spec)
-		if err := k8s.Update(context.Background(), rp); err != nil {
-			t.Fatal(err)
-		}
+		updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) { change(&rp.Spec) })
 	}
 
 	// A runtime option: no restart, so no reason to jump the queue.
