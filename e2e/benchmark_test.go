@@ -85,14 +85,9 @@ func TestBenchmarkComparesModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitBenchmark(t, rb, time.Minute, "TargetNotOptedIn")
-	optIn := &v1alpha1.RedisPersistence{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "cmp-always"}, optIn); err != nil {
-		t.Fatal(err)
-	}
-	optIn.Spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{CrashCheck: true}
-	if err := k8s.Update(ctx, optIn); err != nil {
-		t.Fatal(err)
-	}
+	updateRP(t, "cmp-always", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{CrashCheck: true}
+	})
 	// Allowing the crash check restarts the server with DEBUG on; the
 	// benchmark waits for it to be Ready again.
 	waitBenchmark(t, rb, 5*time.Minute, "Running")

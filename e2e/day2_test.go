@@ -96,14 +96,10 @@ func TestModeChangesKeepTheData(t *testing.T) {
 		writeStep(t, name, step, perStep)
 		steps = append(steps, step)
 		started := time.Now()
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rp), rp); err != nil {
-			t.Fatal(err)
-		}
 		next := specFor(to)
-		rp.Spec.Mode, rp.Spec.RDB, rp.Spec.AOF, rp.Spec.Uring = next.Mode, next.RDB, next.AOF, next.Uring
-		if err := k8s.Update(context.Background(), rp); err != nil {
-			t.Fatalf("%s -> %s: %v", from, to, err)
-		}
+		rp = updateRP(t, rp.Name, func(rp *v1alpha1.RedisPersistence) {
+			rp.Spec.Mode, rp.Spec.RDB, rp.Spec.AOF, rp.Spec.Uring = next.Mode, next.RDB, next.AOF, next.Uring
+		})
 		waitFor(t, name, 4*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
 			if err := hasCondition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Ready")(rp); err != nil {
 				return err
@@ -282,17 +278,11 @@ func TestCrashReported(t *testing.T) {
 func TestTuningWithoutRestart(t *testing.T) {
 	spec := specFor(v1alpha1.ModeUring)
 	spec.Uring.QueueDepth = 256
-	rp := create(t, "tuned", spec)
+	create(t, "tuned", spec)
 	waitReady(t, "tuned")
 	before := getPod(t, "tuned-0")
 	restarts := serverRestarts(before)
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rp), rp); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Uring.QueueDepth = 512
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	updateRP(t, "tuned", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Uring.QueueDepth = 512 })
 	waitFor(t, "tuned", 2*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
 		cm := &corev1.ConfigMap{}
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: "tuned-config"}, cm); err != nil {

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -110,6 +111,24 @@ func envOr(key, def string) string {
 // localNVMe is the storage every scenario uses: the chart's localNvme preset,
 // ext4 on the node's local disks (2G loop devices on the offline test bed).
 var localNVMe = v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: ptr.To(resource.MustParse("1Gi"))}
+
+// updateRP applies change to the latest version of the RedisPersistence
+// name and updates it, again on a conflict: the operator writes its status
+// (a new resourceVersion) at any moment.
+func updateRP(t *testing.T, name string, change func(*v1alpha1.RedisPersistence)) *v1alpha1.RedisPersistence {
+	t.Helper()
+	rp := &v1alpha1.RedisPersistence{}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, rp); err != nil {
+			return err
+		}
+		change(rp)
+		return k8s.Update(context.Background(), rp)
+	}); err != nil {
+		t.Fatalf("updating RedisPersistence %s: %v", name, err)
+	}
+	return rp
+}
 
 func create(t *testing.T, name string, spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
 	t.Helper()
@@ -315,15 +334,11 @@ func TestDataSurvivesPodDeletion(t *testing.T) {
 }
 
 func TestModeChangeRollsThePod(t *testing.T) {
-	rp := create(t, "switch", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
+	create(t, "switch", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
 	waitReady(t, "switch")
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(rp), rp); err != nil {
-		t.Fatal(err)
-	}
-	rp.Spec.Mode, rp.Spec.AOF, rp.Spec.Uring = v1alpha1.ModeUring, nil, &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}
-	if err := k8s.Update(context.Background(), rp); err != nil {
-		t.Fatal(err)
-	}
+	updateRP(t, "switch", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Mode, rp.Spec.AOF, rp.Spec.Uring = v1alpha1.ModeUring, nil, &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}
+	})
 	got := waitFor(t, "switch", 4*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
 		if err := hasCondition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Ready")(rp); err != nil {
 			return err

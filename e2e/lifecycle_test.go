@@ -66,13 +66,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	// it needs.
 	setFsync := func(fsync v1alpha1.AOFFsync) {
 		t.Helper()
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(rp), rp); err != nil {
-			t.Fatal(err)
-		}
-		rp.Spec.AOF.Fsync = fsync
-		if err := k8s.Update(ctx, rp); err != nil {
-			t.Fatal(err)
-		}
+		updateRP(t, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.AOF.Fsync = fsync })
 		waitReady(t, name)
 		if got := cli(t, name, "config", "get", "appendfsync"); !strings.HasSuffix(got, string(fsync)) {
 			t.Fatalf("after the change to %s the server runs appendfsync %q", fsync, got)
