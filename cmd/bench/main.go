@@ -70,6 +70,11 @@ func main() {
 	}
 }
 
+// startWait bounds how long the runner waits for its target to serve before
+// it starts: a Service without a ready endpoint yet, or a primary whose
+// replicas are still connecting.
+const startWait = 2 * time.Minute
+
 func run(ctx context.Context, w bench.Workload, addr string, db int, serverTLS *bench.TLS, tool, termPath string, crashCheck bool, crashClients int, crashWrite time.Duration) (err error) {
 	if addr == "" || w.Target == "" {
 		return errors.New("--addr and --target are required")
@@ -86,6 +91,9 @@ func run(ctx context.Context, w bench.Workload, addr string, db int, serverTLS *
 		}
 	}
 	r := bench.Runner{Tool: tool, Addr: addr, User: os.Getenv("REDIS_USER"), Password: os.Getenv("REDIS_PASSWORD"), DB: db, TLS: serverTLS}
+	if err := r.WaitServing(ctx, startWait); err != nil {
+		return err
+	}
 	if err := r.ClaimDatabase(ctx); err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ func TestRunAsTheBenchmarkUser(t *testing.T) {
 	admin := redis.NewClient(&redis.Options{Addr: s.addr, Password: "admin-pw", MaxRetries: 20})
 	defer func() { _ = admin.Close() }()
 	r := Runner{Tool: toolBin(t), Addr: s.addr, User: User, Password: "bench-pw", DB: 15}
-	if err := r.waitServing(ctx, 10*time.Second); err != nil {
+	if err := r.WaitServing(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	app := map[string]string{"orders:1": "o", "key:000000000001": "named like the tool's"}

@@ -81,8 +81,8 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 	if killErr != nil {
 		return CrashResult{}, fmt.Errorf("killing the server: %w", killErr)
 	}
-	if err := r.waitServing(ctx, restartWait); err != nil {
-		return CrashResult{}, err
+	if err := r.WaitServing(ctx, restartWait); err != nil {
+		return CrashResult{}, fmt.Errorf("after the kill: %w", err)
 	}
 
 	conn := r.client()
@@ -101,7 +101,7 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 				_, err := pipe.Exec(ctx)
 				return err
 			}
-			// The restarted server answered waitServing, but its Service can
+			// The restarted server answered WaitServing, but its Service can
 			// still drop it for a moment afterwards (seen in `make demo`: the
 			// endpoint turned not-ready as the kubelet noticed the restart, and
 			// the read-back got "connection refused"). Retry for as long as a
@@ -113,7 +113,7 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 					return res, ctx.Err()
 				case <-time.After(500 * time.Millisecond):
 				}
-				if werr := r.waitServing(ctx, time.Until(deadline)); werr != nil {
+				if werr := r.WaitServing(ctx, time.Until(deadline)); werr != nil {
 					err = werr
 					break
 				}
@@ -134,11 +134,13 @@ func (r Runner) CrashCheck(ctx context.Context, clients int, write, restartWait 
 	return res, nil
 }
 
-// waitServing polls until the server answers, has loaded its data and takes
+// WaitServing polls until the server answers, has loaded its data and takes
 // writes: a primary whose writes wait for k replicas (aof-uring-ack-replicas)
-// refuses them with NOREPLICAS until k replicas stream from it again, which
-// after its restart takes a resynchronisation.
-func (r Runner) waitServing(ctx context.Context, limit time.Duration) error {
+// refuses them with NOREPLICAS until k replicas stream from it, which after
+// a restart takes a resynchronisation. The runner waits so before it starts
+// too: its target's Service can be without a ready endpoint for a moment
+// after the target turned Ready (connection refused).
+func (r Runner) WaitServing(ctx context.Context, limit time.Duration) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
 		o := r.options()
@@ -165,5 +167,5 @@ func (r Runner) waitServing(ctx context.Context, limit time.Duration) error {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	}
-	return fmt.Errorf("the server did not serve again within %s after the kill: %w", limit, last)
+	return fmt.Errorf("the server did not serve within %s: %w", limit, last)
 }

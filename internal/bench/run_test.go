@@ -162,7 +162,7 @@ func TestCrashCheckKill9(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			s := startRestartable(t, config)
 			r := Runner{Addr: s.addr}
-			if err := r.waitServing(context.Background(), 10*time.Second); err != nil {
+			if err := r.WaitServing(context.Background(), 10*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			res, err := r.CrashCheck(context.Background(), 8, time.Second, 30*time.Second, s.kill9)
@@ -206,7 +206,7 @@ func TestCrashCheckWaitsForReplicas(t *testing.T) {
 func TestCrashCheckCountsLoss(t *testing.T) {
 	s := startRestartable(t, "appendonly no\n")
 	r := Runner{Addr: s.addr}
-	if err := r.waitServing(context.Background(), 10*time.Second); err != nil {
+	if err := r.WaitServing(context.Background(), 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.CrashCheck(context.Background(), 4, 300*time.Millisecond, 30*time.Second, s.kill9)
@@ -305,7 +305,7 @@ func TestCrashCheckDebugSegfault(t *testing.T) {
 	ctx := context.Background()
 	s := startRestartable(t, "enable-debug-command yes\nappendonly yes\nappendfsync always\n")
 	r := Runner{Addr: s.addr, DB: 15}
-	if err := r.waitServing(ctx, 10*time.Second); err != nil {
+	if err := r.WaitServing(ctx, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	var exit error
