@@ -12,7 +12,8 @@ import (
 
 // Durable modes first: their zero-loss assertion is what matters most.
 var (
-	powercutModes = []server.Mode{server.Always, server.UringDurable, server.Everysec, server.No, server.UringFast}
+	powercutModes = []server.Mode{server.Always, server.UringDurable, server.Everysec, server.No, server.UringFast,
+		server.UringDurableNoPrealloc}
 	durableModes  = []server.Mode{server.Always, server.UringDurable}
 )
 

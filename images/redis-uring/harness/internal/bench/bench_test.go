@@ -457,3 +457,55 @@ func TestLoadMovesLegacyMixedGetsToSide(t *testing.T) {
 		t.Errorf("targets: %+v", rep.Targets)
 	}
 }
+
+// Each AOF mode on the preallocated layout is set against the same mode
+// appending ("<mode>-noprealloc"), and the table is left out of runs without
+// such modes.
+func TestLayoutSideBySide(t *testing.T) {
+	o := testOptions()
+	o.Modes = []server.Mode{server.Always, server.AlwaysNoPrealloc, server.UringDurable}
+	var err error
+	if o.Workloads, err = ParseWorkloads([]string{"set"}, o); err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{Options: o, Server: "8.1.1", Volumes: []*Volume{{Name: "loop", LMs: 1}}}
+	for _, r := range []struct {
+		mode          string
+		rps, cpu, p99 float64
+	}{
+		{"always", 7200, 0.020, 8},
+		{"always-noprealloc", 4800, 0.025, 16},
+		{"uring-durable", 9000, 0.020, 6},
+	} {
+		rep.Runs = append(rep.Runs, Run{Volume: "loop", Mode: r.mode, Test: "set", Rep: 1,
+			Tool: ToolResult{RPS: r.rps, P99Ms: r.p99}, CPUPer1k: r.cpu})
+	}
+	rep.Rows = summarize(rep)
+	for _, r := range rep.Rows {
+		if (r.Mode == "always") != (r.VsNoPrealloc != 0) {
+			t.Errorf("%s: ratio to the appending layout %v", r.Mode, r.VsNoPrealloc)
+		}
+	}
+	var b strings.Builder
+	p := &printer{w: &b}
+	rep.writeLayout(p)
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	for _, want := range []string{
+		"layout: aof-preallocate yes (the default) against no",
+		"    loop   set  always   7200              4800         1.50x             0.80x             0.50x",
+		"  always      1                1.50x                    0.80x                    0.50x",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("layout table lacks\n%s\ngot:\n%s", want, b.String())
+		}
+	}
+	b.Reset()
+	rep.Rows = rep.Rows[:1]
+	rep.Rows[0].VsNoPrealloc = 0
+	rep.writeLayout(p)
+	if b.Len() != 0 {
+		t.Errorf("layout table printed without noprealloc modes:\n%s", b.String())
+	}
+}

@@ -64,6 +64,12 @@ type Row struct {
 	VsBaseline    float64 `json:"throughput_vs_baseline,omitempty"`
 	CPUVsBaseline float64 `json:"cpu_per_op_vs_baseline,omitempty"`
 	P99VsBaseline float64 `json:"p99_vs_baseline,omitempty"`
+	// VsNoPrealloc, CPUVsNoPrealloc and P99VsNoPrealloc compare an AOF mode
+	// on the preallocated layout with the same mode on upstream's appending
+	// one ("<mode>-noprealloc").
+	VsNoPrealloc    float64 `json:"throughput_vs_noprealloc,omitempty"`
+	CPUVsNoPrealloc float64 `json:"cpu_per_op_vs_noprealloc,omitempty"`
+	P99VsNoPrealloc float64 `json:"p99_vs_noprealloc,omitempty"`
 }
 
 // workload returns the workload a test name of the report stands for.
@@ -180,6 +186,11 @@ func summarize(rep *Report) []Row {
 			row.VsBaseline = ratio(row.RPS, b.RPS)
 			row.CPUVsBaseline = ratio(row.CPUPer1k, b.CPUPer1k)
 			row.P99VsBaseline = ratio(row.P99Ms, b.P99Ms)
+		}
+		if s := rows[key{k.vol, k.mode + server.NoPreallocSuffix, k.test}]; s != nil {
+			row.VsNoPrealloc = ratio(row.RPS, s.RPS)
+			row.CPUVsNoPrealloc = ratio(row.CPUPer1k, s.CPUPer1k)
+			row.P99VsNoPrealloc = ratio(row.P99Ms, s.P99Ms)
 		}
 		row.OfBound = ratio(row.RPS, row.BoundOpsPS)
 		out = append(out, *row)
@@ -322,7 +333,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 		"throughput_vs_everysec", "throughput_vs_always", "cpu_per_op_vs_everysec", "cpu_per_op_vs_always",
 		"c_over_l_ops_per_second", "throughput_of_c_over_l", "side_throughput_vs_everysec",
 		"side_throughput_vs_always", "side_p99_vs_none", "l_ms", "throughput_vs_baseline", "cpu_per_op_vs_baseline",
-		"p99_vs_baseline"})
+		"p99_vs_baseline", "throughput_vs_noprealloc", "cpu_per_op_vs_noprealloc", "p99_vs_noprealloc"})
 	f := func(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 	d := strconv.Itoa
 	for _, r := range rep.Rows {
@@ -338,7 +349,8 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 			r.SideOp, d(r.SideClients), f(r.SideRPS), f(r.SideP50Ms), f(r.SideP99Ms), f(r.SideP999Ms),
 			f(r.VsEverysec), f(r.VsAlways), f(r.CPUVsEverysec), f(r.CPUVsAlways),
 			f(r.BoundOpsPS), f(r.OfBound), f(r.SideVsEverysec), f(r.SideVsAlways), f(r.SideP99VsNone), f(l),
-			f(r.VsBaseline), f(r.CPUVsBaseline), f(r.P99VsBaseline)})
+			f(r.VsBaseline), f(r.CPUVsBaseline), f(r.P99VsBaseline),
+			f(r.VsNoPrealloc), f(r.CPUVsNoPrealloc), f(r.P99VsNoPrealloc)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -395,6 +407,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	writePivots(p, rep.Rows)
 	rep.writeReplies(p)
 	rep.writeBaseline(p)
+	rep.writeLayout(p)
 	writeTargets(p, rep.Targets)
 	p.printf("\nCPU accounting: %s\n", rep.CPUCheck.Detail)
 	p.printf("columns: c, P = valkey-benchmark clients and pipeline; cpu = INFO used_cpu_sys+user delta per 1k requests;\n")
@@ -524,24 +537,43 @@ func (rep *Report) writeBaseline(p *printer) {
 	}
 	p.printf("\nbuilds: this build (%s) against the baseline build (%s), same mode, medians; x = this over baseline\n",
 		rep.Server, rep.Options.BaselineDir)
+	writeVersus(p, rep.Rows, "baseline", func(r Row) [3]float64 { return [3]float64{r.VsBaseline, r.CPUVsBaseline, r.P99VsBaseline} })
+}
+
+// writeLayout prints, when the run had "<mode>-noprealloc" modes, each AOF
+// mode on the preallocated layout against the same mode appending, as
+// upstream's does: what the layout alone gives each mode.
+func (rep *Report) writeLayout(p *printer) {
+	pick := func(r Row) [3]float64 { return [3]float64{r.VsNoPrealloc, r.CPUVsNoPrealloc, r.P99VsNoPrealloc} }
+	if !slices.ContainsFunc(rep.Rows, func(r Row) bool { return pick(r)[0] != 0 }) {
+		return
+	}
+	p.printf("\nlayout: aof-preallocate yes (the default) against no (upstream's appending file), same mode, medians; x = preallocated over appending\n")
+	writeVersus(p, rep.Rows, "noprealloc", pick)
+}
+
+// writeVersus prints the rows that have a ratio to the mode they are set
+// against (named label), test by test, then the median of each ratio per mode.
+func writeVersus(p *printer, rows []Row, label string, pick func(Row) [3]float64) {
 	tw := p.table(tabwriter.AlignRight)
-	tw.printf("volume\ttest\tmode\tops/s\tbaseline ops/s\tx baseline\tcpu x baseline\tp99 x baseline\t\n")
+	tw.printf("volume\ttest\tmode\tops/s\t%[1]s ops/s\tx %[1]s\tcpu x %[1]s\tp99 x %[1]s\t\n", label)
 	var modes []string
 	byMode := map[string][][3]float64{}
-	for _, r := range rep.Rows {
-		if r.VsBaseline == 0 || r.SideOp != "" {
+	for _, r := range rows {
+		v := pick(r)
+		if v[0] == 0 || r.SideOp != "" {
 			continue
 		}
-		tw.printf("%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t\n", r.Volume, r.Test, r.Mode, r.RPS, r.RPS/r.VsBaseline,
-			x(r.VsBaseline), x(r.CPUVsBaseline), x(r.P99VsBaseline))
+		tw.printf("%s\t%s\t%s\t%.0f\t%.0f\t%s\t%s\t%s\t\n", r.Volume, r.Test, r.Mode, r.RPS, r.RPS/v[0],
+			x(v[0]), x(v[1]), x(v[2]))
 		if _, ok := byMode[r.Mode]; !ok {
 			modes = append(modes, r.Mode)
 		}
-		byMode[r.Mode] = append(byMode[r.Mode], [3]float64{r.VsBaseline, r.CPUVsBaseline, r.P99VsBaseline})
+		byMode[r.Mode] = append(byMode[r.Mode], v)
 	}
 	tw.flush()
 	tw = p.table(tabwriter.AlignRight)
-	tw.printf("mode\ttests\tmedian x baseline\tmedian cpu x baseline\tmedian p99 x baseline\t\n")
+	tw.printf("mode\ttests\tmedian x %[1]s\tmedian cpu x %[1]s\tmedian p99 x %[1]s\t\n", label)
 	for _, m := range modes {
 		var col [3][]float64
 		for _, r := range byMode[m] {

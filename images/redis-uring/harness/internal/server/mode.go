@@ -19,6 +19,9 @@ type Mode struct {
 	SQPoll      bool   // aof-uring-sqpoll yes
 	IOThreads   int    // io-threads (0: the server's default, 1)
 	Replies     bool   // io-uring-replies yes
+	// NoPrealloc turns aof-preallocate off: the INCR file grows by appending,
+	// as upstream's does, and every fdatasync commits the ext4 journal.
+	NoPrealloc bool
 	// Replicas follow the server in the benchmark (same binary and mode, on
 	// the same volume); AckReplicas is its aof-uring-ack-replicas.
 	Replicas    int
@@ -42,8 +45,27 @@ var (
 	UringDurableSQPoll = Mode{Name: "uring-durable-sqpoll", Persistence: "aof", Uring: true, Ack: "durable", SQPoll: true}
 )
 
+// The AOF modes on upstream's layout (aof-preallocate no), to measure what
+// the preallocated layout gives each of them: "<mode>-noprealloc".
+var (
+	AlwaysNoPrealloc       = Always.WithoutPrealloc()
+	EverysecNoPrealloc     = Everysec.WithoutPrealloc()
+	UringDurableNoPrealloc = UringDurable.WithoutPrealloc()
+	UringFastNoPrealloc    = UringFast.WithoutPrealloc()
+)
+
 // AllModes lists every mode the benchmark knows.
-var AllModes = []Mode{None, RDB, Always, Everysec, No, UringDurable, UringFast, UringDurableSQPoll}
+var AllModes = []Mode{None, RDB, Always, Everysec, No, UringDurable, UringFast, UringDurableSQPoll,
+	AlwaysNoPrealloc, EverysecNoPrealloc, UringDurableNoPrealloc, UringFastNoPrealloc}
+
+// NoPreallocSuffix names a mode run with aof-preallocate no.
+const NoPreallocSuffix = "-noprealloc"
+
+// WithoutPrealloc returns m on upstream's appending layout.
+func (m Mode) WithoutPrealloc() Mode {
+	m.Name, m.NoPrealloc = m.Name+NoPreallocSuffix, true
+	return m
+}
 
 // The reply-path variants of the replies benchmark: no persistence, so that
 // what differs is how replies reach the sockets.
@@ -114,6 +136,9 @@ func (m Mode) ConfigLines() []string {
 		return append(lines, `save 3600 1 300 100 60 10000`, "appendonly no")
 	}
 	lines = append(lines, `save ""`, "appendonly yes")
+	if m.NoPrealloc {
+		lines = append(lines, "aof-preallocate no")
+	}
 	if !m.Uring {
 		return append(lines, "appendfsync "+m.Fsync)
 	}

@@ -36,6 +36,9 @@ func TestModeConfigAndDurability(t *testing.T) {
 		{UringDurableSQPoll, true, []string{"aof-uring-ack durable", "aof-uring-sqpoll yes"}},
 		{NoneIOThreads, false, []string{"io-threads 2", "appendonly no"}},
 		{NoneUringReplies, false, []string{"io-uring-replies yes", "appendonly no"}},
+		{AlwaysNoPrealloc, true, []string{"appendfsync always", "aof-preallocate no"}},
+		{UringDurableNoPrealloc, true, []string{"aof-uring-ack durable", "aof-preallocate no"}},
+		{UringFastNoPrealloc, false, []string{"aof-uring-ack fast", "aof-preallocate no"}},
 	} {
 		if got := tc.mode.Durable(); got != tc.durable {
 			t.Errorf("%s: Durable() = %v", tc.mode.Name, got)
@@ -45,6 +48,9 @@ func TestModeConfigAndDurability(t *testing.T) {
 			if !slices.Contains(lines, l) {
 				t.Errorf("%s: config %q lacks %q", tc.mode.Name, lines, l)
 			}
+		}
+		if !tc.mode.NoPrealloc && slices.Contains(lines, "aof-preallocate no") {
+			t.Errorf("%s: renders aof-preallocate no", tc.mode.Name)
 		}
 		if !tc.mode.Uring && slices.ContainsFunc(lines, func(l string) bool { return len(l) > 8 && l[:8] == "aof-urin" }) {
 			t.Errorf("%s: posix mode renders uring options: %q", tc.mode.Name, lines)
