@@ -14,7 +14,7 @@ import (
 var (
 	powercutModes = []server.Mode{server.Always, server.UringDurable, server.Everysec, server.No, server.UringFast,
 		server.UringDurableNoPrealloc}
-	durableModes  = []server.Mode{server.Always, server.UringDurable}
+	durableModes = []server.Mode{server.Always, server.UringDurable}
 )
 
 type powercutRun struct {
