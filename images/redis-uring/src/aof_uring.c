@@ -230,7 +230,9 @@
  *   aof_uring_replica_durable_bytes   replica_fed: the prefix of aof_fed on k replicas' disks
  *   aof_uring_replica_checkpoints     writes waiting for the replicas' acknowledgement
  *   aof_uring_noreplicas_refusals     writes refused: fewer than k replicas connected
- *   aof_uring_fsync_count             completed batches timed below
+ *   aof_uring_fsync_count             completed batches timed below (aof_fsync_stats.c;
+ *                                     they are in INFO aof_fsync_* too, with
+ *                                     the posix engine's fdatasyncs)
  *   aof_uring_fsync_usec_sum          sum of submit->fdatasync-done times, usec
  *   aof_uring_fsync_usec_p50/_p99/_max
  *   aof_uring_fsync_usec_bucket_le_<N> cumulative count of times <= N usec,
@@ -243,7 +245,6 @@
  */
 
 #include "server.h"
-#include "hdr_histogram.h"
 #include "latency.h"
 #include "bio.h"
 
@@ -258,19 +259,14 @@
 #define AOF_URING_FAST_FSYNC_SPACING 4      /* fast mode: fsync period >= 4x its duration, */
 #define AOF_URING_FAST_LOSS_WINDOW_US 10000 /* unless period + duration would exceed 10 ms. */
 
-static const long long fsync_buckets[] = {50, 100, 250, 500, 1000, 2500, 5000,
-                                          10000, 25000, 50000, 100000, 250000, 1000000};
-#define AOF_URING_BUCKETS (sizeof(fsync_buckets) / sizeof(fsync_buckets[0]))
 
 /* Counters survive ring restarts; they are what INFO shows. */
 static struct {
     long long submitted_batches, completed_batches, submitted_bytes, written_bytes;
     long long backpressure_events, short_writes, write_errors, held_events, gated_reads, coalesce_waits;
     long long gated_pushes, hold_timeouts;
-    long long fsync_usec_sum;
-    long long bucket[AOF_URING_BUCKETS + 1];
-    struct hdr_histogram *fsync_hist;
 } stats;
+static aofFsyncHistogram fsyncs = AOF_FSYNC_HISTOGRAM_INIT; /* INFO aof_uring_fsync_* */
 
 static char fallback_reason[64] = "none";
 static int setup_failed = 0; /* Don't retry setup until the engine is re-selected. */
@@ -617,14 +613,9 @@ static void submitFsync(void) {
 
 static void recordFsync(monotime start) {
     long long us = (long long)(getMonotonicUs() - start);
-    size_t i;
-    if (stats.fsync_hist == NULL && hdr_init(1, 100LL * 1000 * 1000, 2, &stats.fsync_hist) != 0)
-        serverPanic("io_uring AOF engine: can't allocate the fsync latency histogram");
-    hdr_record_value(stats.fsync_hist, us);
+    aofFsyncHistogramRecord(&fsyncs, us);
+    aofFsyncRecord(us);
     last_fsync_us = us;
-    stats.fsync_usec_sum += us;
-    for (i = 0; i < AOF_URING_BUCKETS && us > fsync_buckets[i]; i++);
-    stats.bucket[i]++;
     /* Reaped in a later pass (the usual case): count up to that pass's
      * start, so a slow command in it is not blamed on the disk (a lower
      * bound, short by at most the part of one pass the fsync overlapped). */
@@ -1248,7 +1239,6 @@ void aofUringBeforeSleep(void) {
 }
 
 sds aofUringInfo(sds info) {
-    long long p50 = 0, p99 = 0, max = 0, cum = 0;
     int inflight = 0;
     long long inflight_bytes = 0;
     int active = aofUringActive(), sqpoll = 0, defer = 0;
@@ -1258,11 +1248,6 @@ sds aofUringInfo(sds info) {
     sqpoll = active && U.sqpoll;
     defer = active && U.defer_taskrun;
 #endif
-    if (stats.fsync_hist) {
-        p50 = hdr_value_at_percentile(stats.fsync_hist, 50.0);
-        p99 = hdr_value_at_percentile(stats.fsync_hist, 99.0);
-        max = hdr_max(stats.fsync_hist);
-    }
     long long durable = server.fsynced_reploff;
     info = sdscatprintf(info,
                         "aof_engine:%s\r\n"
@@ -1292,12 +1277,7 @@ sds aofUringInfo(sds info) {
                         "aof_uring_fed_bytes:%lld\r\n"
                         "aof_uring_durable_bytes:%lld\r\n"
                         "aof_uring_durable_offset:%lld\r\n"
-                        "aof_uring_durable_lag_bytes:%lld\r\n"
-                        "aof_uring_fsync_count:%lld\r\n"
-                        "aof_uring_fsync_usec_sum:%lld\r\n"
-                        "aof_uring_fsync_usec_p50:%lld\r\n"
-                        "aof_uring_fsync_usec_p99:%lld\r\n"
-                        "aof_uring_fsync_usec_max:%lld\r\n",
+                        "aof_uring_durable_lag_bytes:%lld\r\n",
                         server.aof_engine == AOF_ENGINE_URING ? "uring" : "posix", active, fallback_reason,
                         server.aof_uring_ack == AOF_URING_ACK_DURABLE ? "durable" : "fast",
                         server.aof_uring_queue_depth, sqpoll, defer, stats.submitted_batches,
@@ -1306,8 +1286,8 @@ sds aofUringInfo(sds info) {
                         stats.backpressure_events, stats.short_writes, stats.write_errors,
                         held_clients ? listLength(held_clients) : 0UL, stats.held_events, aofUringHeldOutputMemory(), stats.gated_reads, stats.gated_pushes,
                         stats.hold_timeouts, stats.coalesce_waits, aof_fed, durable_fed, durable,
-                        durable >= 0 ? server.primary_repl_offset - durable : 0, stats.completed_batches,
-                        stats.fsync_usec_sum, p50, p99, max);
+                        durable >= 0 ? server.primary_repl_offset - durable : 0);
+    info = aofFsyncHistogramInfo(&fsyncs, info, "aof_uring_fsync");
     info = sdscatprintf(info,
                         "aof_uring_ack_replicas:%d\r\n"
                         "aof_uring_replica_durable_offset:%lld\r\n"
@@ -1315,11 +1295,5 @@ sds aofUringInfo(sds info) {
                         "aof_uring_replica_checkpoints:%zu\r\n"
                         "aof_uring_noreplicas_refusals:%lld\r\n",
                         server.aof_uring_ack_replicas, replica_reploff, replica_fed, ckpt_len, noreplicas_refusals);
-    for (size_t i = 0; i < AOF_URING_BUCKETS; i++) {
-        cum += stats.bucket[i];
-        info = sdscatprintf(info, "aof_uring_fsync_usec_bucket_le_%lld:%lld\r\n", fsync_buckets[i], cum);
-    }
-    cum += stats.bucket[AOF_URING_BUCKETS];
-    info = sdscatprintf(info, "aof_uring_fsync_usec_bucket_le_inf:%lld\r\n", cum);
     return info;
 }
