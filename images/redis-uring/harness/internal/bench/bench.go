@@ -362,10 +362,12 @@ func infoDelta(a, b map[string]string) map[string]float64 {
 	return d
 }
 
-// FsyncFigures are the uring engine's fsync counters for one run, from the
-// INFO deltas of the aof_uring_fsync_* fields (documented in
-// images/redis-uring/src/aof_uring.c). Percentiles come from the cumulative
-// bucket deltas and are the upper bound of the bucket they fall in.
+// FsyncFigures are the AOF's fdatasync counters for one run, from the INFO
+// deltas of the aof_fsync_* fields, which every engine and policy feeds
+// (images/redis-uring/src/aof_fsync_stats.c); a build older than them (a
+// baseline) has the io_uring engine's aof_uring_fsync_* only. Percentiles come
+// from the cumulative bucket deltas and are the upper bound of the bucket they
+// fall in.
 type FsyncFigures struct {
 	Count float64 `json:"count"`
 	AvgMs float64 `json:"avg_ms"`
@@ -373,14 +375,17 @@ type FsyncFigures struct {
 	P99Ms float64 `json:"p99_ms"`
 }
 
-const bucketPrefix = "aof_uring_fsync_usec_bucket_le_"
-
 func fsyncFigures(d map[string]float64) *FsyncFigures {
-	count := d["aof_uring_fsync_count"]
+	prefix := "aof_fsync_"
+	if _, ok := d[prefix+"count"]; !ok {
+		prefix = "aof_uring_fsync_"
+	}
+	count := d[prefix+"count"]
 	if count <= 0 {
 		return nil
 	}
-	f := &FsyncFigures{Count: count, AvgMs: d["aof_uring_fsync_usec_sum"] / count / 1000}
+	f := &FsyncFigures{Count: count, AvgMs: d[prefix+"usec_sum"] / count / 1000}
+	bucketPrefix := prefix + "usec_bucket_le_"
 	type bucket struct{ le, cum float64 }
 	var bs []bucket
 	for k, v := range d {

@@ -35,7 +35,14 @@ func TestFsyncFiguresFromBucketDeltas(t *testing.T) {
 		t.Errorf("p99 beyond the last finite bucket: got %v", f.P99Ms)
 	}
 	if fsyncFigures(map[string]float64{"aof_delayed_fsync": 3}) != nil {
-		t.Error("posix INFO produced uring fsync figures")
+		t.Error("an INFO without fsync fields produced fsync figures")
+	}
+	// This build's aof_fsync_* (every engine) wins over aof_uring_fsync_*:
+	// a posix run has the former only, an io_uring run both.
+	posix := map[string]float64{"aof_uring_fsync_count": 0, "aof_fsync_count": 10, "aof_fsync_usec_sum": 20000,
+		"aof_fsync_usec_bucket_le_2500": 10, "aof_fsync_usec_bucket_le_inf": 10}
+	if f := fsyncFigures(posix); f == nil || f.Count != 10 || f.AvgMs != 2 || f.P99Ms != 2.5 {
+		t.Errorf("posix figures: %+v", f)
 	}
 }
 
