@@ -24,7 +24,7 @@ var (
 	}, instanceLabels)
 	storageFsync = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "uringredis_storage_fsync_seconds",
-		Help: "Latency quantiles of a 4 KiB append + fdatasync on the data volume of the RedisPersistence's pod, measured when the pod started (status.storage).",
+		Help: "Latency quantiles of a 4 KiB write + fdatasync on the data volume of the RedisPersistence's pod as the server lays out its log (overwriting preallocated space; appending, with images that measure only that), measured when the pod started (status.storage).",
 	}, append(instanceLabels, "pod", "quantile"))
 	storageBarrierDisabled = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "uringredis_storage_write_barrier_disabled",

@@ -19,8 +19,11 @@ import (
 // The data volume is measured by the prepare container (prepareScript): the
 // filesystem from mountinfo, then uring-redis-fsprobe
 // (images/redis-uring/fsprobe) appends the mount options, the device's write
-// cache and the latency of 4 KiB append+fdatasync pairs over fsprobeMillis.
-// All of it is key=value lines in the container's termination message.
+// cache and the latency of 4 KiB write+fdatasync pairs over fsprobeMillis:
+// appending (fsync*), overwriting a zero-written file as the server's
+// preallocated log does (overwriteFsync*), and the rate of four such writers
+// at once. All of it is key=value lines in the container's termination
+// message.
 
 // fsprobeMillis bounds the probe (uring-redis-fsprobe -t): the server starts
 // this many milliseconds later, plus the write+fdatasync under way then.
@@ -31,10 +34,16 @@ type storageReport struct {
 	filesystem   string
 	mountOptions string
 	writeCache   string
-	samples      int32
-	p50, p99     time.Duration
-	probeError   string
-	measuredAt   metav1.Time
+	// samples, p50 and p99 are what the server pays: overwrite figures when
+	// the probe reported them, else (an older image) the appending ones.
+	samples  int32
+	p50, p99 time.Duration
+	// appendP50 and appendP99 are the appending figures (a log that grows).
+	appendP50, appendP99 time.Duration
+	// parallelPerSecond is the overwrite rate of four writers at once.
+	parallelPerSecond int32
+	probeError        string
+	measuredAt        metav1.Time
 }
 
 // measured is true when the probe timed at least one write+fdatasync.
@@ -52,6 +61,14 @@ func parseStorageReport(message string) storageReport {
 		}
 		return time.Duration(n) * time.Microsecond
 	}
+	count := func(v string) int32 {
+		if n, err := strconv.ParseInt(v, 10, 32); err == nil && n > 0 {
+			return int32(n)
+		}
+		return 0
+	}
+	var appendSamples, overwriteSamples int32
+	var overwriteP50, overwriteP99 time.Duration
 	for _, line := range strings.Split(message, "\n") {
 		key, value, ok := strings.Cut(line, "=")
 		if !ok {
@@ -66,19 +83,30 @@ func parseStorageReport(message string) storageReport {
 		case "writeCache":
 			r.writeCache = value
 		case "fsyncSamples":
-			if n, err := strconv.ParseInt(value, 10, 32); err == nil && n > 0 {
-				r.samples = int32(n)
-			}
+			appendSamples = count(value)
 		case "fsyncP50Micros":
-			r.p50 = micros(value)
+			r.appendP50 = micros(value)
 		case "fsyncP99Micros":
-			r.p99 = micros(value)
+			r.appendP99 = micros(value)
+		case "overwriteFsyncSamples":
+			overwriteSamples = count(value)
+		case "overwriteFsyncP50Micros":
+			overwriteP50 = micros(value)
+		case "overwriteFsyncP99Micros":
+			overwriteP99 = micros(value)
+		case "overwriteParallelFsyncsPerSecond":
+			r.parallelPerSecond = count(value)
 		case "probeError":
 			r.probeError = value
 		}
 	}
-	if r.p50 == 0 && r.p99 == 0 {
-		r.samples = 0
+	if r.appendP50 == 0 && r.appendP99 == 0 {
+		appendSamples = 0
+	}
+	if overwriteSamples > 0 && (overwriteP50 > 0 || overwriteP99 > 0) {
+		r.samples, r.p50, r.p99 = overwriteSamples, overwriteP50, overwriteP99
+	} else {
+		r.samples, r.p50, r.p99 = appendSamples, r.appendP50, r.appendP99
 	}
 	return r
 }
@@ -174,6 +202,11 @@ func storageStatus(r storageReport) *v1alpha1.StorageStatus {
 		st.FsyncP50 = &metav1.Duration{Duration: r.p50}
 		st.FsyncP99 = &metav1.Duration{Duration: r.p99}
 	}
+	if r.appendP50 > 0 || r.appendP99 > 0 {
+		st.AppendFsyncP50 = &metav1.Duration{Duration: r.appendP50}
+		st.AppendFsyncP99 = &metav1.Duration{Duration: r.appendP99}
+	}
+	st.ParallelFsyncsPerSecond = r.parallelPerSecond
 	return st
 }
 
@@ -214,10 +247,17 @@ func recommendation(r storageReport) string {
 			r.mountOptions, orDefault(r.writeCache, "unknown"), formatLatency(r.p50))
 	}
 	perClient := int64(math.Round(float64(time.Second) / float64(r.p50)))
-	facts := fmt.Sprintf("fdatasync p50 %s, p99 %s over %d samples: a durable mode (aof fsync: always, uring ack: durable) acknowledges at most about clients / %s "+
-		"= %d writes/s per client waiting for its reply (%d/s with 50 clients; ext4 commits one journal transaction at a time, so expect less), "+
+	measured := fmt.Sprintf("fdatasync p50 %s, p99 %s over %d samples", formatLatency(r.p50), formatLatency(r.p99), r.samples)
+	if r.appendP50 > 0 && r.appendP50 != r.p50 {
+		measured += fmt.Sprintf(" on the preallocated log (appending to a growing file: p50 %s, p99 %s)", formatLatency(r.appendP50), formatLatency(r.appendP99))
+	}
+	if r.parallelPerSecond > 0 {
+		measured += fmt.Sprintf(", %d/s with four in flight", r.parallelPerSecond)
+	}
+	facts := fmt.Sprintf("%s: a durable mode (aof fsync: always, uring ack: durable) acknowledges at most about clients / %s "+
+		"= %d writes/s per client waiting for its reply (%d/s with 50 clients if the CPU keeps up), "+
 		"while uring ack: fast replies at CPU speed and a power cut loses up to about %s of acknowledged writes (its fsync pacing at p99 %s)",
-		formatLatency(r.p50), formatLatency(r.p99), r.samples, formatLatency(r.p50), perClient, 50*perClient, formatLatency(fastLossWindow(r.p99)), formatLatency(r.p99))
+		measured, formatLatency(r.p50), perClient, 50*perClient, formatLatency(fastLossWindow(r.p99)), formatLatency(r.p99))
 	switch {
 	case r.p50 <= fastFsync:
 		return facts + "; suggested: mode uring with ack: durable, fsync is cheap on this volume"
@@ -347,9 +387,12 @@ func storageReportFromStatus(st *v1alpha1.StorageStatus) storageReport {
 		return storageReport{}
 	}
 	r := storageReport{filesystem: st.Filesystem, mountOptions: st.MountOptions, writeCache: st.WriteCache,
-		samples: st.Samples, probeError: st.ProbeError, measuredAt: *st.MeasuredAt}
+		samples: st.Samples, parallelPerSecond: st.ParallelFsyncsPerSecond, probeError: st.ProbeError, measuredAt: *st.MeasuredAt}
 	if st.FsyncP50 != nil && st.FsyncP99 != nil {
 		r.p50, r.p99 = st.FsyncP50.Duration, st.FsyncP99.Duration
+	}
+	if st.AppendFsyncP50 != nil && st.AppendFsyncP99 != nil {
+		r.appendP50, r.appendP99 = st.AppendFsyncP50.Duration, st.AppendFsyncP99.Duration
 	}
 	return r
 }

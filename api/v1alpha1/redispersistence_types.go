@@ -679,9 +679,12 @@ type StorageStatus struct {
 	// +optional
 	WriteCache string `json:"writeCache,omitempty"`
 
-	// fsyncP50 is the median time of a 4 KiB appending write followed by
-	// fdatasync on the volume: what an `appendfsync always` server pays per
-	// event-loop pass.
+	// fsyncP50 is the median time of a 4 KiB write followed by fdatasync on
+	// the volume, as the server lays out its log: overwriting a file
+	// zero-written ahead of time (aof-preallocate, the default), so that the
+	// fdatasync commits no file metadata. It is what a durable mode pays per
+	// batch of writes. (Images before the preallocated layout measured
+	// appending writes only; then this is that figure.)
 	// +optional
 	FsyncP50 *metav1.Duration `json:"fsyncP50,omitempty"`
 
@@ -690,8 +693,24 @@ type StorageStatus struct {
 	// +optional
 	FsyncP99 *metav1.Duration `json:"fsyncP99,omitempty"`
 
-	// samples is how many write+fdatasync pairs the probe timed, in about two
-	// seconds (at most 20000).
+	// appendFsyncP50 is the median time of a 4 KiB appending write followed
+	// by fdatasync: what a log that grows by appending pays (upstream's layout,
+	// aof-preallocate no), every fdatasync also committing the file's size.
+	// +optional
+	AppendFsyncP50 *metav1.Duration `json:"appendFsyncP50,omitempty"`
+
+	// appendFsyncP99 is the 99th percentile of the same.
+	// +optional
+	AppendFsyncP99 *metav1.Duration `json:"appendFsyncP99,omitempty"`
+
+	// parallelFsyncsPerSecond is how many overwrite+fdatasync pairs per second
+	// four writers completed together: the volume's rate with several
+	// fdatasyncs in flight.
+	// +optional
+	ParallelFsyncsPerSecond int32 `json:"parallelFsyncsPerSecond,omitempty"`
+
+	// samples is how many write+fdatasync pairs the probe timed for fsyncP50
+	// and fsyncP99, in about a second (at most 20000).
 	// +optional
 	Samples int32 `json:"samples,omitempty"`
 

@@ -737,6 +737,16 @@ func (in *StorageStatus) DeepCopyInto(out *StorageStatus) {
 		*out = new(metav1.Duration)
 		**out = **in
 	}
+	if in.AppendFsyncP50 != nil {
+		in, out := &in.AppendFsyncP50, &out.AppendFsyncP50
+		*out = new(metav1.Duration)
+		**out = **in
+	}
+	if in.AppendFsyncP99 != nil {
+		in, out := &in.AppendFsyncP99, &out.AppendFsyncP99
+		*out = new(metav1.Duration)
+		**out = **in
+	}
 	if in.MeasuredAt != nil {
 		in, out := &in.MeasuredAt, &out.MeasuredAt
 		*out = (*in).DeepCopy()

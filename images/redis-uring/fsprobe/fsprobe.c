@@ -14,6 +14,11 @@
  *   fsyncP50Micros=410
  *   fsyncP99Micros=1890
  *   fsyncMaxMicros=2301
+ *   overwriteFsyncSamples=2710
+ *   overwriteFsyncP50Micros=160
+ *   overwriteFsyncP99Micros=540
+ *   overwriteFsyncMaxMicros=1210
+ *   overwriteParallelFsyncsPerSecond=8610
  *   probeMillis=2000
  *
  * Mount facts: the per-mount and the filesystem's options of the mount that
@@ -24,13 +29,22 @@
  * has no queue or sysfs is not readable.
  *
  * Latency: the operation an `appendfsync always` AOF performs per event-loop
- * pass, a 4 KiB appending write followed by fdatasync, repeated for MILLIS
- * (default 2000) and timed pair by pair. The scratch file is truncated every
- * 256 writes, outside the timed part, so that the probe fits a nearly full
- * volume and every timed write extends the file as an AOF append does. The
- * bound is MILLIS plus the one write+fdatasync under way when it passes: a
- * volume whose fdatasync never returns keeps the probe (and would keep the
- * server) waiting.
+ * pass, a 4 KiB write followed by fdatasync, timed pair by pair, on the two
+ * layouts a server may use (MILLIS, default 2000, is split between them):
+ *  - fsync*: appending, as an AOF grows without aof-preallocate: every
+ *    fdatasync also commits the file's new size (on ext4 a journal commit).
+ *    The scratch file is truncated every 256 writes, outside the timed part,
+ *    so that the probe fits a nearly full volume and every timed write
+ *    extends the file as an append does.
+ *  - overwriteFsync*: overwriting a 1 MiB file zero-written and fdatasync'ed
+ *    beforehand (untimed), as the server does with aof-preallocate (the
+ *    default): the fdatasync writes data and flushes the cache, no metadata.
+ *    This is the figure the server pays. overwriteParallelFsyncsPerSecond is
+ *    the rate of 4 writers doing the same at once (several fdatasyncs in
+ *    flight), over the last quarter of the budget.
+ * The bound is MILLIS plus the one write+fdatasync per writer under way when
+ * it passes: a volume whose fdatasync never returns keeps the probe (and
+ * would keep the server) waiting.
  *
  * A failure to measure (a full or read-only volume) is reported as
  * probeError=<why> and still exits 0: the server starts and the operator
@@ -39,6 +53,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +66,7 @@
 #define WRITES_PER_FILE 256
 #define MAX_SAMPLES 20000
 #define MAX_OPTIONS 512
+#define PARALLEL_WRITERS 4
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -167,49 +183,154 @@ static uint64_t percentile(const uint64_t *sorted, size_t n, unsigned p) {
     return sorted[rank > 0 ? rank - 1 : 0];
 }
 
-/* Times write+fdatasync pairs for budget_ns into samples; returns how many,
- * or -1 with *why set. */
-static long measure(const char *dir, uint64_t budget_ns, uint64_t *samples, const char **why) {
-    char path[PATH_MAX];
+enum layout { APPEND, OVERWRITE };
+
+/* Opens the probe's scratch file in dir (suffix tells writers apart); for
+ * OVERWRITE it is zero-written over WRITES_PER_FILE blocks and fdatasync'ed
+ * first. Returns the fd, or -1 with *why set. */
+static int scratch(const char *dir, const char *suffix, enum layout layout, char *path, size_t size,
+                   const char **why) {
+    static const char zeros[WRITE_SIZE];
     int fd = -1;
-    if (snprintf(path, sizeof(path), "%s/.uringredis-fsprobe", dir) >= (int)sizeof(path))
+    if (snprintf(path, size, "%s/.uringredis-fsprobe%s", dir, suffix) >= (int)size)
         errno = ENAMETOOLONG;
     else
-        fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_APPEND | O_CLOEXEC, 0600);
+        fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC | (layout == APPEND ? O_APPEND : 0), 0600);
     if (fd < 0) {
         *why = "open";
         return -1;
     }
-    static char buf[WRITE_SIZE];
-    memset(buf, 'x', sizeof(buf));
-    long n = 0;
-    uint64_t start = now_ns();
-    while (n < MAX_SAMPLES && now_ns() - start < budget_ns) {
-        if (n > 0 && n % WRITES_PER_FILE == 0 && ftruncate(fd, 0) != 0) {
-            *why = "ftruncate";
-            n = -1;
-            break;
-        }
-        uint64_t t0 = now_ns();
-        ssize_t w = write(fd, buf, sizeof(buf));
-        if (w != (ssize_t)sizeof(buf)) {
-            if (w >= 0) errno = ENOSPC;
-            *why = "write";
-            n = -1;
-            break;
+    if (layout == OVERWRITE) {
+        for (int i = 0; i < WRITES_PER_FILE; i++) {
+            ssize_t w = write(fd, zeros, sizeof(zeros));
+            if (w != (ssize_t)sizeof(zeros)) {
+                if (w >= 0) errno = ENOSPC;
+                *why = "write";
+                goto fail;
+            }
         }
         if (fdatasync(fd) != 0) {
             *why = "fdatasync";
-            n = -1;
-            break;
+            goto fail;
         }
-        samples[n++] = now_ns() - t0;
     }
+    return fd;
+fail:;
+    int saved = errno;
+    close(fd);
+    unlink(path);
+    errno = saved;
+    return -1;
+}
+
+/* Times write+fdatasync pairs on fd for budget_ns into samples (NULL: only
+ * count them); returns how many, or -1 with *why set. */
+static long timed_pairs(int fd, enum layout layout, uint64_t budget_ns, uint64_t *samples, const char **why) {
+    static const char buf[WRITE_SIZE] = {'x'};
+    long n = 0;
+    uint64_t start = now_ns();
+    while (n < MAX_SAMPLES && now_ns() - start < budget_ns) {
+        if (layout == APPEND && n > 0 && n % WRITES_PER_FILE == 0 && ftruncate(fd, 0) != 0) {
+            *why = "ftruncate";
+            return -1;
+        }
+        uint64_t t0 = now_ns();
+        ssize_t w = layout == APPEND ? write(fd, buf, sizeof(buf))
+                                     : pwrite(fd, buf, sizeof(buf), (off_t)(n % WRITES_PER_FILE) * WRITE_SIZE);
+        if (w != (ssize_t)sizeof(buf)) {
+            if (w >= 0) errno = ENOSPC;
+            *why = "write";
+            return -1;
+        }
+        if (fdatasync(fd) != 0) {
+            *why = "fdatasync";
+            return -1;
+        }
+        if (samples) samples[n] = now_ns() - t0;
+        n++;
+    }
+    return n;
+}
+
+/* One layout on one writer: samples and their count, or -1 with *why set. */
+static long measure(const char *dir, enum layout layout, uint64_t budget_ns, uint64_t *samples, const char **why) {
+    char path[PATH_MAX];
+    int fd = scratch(dir, "", layout, path, sizeof(path), why);
+    if (fd < 0) return -1;
+    long n = timed_pairs(fd, layout, budget_ns, samples, why);
     int saved = errno;
     close(fd);
     unlink(path);
     errno = saved;
     return n;
+}
+
+struct writer {
+    int fd;
+    uint64_t budget_ns;
+    long n;
+    const char *why;
+    int err;
+};
+
+static void *parallel_writer(void *arg) {
+    struct writer *w = arg;
+    w->n = timed_pairs(w->fd, OVERWRITE, w->budget_ns, NULL, &w->why);
+    w->err = errno;
+    return NULL;
+}
+
+/* PARALLEL_WRITERS writers overwriting files of their own at once: the
+ * fdatasyncs per second of them all, or -1 with *why set. */
+static long measure_parallel(const char *dir, uint64_t budget_ns, const char **why) {
+    struct writer w[PARALLEL_WRITERS];
+    pthread_t threads[PARALLEL_WRITERS];
+    char paths[PARALLEL_WRITERS][PATH_MAX];
+    int opened = 0, started = 0;
+    long total = -1;
+    for (; opened < PARALLEL_WRITERS; opened++) {
+        char suffix[8];
+        snprintf(suffix, sizeof(suffix), ".%d", opened);
+        w[opened] = (struct writer){.budget_ns = budget_ns};
+        w[opened].fd = scratch(dir, suffix, OVERWRITE, paths[opened], sizeof(paths[opened]), why);
+        if (w[opened].fd < 0) goto done;
+    }
+    uint64_t start = now_ns();
+    for (; started < PARALLEL_WRITERS; started++) {
+        if (pthread_create(&threads[started], NULL, parallel_writer, &w[started]) != 0) {
+            *why = "pthread_create";
+            break;
+        }
+    }
+    total = 0;
+    for (int i = 0; i < started; i++) {
+        pthread_join(threads[i], NULL);
+        if (w[i].n < 0) {
+            *why = w[i].why;
+            errno = w[i].err;
+            total = -1;
+        } else if (total >= 0) {
+            total += w[i].n;
+        }
+    }
+    if (started < PARALLEL_WRITERS) total = -1;
+    if (total >= 0) total = (long)((double)total * 1e9 / (double)(now_ns() - start));
+done:;
+    int saved = errno;
+    for (int i = 0; i < opened; i++) {
+        close(w[i].fd);
+        unlink(paths[i]);
+    }
+    errno = saved;
+    return total;
+}
+
+static void print_latency(const char *prefix, uint64_t *samples, long n) {
+    qsort(samples, (size_t)n, sizeof(samples[0]), compare_u64);
+    printf("%sSamples=%ld\n", prefix, n);
+    printf("%sP50Micros=%llu\n", prefix, (unsigned long long)(percentile(samples, (size_t)n, 50) / 1000));
+    printf("%sP99Micros=%llu\n", prefix, (unsigned long long)(percentile(samples, (size_t)n, 99) / 1000));
+    printf("%sMaxMicros=%llu\n", prefix, (unsigned long long)(samples[n - 1] / 1000));
 }
 
 int main(int argc, char **argv) {
@@ -250,20 +371,30 @@ int main(int argc, char **argv) {
     printf("writeCache=%s\n", cache);
     fflush(stdout);
 
+    /* Half the budget appending, three eighths overwriting alone, one
+     * eighth overwriting with several writers. */
     static uint64_t samples[MAX_SAMPLES];
     const char *why = "";
-    uint64_t start = now_ns();
-    long n = measure(dir, (uint64_t)millis * 1000000u, samples, &why);
-    uint64_t elapsed = now_ns() - start;
+    uint64_t budget = (uint64_t)millis * 1000000u, start = now_ns();
+    long n = measure(dir, APPEND, budget / 2, samples, &why);
     if (n < 0) {
         printf("probeError=%s: %s\n", why, strerror(errno));
         return 0;
     }
-    qsort(samples, (size_t)n, sizeof(samples[0]), compare_u64);
-    printf("fsyncSamples=%ld\n", n);
-    printf("fsyncP50Micros=%llu\n", (unsigned long long)(percentile(samples, (size_t)n, 50) / 1000));
-    printf("fsyncP99Micros=%llu\n", (unsigned long long)(percentile(samples, (size_t)n, 99) / 1000));
-    printf("fsyncMaxMicros=%llu\n", (unsigned long long)(samples[n - 1] / 1000));
-    printf("probeMillis=%llu\n", (unsigned long long)(elapsed / 1000000));
+    print_latency("fsync", samples, n);
+    fflush(stdout);
+    n = measure(dir, OVERWRITE, budget * 3 / 8, samples, &why);
+    if (n < 0) {
+        printf("probeError=overwrite %s: %s\n", why, strerror(errno));
+        return 0;
+    }
+    print_latency("overwriteFsync", samples, n);
+    long rate = measure_parallel(dir, budget / 8, &why);
+    if (rate < 0) {
+        printf("probeError=parallel overwrite %s: %s\n", why, strerror(errno));
+        return 0;
+    }
+    printf("overwriteParallelFsyncsPerSecond=%ld\n", rate);
+    printf("probeMillis=%llu\n", (unsigned long long)((now_ns() - start) / 1000000));
     return 0;
 }
