@@ -67,7 +67,37 @@ type Volume struct {
 	LBetween   []fsprobe.Result `json:"fdatasync_between_tests"`
 	LMs        float64          `json:"l_ms"`
 	BoundOpsPS float64          `json:"c_over_l_ops_per_second"`
-	devPath    string
+	// The same on the preallocated layout (overwriting zero-written space):
+	// the L of every mode but the "-noprealloc" ones.
+	OverwriteBefore     fsprobe.Result   `json:"overwrite_fdatasync_before"`
+	OverwriteAfter      fsprobe.Result   `json:"overwrite_fdatasync_after"`
+	OverwriteBetween    []fsprobe.Result `json:"overwrite_fdatasync_between_tests"`
+	OverwriteLMs        float64          `json:"overwrite_l_ms"`
+	OverwriteBoundOpsPS float64          `json:"overwrite_c_over_l_ops_per_second"`
+	devPath             string
+}
+
+// meanMs is the sample-weighted mean of the probes, in ms: throughput is
+// governed by the mean service time, not the median.
+func meanMs(probes ...fsprobe.Result) float64 {
+	var sum time.Duration
+	n := 0
+	for _, l := range probes {
+		sum += l.Mean * time.Duration(l.Samples)
+		n += l.Samples
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(sum) / float64(n) / float64(time.Millisecond)
+}
+
+// LFor is the L a mode pays on v: overwrite unless it appends.
+func (v *Volume) LFor(m server.Mode) float64 {
+	if m.NoPrealloc || v.OverwriteLMs == 0 {
+		return v.LMs
+	}
+	return v.OverwriteLMs
 }
 
 // Run is one (volume, mode, test, repetition).
@@ -144,7 +174,10 @@ func Execute(o Options, version, command string) (*Report, error) {
 		if v.devPath, err = DevicePath(v.Dir); err == nil {
 			v.Device = v.devPath
 		}
-		if v.LBefore, err = fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples, 4096); err != nil {
+		if v.LBefore, err = fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples, 4096, false); err != nil {
+			return nil, err
+		}
+		if v.OverwriteBefore, err = fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples, 4096, true); err != nil {
 			return nil, err
 		}
 		rep.Volumes = append(rep.Volumes, v)
@@ -216,11 +249,15 @@ func Execute(o Options, version, command string) (*Report, error) {
 				if r+ti > 0 {
 					// The disk is shared and its latency drifts: sample L
 					// throughout the run, not only at its ends.
-					l, err := fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples/5, 4096)
+					l, err := fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples/5, 4096, false)
 					if err != nil {
 						return nil, err
 					}
 					v.LBetween = append(v.LBetween, l)
+					if l, err = fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples/5, 4096, true); err != nil {
+						return nil, err
+					}
+					v.OverwriteBetween = append(v.OverwriteBetween, l)
 				}
 				for i := range o.Modes {
 					m := o.Modes[(i+r)%len(o.Modes)]
@@ -243,20 +280,20 @@ func Execute(o Options, version, command string) (*Report, error) {
 
 	for _, v := range rep.Volumes {
 		var err error
-		if v.LAfter, err = fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples, 4096); err != nil {
+		if v.LAfter, err = fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples, 4096, false); err != nil {
 			return nil, err
 		}
-		// Throughput is governed by the mean service time, not the median;
-		// L is the sample-weighted mean over every probe of the run.
-		var sum time.Duration
-		n := 0
-		for _, l := range append([]fsprobe.Result{v.LBefore, v.LAfter}, v.LBetween...) {
-			sum += l.Mean * time.Duration(l.Samples)
-			n += l.Samples
+		if v.OverwriteAfter, err = fsprobe.FdatasyncLatency(v.Dir, o.FsyncSamples, 4096, true); err != nil {
+			return nil, err
 		}
-		v.LMs = float64(sum) / float64(n) / float64(time.Millisecond)
+		// L is the sample-weighted mean over every probe of the run.
+		v.LMs = meanMs(append([]fsprobe.Result{v.LBefore, v.LAfter}, v.LBetween...)...)
 		if v.LMs > 0 {
 			v.BoundOpsPS = float64(o.Clients) / (v.LMs / 1000)
+		}
+		v.OverwriteLMs = meanMs(append([]fsprobe.Result{v.OverwriteBefore, v.OverwriteAfter}, v.OverwriteBetween...)...)
+		if v.OverwriteLMs > 0 {
+			v.OverwriteBoundOpsPS = float64(o.Clients) / (v.OverwriteLMs / 1000)
 		}
 	}
 	rep.finish()

@@ -475,7 +475,7 @@ func TestLayoutSideBySide(t *testing.T) {
 	if o.Workloads, err = ParseWorkloads([]string{"set"}, o); err != nil {
 		t.Fatal(err)
 	}
-	rep := &Report{Options: o, Server: "8.1.1", Volumes: []*Volume{{Name: "loop", LMs: 1}}}
+	rep := &Report{Options: o, Server: "8.1.1", Volumes: []*Volume{{Name: "loop", LMs: 1, OverwriteLMs: 0.5}}}
 	for _, r := range []struct {
 		mode          string
 		rps, cpu, p99 float64
@@ -491,6 +491,10 @@ func TestLayoutSideBySide(t *testing.T) {
 	for _, r := range rep.Rows {
 		if (r.Mode == "always") != (r.VsNoPrealloc != 0) {
 			t.Errorf("%s: ratio to the appending layout %v", r.Mode, r.VsNoPrealloc)
+		}
+		// The bound C/L takes the L of the mode's layout.
+		if want := map[string]float64{"always": 100000, "always-noprealloc": 50000, "uring-durable": 100000}[r.Mode]; r.BoundOpsPS != want {
+			t.Errorf("%s: C/L %v, want %v", r.Mode, r.BoundOpsPS, want)
 		}
 	}
 	var b strings.Builder

@@ -100,9 +100,9 @@ func summarize(rep *Report) []Row {
 		}
 		group[k] = append(group[k], r)
 	}
-	lMs := map[string]float64{}
+	volumes := map[string]*Volume{}
 	for _, v := range rep.Volumes {
-		lMs[v.Name] = v.LMs
+		volumes[v.Name] = v
 	}
 	rows := map[key]*Row{}
 	for _, k := range order {
@@ -159,8 +159,10 @@ func summarize(rep *Report) []Row {
 		}
 		// With perfect group commit each of C clients completes one write
 		// per fdatasync; pipelines and reads have no such bound.
-		if m, err := server.ModeByName(k.mode); err == nil && m.Durable() && w.writes() && w.Pipeline <= 1 && lMs[k.vol] > 0 {
-			row.BoundOpsPS = float64(w.Clients) / (lMs[k.vol] / 1000)
+		if m, err := server.ModeByName(k.mode); err == nil && m.Durable() && w.writes() && w.Pipeline <= 1 && volumes[k.vol] != nil {
+			if l := volumes[k.vol].LFor(m); l > 0 {
+				row.BoundOpsPS = float64(w.Clients) / (l / 1000)
+			}
 		}
 		rows[k] = row
 	}
@@ -377,6 +379,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		p.printf("volume %-4s %s (%s): 4 KiB append+fdatasync mean %.3f ms before / %.3f ms after the runs (p50 %.3f / %.3f, p99 %.3f / %.3f); L (mean of all %d probes) = %.3f ms, C/L = %.0f ops/s for C = %d\n",
 			v.Name, v.Dir, v.Device, ms(v.LBefore.Mean), ms(v.LAfter.Mean), ms(v.LBefore.P50), ms(v.LAfter.P50),
 			ms(v.LBefore.P99), ms(v.LAfter.P99), 2+len(v.LBetween), v.LMs, v.BoundOpsPS, o.Clients)
+		if v.OverwriteLMs > 0 {
+			p.printf("volume %-4s preallocated (4 KiB overwrite+fdatasync): mean %.3f ms before / %.3f ms after (p50 %.3f / %.3f, p99 %.3f / %.3f); L = %.3f ms, C/L = %.0f ops/s: the bound of every mode but -noprealloc\n",
+				v.Name, ms(v.OverwriteBefore.Mean), ms(v.OverwriteAfter.Mean), ms(v.OverwriteBefore.P50), ms(v.OverwriteAfter.P50),
+				ms(v.OverwriteBefore.P99), ms(v.OverwriteAfter.P99), v.OverwriteLMs, v.OverwriteBoundOpsPS)
+		}
 	}
 	for _, s := range rep.Skipped {
 		p.printf("skipped: %s\n", s)

@@ -1,8 +1,10 @@
-// Package fsprobe measures a volume's durable-append latency L directly: the
-// cost of one appending write followed by fdatasync, the operation an
-// `appendfsync always` AOF performs per event-loop pass. With C clients and
-// perfect group commit a durable server cannot exceed C/L acknowledged
-// writes per second, which is the bound the benchmark reports.
+// Package fsprobe measures a volume's durable-write latency L directly: the
+// cost of one write followed by fdatasync, the operation an `appendfsync
+// always` AOF performs per event-loop pass, on either layout of the log:
+// appending (every fdatasync also commits the file's size) or overwriting
+// space zero-written beforehand (aof-preallocate). With C clients and perfect
+// group commit a durable server cannot exceed C/L acknowledged writes per
+// second, which is the bound the benchmark reports.
 package fsprobe
 
 import (
@@ -27,16 +29,29 @@ type Result struct {
 	Max     time.Duration `json:"max_ns"`
 }
 
-// FdatasyncLatency appends n writes of size bytes to a scratch file in dir,
-// each followed by fdatasync, and times each pair.
-func FdatasyncLatency(dir string, n, size int) (Result, error) {
+// FdatasyncLatency writes n times size bytes to a scratch file in dir, each
+// write followed by fdatasync, and times each pair: appending, or with
+// overwrite over a file zero-written and fdatasync'ed first (untimed).
+func FdatasyncLatency(dir string, n, size int, overwrite bool) (Result, error) {
 	path := filepath.Join(dir, ".fsprobe")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
+	flags := os.O_CREATE | os.O_TRUNC | os.O_WRONLY
+	if !overwrite {
+		flags |= os.O_APPEND
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
 	if err != nil {
 		return Result{}, err
 	}
 	defer os.Remove(path)
 	defer f.Close()
+	if overwrite {
+		if _, err := f.Write(make([]byte, n*size)); err != nil {
+			return Result{}, err
+		}
+		if err := unix.Fdatasync(int(f.Fd())); err != nil {
+			return Result{}, fmt.Errorf("fdatasync: %w", err)
+		}
+	}
 	buf := make([]byte, size)
 	for i := range buf {
 		buf[i] = byte('a' + i%26)
@@ -44,7 +59,13 @@ func FdatasyncLatency(dir string, n, size int) (Result, error) {
 	samples := make([]time.Duration, 0, n)
 	for i := 0; i < n; i++ {
 		start := time.Now()
-		if _, err := f.Write(buf); err != nil {
+		var err error
+		if overwrite {
+			_, err = f.WriteAt(buf, int64(i*size))
+		} else {
+			_, err = f.Write(buf)
+		}
+		if err != nil {
 			return Result{}, err
 		}
 		if err := unix.Fdatasync(int(f.Fd())); err != nil {
