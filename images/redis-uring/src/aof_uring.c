@@ -16,24 +16,29 @@
  * anyway, so it only delayed the fsync: docs/measurements.md.)
  *
  * Batches (group commit). Everything appended to server.aof_buf between two
- * fdatasyncs forms one batch. At most ONE fdatasync is in flight. In durable
- * mode, while it runs new commands accumulate in aof_buf, which is written
- * and fdatasync'ed as soon as it completes (or after the coalescing wait
- * below); fast mode writes every pass and paces its fdatasyncs (see "Ack
- * modes"). With one fdatasync in flight the durable offset is simply what
- * the last completed one covered. Several batches in flight were built and measured: ext4 serializes its
- * journal commits, so they only split the same clients into smaller batches,
- * at more fsyncs and more CPU per write (docs/measurements.md).
+ * fdatasyncs forms one batch. In durable mode up to aof-uring-fsyncs-in-flight
+ * (default 2) fdatasyncs are in flight: while they run, new commands
+ * accumulate in aof_buf, which is written and fdatasync'ed as soon as a slot
+ * is free (after the coalescing wait below), so the event loop executes one
+ * group of clients while the device syncs another's batch. On a log laid out
+ * for cheap fsyncs (aof-preallocate, aof_prealloc.c) fdatasyncs commit no
+ * journal transaction and several run in parallel on the device; on an
+ * appending file ext4 serializes them behind its journal commits. Fast mode
+ * keeps one in flight, writes every pass and paces its fdatasyncs (see "Ack
+ * modes"). An fdatasync covers every byte write(2) returned before it was
+ * submitted, whatever the others do, so completions in any order only move
+ * the durable offset forward: it is the most any completed one covered.
  *
  * Coalescing (durable mode). When a batch becomes durable its clients are
  * released and send their next commands about one round trip later;
  * submitting the commands that arrived meanwhile at once would split the
- * clients into two groups that alternate, each client waiting for two fsyncs
- * per write. So after a release the next submission waits until as many
- * writes have executed as clients were released, or at most a quarter of the
- * last fsync time (AOF_URING_COALESCE_MAX_US at most; a timeout on the ring
- * wakes the event loop). A lone client is never delayed (its write is the one
- * awaited). aof_uring_coalesce_waits counts the waits.
+ * released clients into ever smaller groups, each paying an fdatasync (and
+ * with one in flight, each client waiting for two per write). So after a
+ * release the next submission waits until as many writes have executed as
+ * clients were released, or at most a quarter of the last fsync time
+ * (AOF_URING_COALESCE_MAX_US at most; a timeout on the ring wakes the event
+ * loop). A lone client is never delayed (its write is the one awaited).
+ * aof_uring_coalesce_waits counts the waits.
  *
  * Offsets. Two are kept. aof_fed counts every byte feedAppendOnlyFile() ever
  * appended to aof_buf, and durable_fed is the prefix of it known to be
@@ -189,8 +194,9 @@
  * appendfsync-engine drains the ring first (uring -> posix) or sets it up
  * (posix -> uring, after draining bio fsync jobs). aof-uring-queue-depth and
  * the aof-uring-sqpoll* options shape the ring: changing them drains it and
- * sets up a new one. aof-uring-ack, aof-uring-max-workers and
- * aof-uring-max-inflight-bytes take effect at once.
+ * sets up a new one. aof-uring-ack, aof-uring-max-workers,
+ * aof-uring-fsyncs-in-flight and aof-uring-max-inflight-bytes take effect at
+ * once.
  * While the engine is active every batch is fdatasync'ed whatever appendfsync
  * says, and no-appendfsync-on-rewrite is ignored (durable clients would
  * otherwise wait for the whole rewrite).
@@ -206,8 +212,8 @@
  *   aof_uring_defer_taskrun           1 if SINGLE_ISSUER+DEFER_TASKRUN were accepted
  *   aof_uring_submitted_batches       fdatasyncs handed to the ring
  *   aof_uring_completed_batches       fdatasyncs completed
- *   aof_uring_inflight_batches        0 or 1
- *   aof_uring_inflight_bytes          bytes the fdatasync in flight covers
+ *   aof_uring_inflight_batches        fdatasyncs in flight (aof-uring-fsyncs-in-flight at most)
+ *   aof_uring_inflight_bytes          bytes the fdatasyncs in flight cover
  *   aof_uring_pending_bytes           bytes waiting in aof_buf
  *   aof_uring_submitted_bytes         bytes covered by fdatasyncs submitted
  *   aof_uring_written_bytes           bytes covered by fdatasyncs completed
@@ -413,6 +419,20 @@ static long long last_fsync_us = 0;
 #ifdef HAVE_LIBURING
 
 enum { OP_FSYNC = 1, OP_DELAY = 2, OP_COALESCE = 3 };
+/* user_data: the op in the low byte, the fdatasync's slot above it. */
+#define OP_SLOT_SHIFT 8
+#define AOF_URING_MAX_FSYNCS 8 /* aof-uring-fsyncs-in-flight's upper bound */
+
+/* One fdatasync in flight. */
+struct fsyncSlot {
+    int used;
+    long long fsync_bytes; /* AOF bytes it covers that no earlier one did. */
+    long long reploff;     /* primary_repl_offset when it was submitted. */
+    long long fed_end;     /* aof_fed it makes durable. */
+    monotime start;
+    int pending_cqes;
+    int res;
+};
 
 static struct {
     int active;
@@ -422,14 +442,11 @@ static struct {
     int sqpoll;
     int fixed;        /* Slot 0 is a registered file table. */
     int fixed_fd;     /* fd currently in slot 0, -1 if none. */
-    /* The fdatasync in flight. */
-    int inflight;
-    long long fsync_bytes; /* AOF bytes it covers. */
-    long long reploff;     /* primary_repl_offset when it was submitted. */
-    long long fed_end;     /* aof_fed it makes durable. */
-    monotime start;
-    int pending_cqes;
-    int fsync_res;
+    /* The fdatasyncs in flight. */
+    struct fsyncSlot slot[AOF_URING_MAX_FSYNCS];
+    int inflight;               /* Slots used. */
+    long long inflight_bytes;   /* Sum of their fsync_bytes. */
+    monotime last_start;        /* When the newest one was submitted. */
     int coalesce_timers;       /* Wake-up timeouts of coalescing waits queued. */
     monotime coalesce_armed;   /* Deadline the last one was queued for. */
     struct __kernel_timespec coalesce_ts;
@@ -540,6 +557,8 @@ static int setupRing(void) {
 
     U.active = 1;
     U.inflight = 0;
+    U.inflight_bytes = 0;
+    memset(U.slot, 0, sizeof(U.slot));
     U.coalesce_timers = 0;
     U.coalesce_armed = 0;
     snprintf(fallback_reason, sizeof(fallback_reason), "none");
@@ -574,7 +593,7 @@ static void submitRing(void) {
 
 /* Test knob (aof-uring-debug-fsync-delay-ms): link a timeout after the
  * fsync so the batch is only durable once it fires. Returns the extra CQEs. */
-static int linkDebugDelay(struct io_uring_sqe *fsync_sqe) {
+static int linkDebugDelay(struct io_uring_sqe *fsync_sqe, int slot) {
     struct io_uring_sqe *sqe;
 
     if (server.aof_uring_debug_fsync_delay_ms <= 0) return 0;
@@ -583,31 +602,43 @@ static int linkDebugDelay(struct io_uring_sqe *fsync_sqe) {
     U.delay_ts.tv_nsec = (long long)(server.aof_uring_debug_fsync_delay_ms % 1000) * 1000000;
     sqe = getSqe();
     io_uring_prep_timeout(sqe, &U.delay_ts, 0, 0);
-    io_uring_sqe_set_data64(sqe, OP_DELAY);
+    io_uring_sqe_set_data64(sqe, OP_DELAY | ((uint64_t)slot << OP_SLOT_SHIFT));
     return 1;
+}
+
+/* How many fdatasyncs may be in flight: aof-uring-fsyncs-in-flight in
+ * durable mode, one in fast mode (it paces them instead). */
+static int fsyncsAllowed(void) {
+    return server.aof_uring_ack == AOF_URING_ACK_DURABLE ? server.aof_uring_fsyncs_in_flight : 1;
 }
 
 /* fdatasync [-> debug delay] for the bytes write(2) put in the file. */
 static void submitFsync(void) {
     struct io_uring_sqe *sqe;
-    int fd;
+    struct fsyncSlot *f = NULL;
+    int fd, i;
 
+    for (i = 0; i < AOF_URING_MAX_FSYNCS && U.slot[i].used; i++);
+    if (i == AOF_URING_MAX_FSYNCS) serverPanic("io_uring AOF engine: no free fdatasync slot");
+    f = &U.slot[i];
     setFixedFile(server.aof_fd);
     fd = U.fixed ? 0 : server.aof_fd;
-    U.fsync_bytes = server.aof_last_incr_size - server.aof_last_incr_fsync_offset;
-    U.reploff = server.primary_repl_offset;
-    U.fed_end = aof_fed - (long long)sdslen(server.aof_buf);
-    U.start = getMonotonicUs();
+    f->used = 1;
+    f->fsync_bytes = server.aof_last_incr_size - server.aof_last_incr_fsync_offset;
+    f->reploff = server.primary_repl_offset;
+    f->fed_end = aof_fed - (long long)sdslen(server.aof_buf);
+    f->start = U.last_start = getMonotonicUs();
     server.aof_last_incr_fsync_offset = server.aof_last_incr_size;
     sqe = getSqe();
     io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
     if (U.fixed) sqe->flags |= IOSQE_FIXED_FILE;
-    io_uring_sqe_set_data64(sqe, OP_FSYNC);
-    U.pending_cqes = 1 + linkDebugDelay(sqe);
-    U.fsync_res = 0;
-    U.inflight = 1;
+    io_uring_sqe_set_data64(sqe, OP_FSYNC | ((uint64_t)i << OP_SLOT_SHIFT));
+    f->pending_cqes = 1 + linkDebugDelay(sqe, i);
+    f->res = 0;
+    U.inflight++;
+    U.inflight_bytes += f->fsync_bytes;
     stats.submitted_batches++;
-    stats.submitted_bytes += U.fsync_bytes;
+    stats.submitted_bytes += f->fsync_bytes;
     submitRing();
 }
 
@@ -623,30 +654,39 @@ static void recordFsync(monotime start) {
     latencyAddSampleIfNeeded("aof-uring-fsync", us / 1000);
 }
 
-/* The fdatasync in flight completed. */
-static void fsyncDone(void) {
-    if (U.fsync_res < 0) failStop("fdatasync of the AOF failed", -U.fsync_res);
-    recordFsync(U.start);
+/* An fdatasync completed. It covers every byte write(2) returned before it
+ * was submitted, whatever the others in flight do: so the durable offsets
+ * only move forward, to the largest any completed one covers. */
+static void fsyncDone(struct fsyncSlot *f) {
+    if (f->res < 0) failStop("fdatasync of the AOF failed", -f->res);
+    recordFsync(f->start);
     stats.completed_batches++;
     server.aof_last_fsync = server.mstime;
-    long long durable = (server.aof_last_incr_fsync_offset == server.aof_last_incr_size && sdslen(server.aof_buf) == 0)
+    f->used = 0;
+    U.inflight--;
+    U.inflight_bytes -= f->fsync_bytes;
+    stats.written_bytes += f->fsync_bytes;
+    long long durable = (U.inflight == 0 && server.aof_last_incr_fsync_offset == server.aof_last_incr_size &&
+                         sdslen(server.aof_buf) == 0)
                             ? server.primary_repl_offset
-                            : U.reploff;
-    atomic_store_explicit(&server.fsynced_reploff_pending, durable, memory_order_relaxed);
-    markDurable(U.fed_end);
-    stats.written_bytes += U.fsync_bytes;
-    U.fsync_bytes = 0;
-    U.inflight = 0;
+                            : f->reploff;
+    if (durable > atomic_load_explicit(&server.fsynced_reploff_pending, memory_order_relaxed))
+        atomic_store_explicit(&server.fsynced_reploff_pending, durable, memory_order_relaxed);
+    markDurable(f->fed_end);
 }
 
 static void handleCqe(struct io_uring_cqe *cqe) {
-    switch (io_uring_cqe_get_data64(cqe)) {
-    case OP_FSYNC: U.fsync_res = cqe->res; break;
+    uint64_t data = io_uring_cqe_get_data64(cqe);
+    uint64_t slot = data >> OP_SLOT_SHIFT;
+    struct fsyncSlot *f = slot < AOF_URING_MAX_FSYNCS ? &U.slot[slot] : NULL;
+    switch (data & ((1 << OP_SLOT_SHIFT) - 1)) {
+    case OP_FSYNC: f->res = cqe->res; break;
     case OP_DELAY: break; /* -ETIME when it fired, -ECANCELED after a short write. */
     case OP_COALESCE: U.coalesce_timers--; return; /* The wake-up alone is the point. */
     default: serverPanic("io_uring AOF engine: unknown completion");
     }
-    if (--U.pending_cqes == 0) fsyncDone();
+    if (f == NULL || !f->used) serverPanic("io_uring AOF engine: completion of an unused fdatasync slot");
+    if (--f->pending_cqes == 0) fsyncDone(f);
 }
 
 /* Handle the CQEs already posted. With enter (eventfd handler) and
@@ -664,7 +704,7 @@ static void reapCompletions(int enter) {
     }
 }
 
-/* Block until the fdatasync in flight completed. */
+/* Block until every fdatasync in flight completed. */
 static void waitInflight(void) {
     while (U.inflight) {
         struct io_uring_cqe *cqe;
@@ -743,7 +783,8 @@ int aofUringBeforeWrite(int force) {
     /* durable mode, group commit: aof_buf is written once the fdatasync in
      * flight completed (or after the coalescing wait), and goes with the
      * next one. */
-    if (server.aof_uring_ack == AOF_URING_ACK_DURABLE && !force && (U.inflight || coalesceWait())) return 0;
+    if (server.aof_uring_ack == AOF_URING_ACK_DURABLE && !force && (U.inflight >= fsyncsAllowed() || coalesceWait()))
+        return 0;
     return 1;
 }
 
@@ -751,10 +792,11 @@ void aofUringFsync(int force) {
     long long unsynced = server.aof_last_incr_size - server.aof_last_incr_fsync_offset;
     int durable = server.aof_uring_ack == AOF_URING_ACK_DURABLE;
     int waited = 0;
-    if (U.inflight && !force && durable) return; /* Group commit: the next one when it completes. */
-    if (U.inflight && !force) {
+    /* Group commit: the next one when a slot frees up. */
+    if (U.inflight >= fsyncsAllowed() && !force && durable) return;
+    if (U.inflight && !force && !durable) {
         /* Group commit, unless the loss window would exceed its bound. */
-        if (unsynced + U.fsync_bytes <= server.aof_uring_max_inflight_bytes) return;
+        if (unsynced + U.inflight_bytes <= server.aof_uring_max_inflight_bytes) return;
         mstime_t latency;
         stats.backpressure_events++;
         latencyStartMonitor(latency);
@@ -772,7 +814,7 @@ void aofUringFsync(int force) {
         long long gap = AOF_URING_FAST_FSYNC_SPACING * last_fsync_us;
         long long room = AOF_URING_FAST_LOSS_WINDOW_US - last_fsync_us; /* <= 0: back to back */
         if (gap > room) gap = room;
-        if ((long long)(getMonotonicUs() - U.start) < gap) return;
+        if ((long long)(getMonotonicUs() - U.last_start) < gap) return;
     }
     if (unsynced > 0) {
         submitFsync();
@@ -1244,7 +1286,7 @@ sds aofUringInfo(sds info) {
     int active = aofUringActive(), sqpoll = 0, defer = 0;
 #ifdef HAVE_LIBURING
     inflight = U.inflight;
-    if (U.inflight) inflight_bytes = U.fsync_bytes;
+    inflight_bytes = U.inflight_bytes;
     sqpoll = active && U.sqpoll;
     defer = active && U.defer_taskrun;
 #endif

@@ -66,6 +66,8 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         # c0's write is in flight (the knob delays it 300 ms) while c1..c3
         # write; when c0 is released, the batch of c1..c3 waits for c0's next
         # write, which never comes: it goes after the bounded wait.
+        # One fdatasync in flight: with more, c1..c3 would go in their own.
+        r config set aof-uring-fsyncs-in-flight 1
         set waits0 [s aof_uring_coalesce_waits]
         r config set aof-uring-debug-fsync-delay-ms 300
         set clients {}
@@ -81,6 +83,34 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         }
         r config set aof-uring-debug-fsync-delay-ms 0
         assert_morethan [s aof_uring_coalesce_waits] $waits0
+        r config set aof-uring-fsyncs-in-flight 2
+    }
+
+    test {uring durable: with two fdatasyncs in flight, a write arriving while one runs gets its own at once} {
+        # c0's fdatasync is in flight (the knob delays each one 300 ms); c1's
+        # write is written and fdatasync'ed without waiting for it, so c1 is
+        # answered about one delay after its write, not two.
+        r config set aof-uring-fsyncs-in-flight 2
+        r config set aof-uring-debug-fsync-delay-ms 300
+        set c0 [valkey_deferring_client]
+        set c1 [valkey_deferring_client]
+        $c0 set par0 v
+        wait_for_condition 50 10 {[s aof_uring_inflight_batches] == 1} else {
+            fail "c0's batch is not in flight"
+        }
+        set t0 [clock milliseconds]
+        $c1 set par1 v
+        wait_for_condition 50 10 {[s aof_uring_inflight_batches] == 2} else {
+            fail "c1's batch did not go in flight beside c0's"
+        }
+        assert_equal OK [$c1 read]
+        set ms [expr {[clock milliseconds] - $t0}]
+        assert_equal OK [$c0 read]
+        assert_morethan_equal $ms 250
+        assert_lessthan $ms 550
+        $c0 close
+        $c1 close
+        r config set aof-uring-debug-fsync-delay-ms 0
     }
 
     test {uring durable: a write is answered only once durable; clean readers are not held} {
