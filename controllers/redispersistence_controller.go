@@ -140,8 +140,8 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 
 	defer func() {
 		// A failover changes no Kubernetes object while the old primary keeps running.
-		if replicated(rp) && retErr == nil && (result.RequeueAfter == 0 || result.RequeueAfter > replicationResync) {
-			result.RequeueAfter = replicationResync
+		if replicated(rp) && retErr == nil {
+			result = requeueWithin(result, replicationResync)
 		}
 	}()
 
@@ -334,30 +334,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if upgradeWait != nil && upgradeWait.retry < resyncInterval {
-		return ctrl.Result{RequeueAfter: upgradeWait.retry}, nil
-	}
-	if tlsWait {
-		// No event says that the kubelet updated a mounted Secret.
-		return ctrl.Result{RequeueAfter: tlsRotationRetry}, nil
-	}
-
-	if t := rp.Status.LastTermination; t != nil && meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) {
-		// Degraded clears once the window since the last restart has passed.
-		if left := degradedWindow - r.Clock.Since(t.FinishedAt.Time); left > 0 && left < resyncInterval {
-			return ctrl.Result{RequeueAfter: left + time.Second}, nil
-		}
-	}
-	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != runtimeConfigHash(rp) ||
-		meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) ||
-		meta.IsStatusConditionFalse(rp.Status.Conditions, v1alpha1.ConditionStorageResized) || upgradeWait != nil {
-		// No event says that a volume finished expanding or that a
-		// StorageClass now allows it. An upgrade waiting for its turn is
-		// woken when one ahead of it ends (nextUpgrades); this bounds the
-		// wait for one that stalls.
-		return ctrl.Result{RequeueAfter: resyncInterval}, nil
-	}
-	return ctrl.Result{RequeueAfter: probeIn}, nil
+	return ctrl.Result{RequeueAfter: requeueAfter(rp, obs, upgradeWait, tlsWait, probeIn, r.Clock.Now())}, nil
 }
 
 // reprobeStorage starts a storage probe Job when spec.storage.probeInterval
