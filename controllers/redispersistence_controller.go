@@ -45,10 +45,6 @@ const resyncInterval = time.Minute
 // a worker that every other RedisPersistence waits for.
 const reconcileTimeout = 30 * time.Second
 
-// statusPatchTimeout bounds the deferred status patch, which runs on a context
-// of its own so that a reconcile that ran out of time still reports why.
-const statusPatchTimeout = 10 * time.Second
-
 // secretIndex indexes RedisPersistences by the Secrets they read (the
 // password's, the TLS certificate's), so a change of such a Secret reaches
 // the RedisPersistences that use it.
@@ -118,54 +114,109 @@ type RedisPersistenceReconciler struct {
 // The storage probe Jobs of spec.storage.probeInterval.
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 
+// Reconcile brings a RedisPersistence's servers to its spec in phases: fetch,
+// read credentials, observe, converge (mode, objects, runtime options,
+// certificate), report. A phase that cannot go on returns when to look again;
+// the deferred status patch records every outcome.
 func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	logger := log.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	defer cancel()
 
-	rp := &v1alpha1.RedisPersistence{}
-	if err := r.Get(ctx, req.NamespacedName, rp); err != nil {
-		if apierrors.IsNotFound(err) {
-			forgetInstanceMetrics(req.Namespace, req.Name)
-			r.probes.drop(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	rp, err := r.fetch(ctx, req.NamespacedName)
+	if rp == nil {
+		return ctrl.Result{}, err
 	}
-	if !rp.DeletionTimestamp.IsZero() {
-		// Everything the operator made is owned by rp; the garbage collector removes it.
-		forgetInstanceMetrics(rp.Namespace, rp.Name)
-		r.probes.drop(req.NamespacedName)
-		return ctrl.Result{}, nil
-	}
-
 	defer func() {
 		// A failover changes no Kubernetes object while the old primary keeps running.
 		if replicated(rp) && retErr == nil {
 			result = requeueWithin(result, replicationResync)
 		}
 	}()
-
 	if err := r.recordPredatedDefaults(ctx, rp); err != nil {
 		return ctrl.Result{}, err
 	}
-
 	original := rp.DeepCopy()
-	defer func() {
-		if retErr != nil {
-			r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonApplyFailed, "applying the server's objects failed; see the RedisPersistence's events"})
-		} else {
-			rp.Status.ObservedGeneration = rp.Generation
-		}
-		patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
-		defer cancel()
-		if err := r.Status().Patch(patchCtx, rp, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
-			logger.Error(err, "patching status", "redispersistence", klogRef(rp))
-			if retErr == nil {
-				retErr = err
-			}
-		}
-	}()
+	defer func() { retErr = r.patchStatus(ctx, rp, original, retErr) }()
 
+	creds, wait, err := r.readCredentials(ctx, rp)
+	if creds == nil {
+		return wait, err
+	}
+	in := creds.podInputs(rp)
+	// Every request to the server in this reconcile shares one deadline.
+	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
+	defer cancelServer()
+	obs, err := r.observe(ctx, serverCtx, rp, creds.server, in)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	var retry ctrl.Result
+	if obs.modeChange, retry = r.convergeMode(serverCtx, rp, creds.server, obs); obs.modeChange != nil {
+		r.updateStatus(rp, obs)
+		return retry, nil
+	}
+	heldUpgrade, err := r.apply(ctx, rp, creds.server, in, &obs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.convergeRuntimeConfig(serverCtx, rp, creds.server, obs)
+	tlsRotating, err := r.convergeCertificate(serverCtx, rp, creds)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	return r.report(ctx, rp, obs, heldUpgrade, tlsRotating)
+}
+
+// fetch reads the RedisPersistence to reconcile, or nil once it is gone or
+// going: the garbage collector removes the objects the operator made, all
+// owned by it; fetch forgets what the operator holds in memory.
+func (r *RedisPersistenceReconciler) fetch(ctx context.Context, key types.NamespacedName) (*v1alpha1.RedisPersistence, error) {
+	rp := &v1alpha1.RedisPersistence{}
+	if err := r.Get(ctx, key, rp); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(key)
+		}
+		return nil, client.IgnoreNotFound(err)
+	}
+	if !rp.DeletionTimestamp.IsZero() {
+		r.forget(key)
+		return nil, nil
+	}
+	return rp, nil
+}
+
+// forget drops an instance's metric series and what the operator knows of its server.
+func (r *RedisPersistenceReconciler) forget(key types.NamespacedName) {
+	forgetInstanceMetrics(key.Namespace, key.Name)
+	r.probes.drop(key)
+}
+
+// credentials are the secrets an instance's servers start with.
+type credentials struct {
+	password string
+	users    aclPasswords
+	certs    *tlsMaterial // nil without spec.tls
+	// server is what the operator presents to the servers.
+	server serverCredentials
+}
+
+// podInputs are the inputs of rp's pod templates, with the hashes of the
+// credentials they run with.
+func (c *credentials) podInputs(rp *v1alpha1.RedisPersistence) podInputs {
+	in := newPodInputs(rp, c.password)
+	in.aclHash = c.users.hash(rp)
+	if c.certs != nil {
+		in.tlsHash = c.certs.hash
+	}
+	return in
+}
+
+// readCredentials reads the password, the ACL users' passwords and the TLS
+// certificate. It returns nil, and when to look again, while one the servers
+// cannot start without is missing.
+func (r *RedisPersistenceReconciler) readCredentials(ctx context.Context, rp *v1alpha1.RedisPersistence) (*credentials, ctrl.Result, error) {
 	if authSourceOf(rp) == authDisabled && rp.Status.ObservedGeneration != rp.Generation {
 		r.Recorder.Event(rp, corev1.EventTypeWarning, "RunningWithoutPassword", "spec.auth.disabled: the server runs without a password; any client that reaches its port can read and write every key")
 	}
@@ -179,61 +230,59 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		// RedisPersistence back when the Secret appears or changes.
 		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonAuthSecretMissing, err.Error()})
 		r.Recorder.Event(rp, corev1.EventTypeWarning, "FailedReadPassword", err.Error())
-		return ctrl.Result{}, nil
+		return nil, ctrl.Result{}, nil
 	} else if err != nil {
-		return ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
-	creds := serverCredentials{password: password}
+	creds := &credentials{password: password, users: users, server: serverCredentials{password: password}}
 	if err := r.removeCertificate(ctx, rp); err != nil {
-		return ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
-	var certs *tlsMaterial
-	if tlsEnabled(rp) {
-		var missing *condition
-		if certs, missing, err = r.readTLS(ctx, rp); err != nil {
-			return ctrl.Result{}, err
-		} else if missing != nil {
-			// The server cannot start without its certificate; the Secret
-			// watch brings the RedisPersistence back when it appears or
-			// changes. Nothing watches cert-manager being installed.
-			r.setCondition(rp, v1alpha1.ConditionTLSReady, *missing)
-			r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, missing.reason, "the server waits for its TLS certificate: " + missing.message})
-			if missing.reason == ReasonTLSSecretInvalid {
-				r.Recorder.Event(rp, corev1.EventTypeWarning, "FailedReadCertificate", missing.message)
-			}
-			if missing.reason == ReasonCertManagerMissing {
-				return ctrl.Result{RequeueAfter: resyncInterval}, nil
-			}
-			return ctrl.Result{}, nil
-		}
-		creds.tls = certs.client
-	} else {
+	if !tlsEnabled(rp) {
 		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionTLSReady)
 		rp.Status.TLS = nil
+		return creds, ctrl.Result{}, nil
 	}
+	certs, missing, err := r.readTLS(ctx, rp)
+	if err != nil {
+		return nil, ctrl.Result{}, err
+	}
+	if missing != nil {
+		// The server cannot start without its certificate; the Secret
+		// watch brings the RedisPersistence back when it appears or
+		// changes. Nothing watches cert-manager being installed.
+		r.setCondition(rp, v1alpha1.ConditionTLSReady, *missing)
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, missing.reason, "the server waits for its TLS certificate: " + missing.message})
+		if missing.reason == ReasonTLSSecretInvalid {
+			r.Recorder.Event(rp, corev1.EventTypeWarning, "FailedReadCertificate", missing.message)
+		}
+		if missing.reason == ReasonCertManagerMissing {
+			return nil, ctrl.Result{RequeueAfter: resyncInterval}, nil
+		}
+		return nil, ctrl.Result{}, nil
+	}
+	creds.certs, creds.server.tls = certs, certs.client
+	return creds, ctrl.Result{}, nil
+}
 
+// observe reads what runs: the nodes rp's pods may go to, the StatefulSet,
+// the mode of the ConfigMap last applied, and the server pod (observePod).
+func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs) (observation, error) {
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
-	}
-
-	config := renderConfig(rp)
-	in := newPodInputs(rp, password)
-	in.aclHash = users.hash(rp)
-	if certs != nil {
-		in.tlsHash = certs.hash
+		return observation{}, fmt.Errorf("listing nodes: %w", err)
 	}
 	existing := &appsv1.StatefulSet{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, existing); apierrors.IsNotFound(err) {
 		existing = nil
 	} else if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading StatefulSet %s: %w", rp.Name, err)
+		return observation{}, fmt.Errorf("reading StatefulSet %s: %w", rp.Name, err)
 	}
 	appliedConfig := &corev1.ConfigMap{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: configMapName(rp)}, appliedConfig); apierrors.IsNotFound(err) {
 		appliedConfig = nil
 	} else if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading ConfigMap %s: %w", configMapName(rp), err)
+		return observation{}, fmt.Errorf("reading ConfigMap %s: %w", configMapName(rp), err)
 	}
 
 	template := buildPodTemplate(rp, r.Options, in)
@@ -241,130 +290,13 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		eligibleNodes: eligibleNodes(nodes.Items, &template.Spec),
 		requirement:   placementRequirement(minKernel(rp), rp.Spec.Placement.NodeSelector),
 		statefulSet:   existing,
+		appliedMode:   appliedMode(appliedConfig),
 	}
-	in.antiAffinity = podAntiAffinityFor(rp, obs.eligibleNodes, existing)
-	obs.antiAffinity = in.antiAffinity
-	// Every request to the server in this reconcile shares one deadline.
-	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
-	defer cancelServer()
+	obs.antiAffinity = podAntiAffinityFor(rp, obs.eligibleNodes, existing)
 	if err := r.observePod(ctx, serverCtx, rp, creds, &obs); err != nil {
-		return ctrl.Result{}, err
+		return observation{}, err
 	}
-
-	// A new mode's server must find the data in the new mode's files: until the
-	// running server has written them, the old ConfigMap and StatefulSet stay.
-	if change := (modeChange{from: appliedMode(appliedConfig), to: rp.Spec.Mode}); change.needsServer() {
-		var retry ctrl.Result
-		if obs.modeChange, retry = r.switchMode(serverCtx, rp, creds, change, obs.pod); obs.modeChange != nil {
-			r.updateStatus(rp, obs)
-			return retry, nil
-		}
-	}
-
-	desired := []client.Object{
-		buildConfigMap(rp, config),
-		buildHeadlessService(rp),
-		buildClientService(rp),
-	}
-	if networkPolicyEnabled(rp, r.Options.NetworkPolicy) {
-		desired = append(desired, buildNetworkPolicy(rp, r.Options.NetworkPolicy))
-	} else if err := r.removeNetworkPolicy(ctx, rp); err != nil {
-		return ctrl.Result{}, err
-	}
-	replication, err := r.replicationObjects(ctx, rp)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	desired = append(desired, replication...)
-	if pm, err := r.podMonitor(ctx, rp); err != nil {
-		return ctrl.Result{}, err
-	} else if pm != nil {
-		desired = append(desired, pm)
-	}
-	for _, obj := range desired {
-		if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-			kind := obj.GetObjectKind().GroupVersionKind().Kind
-			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying %s %s: %v", kind, obj.GetName(), err)
-			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)
-		}
-	}
-	// The StatefulSet goes last: its pods start from the ConfigMap applied above.
-	sts, upgradeWait, err := r.applyStatefulSet(ctx, rp, in, existing)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	obs.statefulSet = sts
-	if upgradeWait != nil {
-		obs.upgradePending = &upgradeWait.condition
-	}
-	if replicated(rp) {
-		if err := r.followSentinels(ctx, rp, creds, in, &obs); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-
-	resized, err := r.resizeVolume(ctx, rp)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if resized != nil {
-		r.setCondition(rp, v1alpha1.ConditionStorageResized, *resized)
-	} else {
-		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionStorageResized)
-	}
-
-	// Runtime options go to a server of the current revision (a pod about to
-	// be replaced starts from the new ConfigMap anyway), when they changed or
-	// the server process is one they were not applied to.
-	if obs.info != nil && runsCurrentRevision(obs.pod, sts) &&
-		(rp.Status.AppliedConfigHash != runtimeConfigHash(rp) || !r.probes.appliedOn(req.NamespacedName, obs.info.runID)) {
-		r.applyRuntimeConfig(serverCtx, rp, creds, obs.pod, obs.info.runID)
-	}
-	tlsWait := false
-	if certs != nil {
-		served, err := r.serveCertificate(serverCtx, rp, creds, certs)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		r.reportTLS(rp, certs, served)
-		tlsWait = served.retry
-	}
-	r.updateStatus(rp, obs)
-	probeIn, err := r.reprobeStorage(ctx, rp, obs.pod)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{RequeueAfter: requeueAfter(rp, obs, upgradeWait, tlsWait, probeIn, r.Clock.Now())}, nil
-}
-
-// reprobeStorage starts a storage probe Job when spec.storage.probeInterval
-// has passed since the last measurement and the server runs, and returns
-// when to look again (0: an event will say). The probe pod's events bring
-// its result.
-func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1alpha1.RedisPersistence, pod *corev1.Pod) (time.Duration, error) {
-	left, ok := storageProbeDue(rp, r.Clock.Now())
-	switch {
-	case !ok:
-		return 0, nil
-	case left > 0:
-		return left, nil
-	case !podReady(pod) || pod.Spec.NodeName == "":
-		return 0, nil
-	}
-	job := &batchv1.Job{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: storageProbeJobName(rp)}, job); err == nil {
-		// Running, or finished without a newer measurement: its TTL frees the name for the next try.
-		return resyncInterval, nil
-	} else if !apierrors.IsNotFound(err) {
-		return 0, fmt.Errorf("reading Job %s: %w", storageProbeJobName(rp), err)
-	}
-	image, _ := runningImage(pod, containerRedis)
-	job = buildStorageProbeJob(rp, r.Options, orDefault(image, orDefault(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
-	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedCreate", "creating the storage probe Job %s: %v", job.Name, err)
-		return 0, fmt.Errorf("creating Job %s: %w", job.Name, err)
-	}
-	return 0, nil
+	return obs, nil
 }
 
 // observePod gathers the pod, its node, its filesystem report and, once it is
@@ -402,6 +334,116 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 		log.FromContext(ctx).Info("reading server INFO failed", "pod", klogRef(pod), "err", obs.infoErr)
 	}
 	return nil
+}
+
+// apply brings the objects to what rp asks, the data volumes' size too. An
+// operator upgrade that must wait for its turn leaves the server's
+// StatefulSet as it is and is returned, held.
+func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs, obs *observation) (*upgradeWait, error) {
+	if err := r.applyObjects(ctx, rp); err != nil {
+		return nil, err
+	}
+	// The StatefulSet goes last: its pods start from the ConfigMap applied above.
+	in.antiAffinity = obs.antiAffinity
+	sts, heldUpgrade, err := r.applyStatefulSet(ctx, rp, in, obs.statefulSet)
+	if err != nil {
+		return nil, err
+	}
+	obs.statefulSet = sts
+	if heldUpgrade != nil {
+		obs.upgradePending = &heldUpgrade.condition
+	}
+	if replicated(rp) {
+		if err := r.followSentinels(ctx, rp, creds, in, obs); err != nil {
+			return nil, err
+		}
+	}
+
+	resized, err := r.resizeVolume(ctx, rp)
+	if err != nil {
+		return nil, err
+	}
+	if resized != nil {
+		r.setCondition(rp, v1alpha1.ConditionStorageResized, *resized)
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionStorageResized)
+	}
+	return heldUpgrade, nil
+}
+
+// applyObjects applies every object rp asks for but the StatefulSets, and
+// deletes the ones it no longer asks for.
+func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alpha1.RedisPersistence) error {
+	desired := []client.Object{
+		buildConfigMap(rp, renderConfig(rp)),
+		buildHeadlessService(rp),
+		buildClientService(rp),
+	}
+	if networkPolicyEnabled(rp, r.Options.NetworkPolicy) {
+		desired = append(desired, buildNetworkPolicy(rp, r.Options.NetworkPolicy))
+	} else if err := r.removeNetworkPolicy(ctx, rp); err != nil {
+		return err
+	}
+	replication, err := r.replicationObjects(ctx, rp)
+	if err != nil {
+		return err
+	}
+	desired = append(desired, replication...)
+	if pm, err := r.podMonitor(ctx, rp); err != nil {
+		return err
+	} else if pm != nil {
+		desired = append(desired, pm)
+	}
+	for _, obj := range desired {
+		if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+			kind := obj.GetObjectKind().GroupVersionKind().Kind
+			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying %s %s: %v", kind, obj.GetName(), err)
+			return fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// report writes what the reconcile observed into rp's status, starts the
+// storage probe that is due and says when to look again.
+func (r *RedisPersistenceReconciler) report(ctx context.Context, rp *v1alpha1.RedisPersistence, obs observation, heldUpgrade *upgradeWait, tlsRotating bool) (ctrl.Result, error) {
+	r.updateStatus(rp, obs)
+	// A probe is due by the measurement updateStatus just recorded.
+	probeIn, err := r.reprobeStorage(ctx, rp, obs.pod)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: requeueAfter(rp, obs, heldUpgrade, tlsRotating, probeIn, r.Clock.Now())}, nil
+}
+
+// reprobeStorage starts a storage probe Job when spec.storage.probeInterval
+// has passed since the last measurement and the server runs, and returns
+// when to look again (0: an event will say). The probe pod's events bring
+// its result.
+func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1alpha1.RedisPersistence, pod *corev1.Pod) (time.Duration, error) {
+	left, ok := storageProbeDue(rp, r.Clock.Now())
+	switch {
+	case !ok:
+		return 0, nil
+	case left > 0:
+		return left, nil
+	case !podReady(pod) || pod.Spec.NodeName == "":
+		return 0, nil
+	}
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: storageProbeJobName(rp)}, job); err == nil {
+		// Running, or finished without a newer measurement: its TTL frees the name for the next try.
+		return resyncInterval, nil
+	} else if !apierrors.IsNotFound(err) {
+		return 0, fmt.Errorf("reading Job %s: %w", storageProbeJobName(rp), err)
+	}
+	image, _ := runningImage(pod, containerRedis)
+	job = buildStorageProbeJob(rp, r.Options, orDefault(image, orDefault(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
+	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedCreate", "creating the storage probe Job %s: %v", job.Name, err)
+		return 0, fmt.Errorf("creating Job %s: %w", job.Name, err)
+	}
+	return 0, nil
 }
 
 func klogRef(obj client.Object) string { return client.ObjectKeyFromObject(obj).String() }

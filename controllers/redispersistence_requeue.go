@@ -15,9 +15,9 @@ import (
 // operator upgrade held back for its turn (nil if none), whether a server
 // still presents the previous certificate, and when the next storage probe is
 // due (0: none).
-func requeueAfter(rp *v1alpha1.RedisPersistence, obs observation, upgrade *upgradeWait, tlsRotating bool, probeIn time.Duration, now time.Time) time.Duration {
-	if upgrade != nil && upgrade.retry < resyncInterval {
-		return upgrade.retry
+func requeueAfter(rp *v1alpha1.RedisPersistence, obs observation, heldUpgrade *upgradeWait, tlsRotating bool, probeIn time.Duration, now time.Time) time.Duration {
+	if heldUpgrade != nil && heldUpgrade.retry < resyncInterval {
+		return heldUpgrade.retry
 	}
 	if tlsRotating {
 		// No event says that the kubelet updated a mounted Secret.
@@ -31,7 +31,7 @@ func requeueAfter(rp *v1alpha1.RedisPersistence, obs observation, upgrade *upgra
 		}
 	}
 	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != runtimeConfigHash(rp) ||
-		degraded || meta.IsStatusConditionFalse(rp.Status.Conditions, v1alpha1.ConditionStorageResized) || upgrade != nil {
+		degraded || meta.IsStatusConditionFalse(rp.Status.Conditions, v1alpha1.ConditionStorageResized) || heldUpgrade != nil {
 		// No event says that a volume finished expanding or that a
 		// StorageClass now allows it. An upgrade waiting for its turn is
 		// woken when one ahead of it ends (nextUpgrades); this bounds the

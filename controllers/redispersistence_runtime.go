@@ -245,6 +245,18 @@ func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredenti
 	return changed, nil
 }
 
+// convergeMode holds a mode change until the running server has written its
+// data in the new mode's files, which a server started in that mode reads:
+// until then the old ConfigMap and StatefulSet stay, and it returns the Ready
+// condition that says why and when to look again.
+func (r *RedisPersistenceReconciler) convergeMode(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, obs observation) (*condition, ctrl.Result) {
+	change := modeChange{from: obs.appliedMode, to: rp.Spec.Mode}
+	if !change.needsServer() {
+		return nil, ctrl.Result{}
+	}
+	return r.switchMode(ctx, rp, creds, change, obs.pod)
+}
+
 // switchMode prepares the running server for change and returns nil once a
 // server may start in the new mode, or the Ready condition that says what the
 // change waits for and when to look again: in modeChangeRetry while the server
@@ -300,6 +312,18 @@ func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alph
 		return true, err
 	}
 	return claim.Status.Phase == corev1.ClaimBound, nil
+}
+
+// convergeRuntimeConfig sets the runtime options on a server of the current
+// revision (a pod about to be replaced starts from the new ConfigMap anyway),
+// when they changed or the server process is one they were not applied to.
+func (r *RedisPersistenceReconciler) convergeRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, obs observation) {
+	if obs.info == nil || !runsCurrentRevision(obs.pod, obs.statefulSet) {
+		return
+	}
+	if rp.Status.AppliedConfigHash != runtimeConfigHash(rp) || !r.probes.appliedOn(client.ObjectKeyFromObject(rp), obs.info.runID) {
+		r.applyRuntimeConfig(ctx, rp, creds, obs.pod, obs.info.runID)
+	}
 }
 
 // applyRuntimeConfig sets the runtime options on the running server process

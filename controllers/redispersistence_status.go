@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strconv"
@@ -9,9 +10,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -65,6 +69,9 @@ type observation struct {
 	info          *serverInfo   // nil when the server was not asked
 	infoErr       error
 	modeChange    *condition // set while a mode change holds the old configuration
+	// appliedMode is the mode of the ConfigMap last applied: the mode whose
+	// files hold the data, "" for a new instance.
+	appliedMode v1alpha1.PersistenceMode
 	// upgradePending is set while an operator upgrade waits for its turn.
 	upgradePending *condition
 	// replication is what the Sentinels and servers of a replicated
@@ -264,6 +271,30 @@ func runningImage(pod *corev1.Pod, name string) (image string, ok bool) {
 		return "", false
 	}
 	return "", true
+}
+
+// statusPatchTimeout bounds the deferred status patch, which runs on a context
+// of its own so that a reconcile that ran out of time still reports why.
+const statusPatchTimeout = 10 * time.Second
+
+// patchStatus writes rp's status, observedGeneration only when the reconcile
+// succeeded, and returns the reconcile's error, or the patch's when the
+// reconcile had none.
+func (r *RedisPersistenceReconciler) patchStatus(ctx context.Context, rp, original *v1alpha1.RedisPersistence, reconcileErr error) error {
+	if reconcileErr != nil {
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonApplyFailed, "applying the server's objects failed; see the RedisPersistence's events"})
+	} else {
+		rp.Status.ObservedGeneration = rp.Generation
+	}
+	patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
+	defer cancel()
+	if err := r.Status().Patch(patchCtx, rp, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+		log.FromContext(ctx).Error(err, "patching status", "redispersistence", klogRef(rp))
+		if reconcileErr == nil {
+			return err
+		}
+	}
+	return reconcileErr
 }
 
 func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence, obs observation) {
