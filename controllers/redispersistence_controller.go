@@ -12,7 +12,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -414,36 +413,6 @@ func (r *RedisPersistenceReconciler) report(ctx context.Context, rp *v1alpha1.Re
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: requeueAfter(rp, obs, heldUpgrade, tlsRotating, probeIn, r.Clock.Now())}, nil
-}
-
-// reprobeStorage starts a storage probe Job when spec.storage.probeInterval
-// has passed since the last measurement and the server runs, and returns
-// when to look again (0: an event will say). The probe pod's events bring
-// its result.
-func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1alpha1.RedisPersistence, pod *corev1.Pod) (time.Duration, error) {
-	left, ok := storageProbeDue(rp, r.Clock.Now())
-	switch {
-	case !ok:
-		return 0, nil
-	case left > 0:
-		return left, nil
-	case !podReady(pod) || pod.Spec.NodeName == "":
-		return 0, nil
-	}
-	job := &batchv1.Job{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: storageProbeJobName(rp)}, job); err == nil {
-		// Running, or finished without a newer measurement: its TTL frees the name for the next try.
-		return resyncInterval, nil
-	} else if !apierrors.IsNotFound(err) {
-		return 0, fmt.Errorf("reading Job %s: %w", storageProbeJobName(rp), err)
-	}
-	image, _ := runningImage(pod, containerRedis)
-	job = buildStorageProbeJob(rp, r.Options, orDefault(image, orDefault(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
-	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedCreate", "creating the storage probe Job %s: %v", job.Name, err)
-		return 0, fmt.Errorf("creating Job %s: %w", job.Name, err)
-	}
-	return 0, nil
 }
 
 func klogRef(obj client.Object) string { return client.ObjectKeyFromObject(obj).String() }
