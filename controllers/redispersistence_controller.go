@@ -150,6 +150,8 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 
+	// While a mode change is held nothing is applied: a server started from
+	// the new objects would not find the data.
 	var retry ctrl.Result
 	if obs.modeChange, retry = r.convergeMode(serverCtx, rp, creds.server, obs); obs.modeChange != nil {
 		r.updateStatus(rp, obs)
