@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -192,4 +193,36 @@ func (r *RedisPersistenceReconciler) ensureGeneratedSecret(ctx context.Context, 
 	log.FromContext(ctx).Info("generated a password", "redispersistence", klogRef(rp), "secret", name)
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "GeneratedPassword", "generated the server's password into the Secret %s (key %s)", name, generatedPasswordKey)
 	return nil
+}
+
+// errAuthSecret marks a Secret or key spec.auth names that is missing.
+var errAuthSecret = errors.New("auth secret")
+
+// password reads the server's password through the uncached reader, after
+// generating it when the instance has no spec.auth. The error for a missing
+// Secret or key names only what the spec names, so it can go into a
+// condition.
+func (r *RedisPersistenceReconciler) password(ctx context.Context, rp *v1alpha1.RedisPersistence) (string, error) {
+	ref := authSecretRef(rp)
+	if ref == nil {
+		return "", nil
+	}
+	named := "named in spec.auth.secretRef"
+	if authSourceOf(rp) == authGenerated {
+		if err := r.ensureGeneratedSecret(ctx, rp); err != nil {
+			return "", err
+		}
+		named = "of the generated password"
+	}
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: ref.Name}, secret); apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("%w: the Secret %s %s does not exist", errAuthSecret, ref.Name, named)
+	} else if err != nil {
+		return "", fmt.Errorf("reading the auth Secret: %w", err)
+	}
+	password, ok := secret.Data[ref.Key]
+	if !ok || len(password) == 0 {
+		return "", fmt.Errorf("%w: the Secret %s %s has no key %q", errAuthSecret, ref.Name, named, ref.Key)
+	}
+	return string(password), nil
 }

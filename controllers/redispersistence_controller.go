@@ -6,16 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -25,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -36,13 +31,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
-
-// podMonitorGVK is applied only when the cluster serves it.
-var podMonitorGVK = monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PodMonitorsKind)
 
 // resyncInterval re-reads a running server's INFO: a fallback to the posix
 // engine can happen at any restart, which no Kubernetes object records.
@@ -52,10 +43,6 @@ const resyncInterval = time.Minute
 // a call that hangs fails the reconcile, which is retried, instead of holding
 // a worker that every other RedisPersistence waits for.
 const reconcileTimeout = 30 * time.Second
-
-// statusPatchTimeout bounds the deferred status patch, which runs on a context
-// of its own so that a reconcile that ran out of time still reports why.
-const statusPatchTimeout = 10 * time.Second
 
 // secretIndex indexes RedisPersistences by the Secrets they read (the
 // password's, the TLS certificate's), so a change of such a Secret reaches
@@ -126,54 +113,111 @@ type RedisPersistenceReconciler struct {
 // The storage probe Jobs of spec.storage.probeInterval.
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 
+// Reconcile brings a RedisPersistence's servers to its spec in phases: fetch,
+// read credentials, observe, converge (mode, objects, runtime options,
+// certificate), report. A phase that cannot go on returns when to look again;
+// the deferred status patch records every outcome.
 func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	logger := log.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, reconcileTimeout)
 	defer cancel()
 
-	rp := &v1alpha1.RedisPersistence{}
-	if err := r.Get(ctx, req.NamespacedName, rp); err != nil {
-		if apierrors.IsNotFound(err) {
-			forgetInstanceMetrics(req.Namespace, req.Name)
-			r.probes.drop(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	rp, err := r.fetch(ctx, req.NamespacedName)
+	if rp == nil {
+		return ctrl.Result{}, err
 	}
-	if !rp.DeletionTimestamp.IsZero() {
-		// Everything the operator made is owned by rp; the garbage collector removes it.
-		forgetInstanceMetrics(rp.Namespace, rp.Name)
-		r.probes.drop(req.NamespacedName)
-		return ctrl.Result{}, nil
-	}
-
 	defer func() {
 		// A failover changes no Kubernetes object while the old primary keeps running.
-		if replicated(rp) && retErr == nil && (result.RequeueAfter == 0 || result.RequeueAfter > replicationResync) {
-			result.RequeueAfter = replicationResync
+		if replicated(rp) && retErr == nil {
+			result = requeueWithin(result, replicationResync)
 		}
 	}()
-
 	if err := r.recordPredatedDefaults(ctx, rp); err != nil {
 		return ctrl.Result{}, err
 	}
-
 	original := rp.DeepCopy()
-	defer func() {
-		if retErr != nil {
-			r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonApplyFailed, "applying the server's objects failed; see the RedisPersistence's events"})
-		} else {
-			rp.Status.ObservedGeneration = rp.Generation
-		}
-		patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
-		defer cancel()
-		if err := r.Status().Patch(patchCtx, rp, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
-			logger.Error(err, "patching status", "redispersistence", klogRef(rp))
-			if retErr == nil {
-				retErr = err
-			}
-		}
-	}()
+	defer func() { retErr = r.patchStatus(ctx, rp, original, retErr) }()
 
+	creds, wait, err := r.readCredentials(ctx, rp)
+	if creds == nil {
+		return wait, err
+	}
+	in := creds.podInputs(rp)
+	// Every request to the server in this reconcile shares one deadline.
+	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
+	defer cancelServer()
+	obs, err := r.observe(ctx, serverCtx, rp, creds.server, in)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// While a mode change is held nothing is applied: a server started from
+	// the new objects would not find the data.
+	var retry ctrl.Result
+	if obs.modeChange, retry = r.convergeMode(serverCtx, rp, creds.server, obs); obs.modeChange != nil {
+		r.updateStatus(rp, obs)
+		return retry, nil
+	}
+	heldUpgrade, err := r.apply(ctx, rp, creds.server, in, &obs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	r.convergeRuntimeConfig(serverCtx, rp, creds.server, obs)
+	tlsRotating, err := r.convergeCertificate(serverCtx, rp, creds)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
+	return r.report(ctx, rp, obs, heldUpgrade, tlsRotating)
+}
+
+// fetch reads the RedisPersistence to reconcile, or nil once it is gone or
+// going: the garbage collector removes the objects the operator made, all
+// owned by it; fetch forgets what the operator holds in memory.
+func (r *RedisPersistenceReconciler) fetch(ctx context.Context, key types.NamespacedName) (*v1alpha1.RedisPersistence, error) {
+	rp := &v1alpha1.RedisPersistence{}
+	if err := r.Get(ctx, key, rp); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(key)
+		}
+		return nil, client.IgnoreNotFound(err)
+	}
+	if !rp.DeletionTimestamp.IsZero() {
+		r.forget(key)
+		return nil, nil
+	}
+	return rp, nil
+}
+
+// forget drops an instance's metric series and what the operator knows of its server.
+func (r *RedisPersistenceReconciler) forget(key types.NamespacedName) {
+	forgetInstanceMetrics(key.Namespace, key.Name)
+	r.probes.drop(key)
+}
+
+// credentials are the secrets an instance's servers start with.
+type credentials struct {
+	password string
+	users    aclPasswords
+	certs    *tlsMaterial // nil without spec.tls
+	// server is what the operator presents to the servers.
+	server serverCredentials
+}
+
+// podInputs are the inputs of rp's pod templates, with the hashes of the
+// credentials they run with.
+func (c *credentials) podInputs(rp *v1alpha1.RedisPersistence) podInputs {
+	in := newPodInputs(rp, c.password)
+	in.aclHash = c.users.hash(rp)
+	if c.certs != nil {
+		in.tlsHash = c.certs.hash
+	}
+	return in
+}
+
+// readCredentials reads the password, the ACL users' passwords and the TLS
+// certificate. It returns nil, and when to look again, while one the servers
+// cannot start without is missing.
+func (r *RedisPersistenceReconciler) readCredentials(ctx context.Context, rp *v1alpha1.RedisPersistence) (*credentials, ctrl.Result, error) {
 	if authSourceOf(rp) == authDisabled && rp.Status.ObservedGeneration != rp.Generation {
 		r.Recorder.Event(rp, corev1.EventTypeWarning, "RunningWithoutPassword", "spec.auth.disabled: the server runs without a password; any client that reaches its port can read and write every key")
 	}
@@ -187,61 +231,59 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		// RedisPersistence back when the Secret appears or changes.
 		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonAuthSecretMissing, err.Error()})
 		r.Recorder.Event(rp, corev1.EventTypeWarning, "FailedReadPassword", err.Error())
-		return ctrl.Result{}, nil
+		return nil, ctrl.Result{}, nil
 	} else if err != nil {
-		return ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
-	creds := serverCredentials{password: password}
+	creds := &credentials{password: password, users: users, server: serverCredentials{password: password}}
 	if err := r.removeCertificate(ctx, rp); err != nil {
-		return ctrl.Result{}, err
+		return nil, ctrl.Result{}, err
 	}
-	var certs *tlsMaterial
-	if tlsEnabled(rp) {
-		var missing *condition
-		if certs, missing, err = r.readTLS(ctx, rp); err != nil {
-			return ctrl.Result{}, err
-		} else if missing != nil {
-			// The server cannot start without its certificate; the Secret
-			// watch brings the RedisPersistence back when it appears or
-			// changes. Nothing watches cert-manager being installed.
-			r.setCondition(rp, v1alpha1.ConditionTLSReady, *missing)
-			r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, missing.reason, "the server waits for its TLS certificate: " + missing.message})
-			if missing.reason == ReasonTLSSecretInvalid {
-				r.Recorder.Event(rp, corev1.EventTypeWarning, "FailedReadCertificate", missing.message)
-			}
-			if missing.reason == ReasonCertManagerMissing {
-				return ctrl.Result{RequeueAfter: resyncInterval}, nil
-			}
-			return ctrl.Result{}, nil
-		}
-		creds.tls = certs.client
-	} else {
+	if !tlsEnabled(rp) {
 		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionTLSReady)
 		rp.Status.TLS = nil
+		return creds, ctrl.Result{}, nil
 	}
+	certs, missing, err := r.readTLS(ctx, rp)
+	if err != nil {
+		return nil, ctrl.Result{}, err
+	}
+	if missing != nil {
+		// The server cannot start without its certificate; the Secret
+		// watch brings the RedisPersistence back when it appears or
+		// changes. Nothing watches cert-manager being installed.
+		r.setCondition(rp, v1alpha1.ConditionTLSReady, *missing)
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, missing.reason, "the server waits for its TLS certificate: " + missing.message})
+		if missing.reason == ReasonTLSSecretInvalid {
+			r.Recorder.Event(rp, corev1.EventTypeWarning, "FailedReadCertificate", missing.message)
+		}
+		if missing.reason == ReasonCertManagerMissing {
+			return nil, ctrl.Result{RequeueAfter: resyncInterval}, nil
+		}
+		return nil, ctrl.Result{}, nil
+	}
+	creds.certs, creds.server.tls = certs, certs.client
+	return creds, ctrl.Result{}, nil
+}
 
+// observe reads what runs: the nodes rp's pods may go to, the StatefulSet,
+// the mode of the ConfigMap last applied, and the server pod (observePod).
+func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs) (observation, error) {
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing nodes: %w", err)
-	}
-
-	config := renderConfig(rp)
-	in := newPodInputs(rp, password)
-	in.aclHash = users.hash(rp)
-	if certs != nil {
-		in.tlsHash = certs.hash
+		return observation{}, fmt.Errorf("listing nodes: %w", err)
 	}
 	existing := &appsv1.StatefulSet{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, existing); apierrors.IsNotFound(err) {
 		existing = nil
 	} else if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading StatefulSet %s: %w", rp.Name, err)
+		return observation{}, fmt.Errorf("reading StatefulSet %s: %w", rp.Name, err)
 	}
 	appliedConfig := &corev1.ConfigMap{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: configMapName(rp)}, appliedConfig); apierrors.IsNotFound(err) {
 		appliedConfig = nil
 	} else if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading ConfigMap %s: %w", configMapName(rp), err)
+		return observation{}, fmt.Errorf("reading ConfigMap %s: %w", configMapName(rp), err)
 	}
 
 	template := buildPodTemplate(rp, r.Options, in)
@@ -249,267 +291,13 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		eligibleNodes: eligibleNodes(nodes.Items, &template.Spec),
 		requirement:   placementRequirement(minKernel(rp), rp.Spec.Placement.NodeSelector),
 		statefulSet:   existing,
+		appliedMode:   appliedMode(appliedConfig),
 	}
-	in.antiAffinity = podAntiAffinityFor(rp, obs.eligibleNodes, existing)
-	obs.antiAffinity = in.antiAffinity
-	// Every request to the server in this reconcile shares one deadline.
-	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
-	defer cancelServer()
+	obs.antiAffinity = podAntiAffinityFor(rp, obs.eligibleNodes, existing)
 	if err := r.observePod(ctx, serverCtx, rp, creds, &obs); err != nil {
-		return ctrl.Result{}, err
+		return observation{}, err
 	}
-
-	// A new mode's server must find the data in the new mode's files: until the
-	// running server has written them, the old ConfigMap and StatefulSet stay.
-	if change := (modeChange{from: appliedMode(appliedConfig), to: rp.Spec.Mode}); change.needsServer() {
-		var retry ctrl.Result
-		if obs.modeChange, retry = r.switchMode(serverCtx, rp, creds, change, obs.pod); obs.modeChange != nil {
-			r.updateStatus(rp, obs)
-			return retry, nil
-		}
-	}
-
-	desired := []client.Object{
-		buildConfigMap(rp, config),
-		buildHeadlessService(rp),
-		buildClientService(rp),
-	}
-	if networkPolicyEnabled(rp, r.Options.NetworkPolicy) {
-		desired = append(desired, buildNetworkPolicy(rp, r.Options.NetworkPolicy))
-	} else if err := r.removeNetworkPolicy(ctx, rp); err != nil {
-		return ctrl.Result{}, err
-	}
-	replication, err := r.replicationObjects(ctx, rp)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	desired = append(desired, replication...)
-	if pm, err := r.podMonitor(ctx, rp); err != nil {
-		return ctrl.Result{}, err
-	} else if pm != nil {
-		desired = append(desired, pm)
-	}
-	for _, obj := range desired {
-		if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-			kind := obj.GetObjectKind().GroupVersionKind().Kind
-			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying %s %s: %v", kind, obj.GetName(), err)
-			return ctrl.Result{}, fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)
-		}
-	}
-	// The StatefulSet goes last: its pods start from the ConfigMap applied above.
-	sts, upgradeWait, err := r.applyStatefulSet(ctx, rp, in, existing)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	obs.statefulSet = sts
-	if upgradeWait != nil {
-		obs.upgradePending = &upgradeWait.condition
-	}
-	if replicated(rp) {
-		if err := r.followSentinels(ctx, rp, creds, in, &obs); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-
-	resized, err := r.resizeVolume(ctx, rp)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if resized != nil {
-		r.setCondition(rp, v1alpha1.ConditionStorageResized, *resized)
-	} else {
-		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionStorageResized)
-	}
-
-	// Runtime options go to a server of the current revision (a pod about to
-	// be replaced starts from the new ConfigMap anyway), when they changed or
-	// the server process is one they were not applied to.
-	if obs.info != nil && runsCurrentRevision(obs.pod, sts) &&
-		(rp.Status.AppliedConfigHash != runtimeConfigHash(rp) || !r.probes.appliedOn(req.NamespacedName, obs.info.runID)) {
-		r.applyRuntimeConfig(serverCtx, rp, creds, obs.pod, obs.info.runID)
-	}
-	tlsWait := false
-	if certs != nil {
-		served, err := r.serveCertificate(serverCtx, rp, creds, certs)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		r.reportTLS(rp, certs, served)
-		tlsWait = served.retry
-	}
-	r.updateStatus(rp, obs)
-	probeIn, err := r.reprobeStorage(ctx, rp, obs.pod)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if upgradeWait != nil && upgradeWait.retry < resyncInterval {
-		return ctrl.Result{RequeueAfter: upgradeWait.retry}, nil
-	}
-	if tlsWait {
-		// No event says that the kubelet updated a mounted Secret.
-		return ctrl.Result{RequeueAfter: tlsRotationRetry}, nil
-	}
-
-	if t := rp.Status.LastTermination; t != nil && meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) {
-		// Degraded clears once the window since the last restart has passed.
-		if left := degradedWindow - r.Clock.Since(t.FinishedAt.Time); left > 0 && left < resyncInterval {
-			return ctrl.Result{RequeueAfter: left + time.Second}, nil
-		}
-	}
-	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != runtimeConfigHash(rp) ||
-		meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded) ||
-		meta.IsStatusConditionFalse(rp.Status.Conditions, v1alpha1.ConditionStorageResized) || upgradeWait != nil {
-		// No event says that a volume finished expanding or that a
-		// StorageClass now allows it. An upgrade waiting for its turn is
-		// woken when one ahead of it ends (nextUpgrades); this bounds the
-		// wait for one that stalls.
-		return ctrl.Result{RequeueAfter: resyncInterval}, nil
-	}
-	return ctrl.Result{RequeueAfter: probeIn}, nil
-}
-
-// reprobeStorage starts a storage probe Job when spec.storage.probeInterval
-// has passed since the last measurement and the server runs, and returns
-// when to look again (0: an event will say). The probe pod's events bring
-// its result.
-func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1alpha1.RedisPersistence, pod *corev1.Pod) (time.Duration, error) {
-	left, ok := storageProbeDue(rp, r.Clock.Now())
-	switch {
-	case !ok:
-		return 0, nil
-	case left > 0:
-		return left, nil
-	case !podReady(pod) || pod.Spec.NodeName == "":
-		return 0, nil
-	}
-	job := &batchv1.Job{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: storageProbeJobName(rp)}, job); err == nil {
-		// Running, or finished without a newer measurement: its TTL frees the name for the next try.
-		return resyncInterval, nil
-	} else if !apierrors.IsNotFound(err) {
-		return 0, fmt.Errorf("reading Job %s: %w", storageProbeJobName(rp), err)
-	}
-	image, _ := runningImage(pod, containerRedis)
-	job = buildStorageProbeJob(rp, r.Options, orDefault(image, orDefault(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
-	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedCreate", "creating the storage probe Job %s: %v", job.Name, err)
-		return 0, fmt.Errorf("creating Job %s: %w", job.Name, err)
-	}
-	return 0, nil
-}
-
-// switchMode prepares the running server for change and returns nil once a
-// server may start in the new mode, or the Ready condition that says what the
-// change waits for and when to look again: in modeChangeRetry while the server
-// rewrites or snapshots (no event announces the end), at the pod's next event
-// while it is not ready, with the workqueue's exponential backoff while the
-// server fails.
-func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, change modeChange, pod *corev1.Pod) (*condition, ctrl.Result) {
-	what := fmt.Sprintf("changing mode from %s to %s", change.from, change.to)
-	if !podReady(pod) || pod.Status.PodIP == "" {
-		// No server holds the data in memory: only a volume that was never
-		// bound may start over in the new mode.
-		inUse, err := r.volumeInUse(ctx, rp)
-		if err == nil && !inUse {
-			return nil, ctrl.Result{}
-		}
-		retry := ctrl.Result{}
-		if err != nil {
-			retry.Requeue = true
-		}
-		return &condition{metav1.ConditionFalse, ReasonModeChangeBlocked,
-			what + " needs the running server to write its data in the new mode's files first, and the server pod is not ready; the previous configuration stays until it is"}, retry
-	}
-	key := client.ObjectKeyFromObject(rp)
-	done, progress, err := r.prepareModeChange(ctx, r.ServerAddress(pod), creds, rp, change)
-	r.probes.forget(key) // the server's persistence changed under its last INFO
-	switch {
-	case done:
-		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchedPersistence", "%s: the running server has its data in the files of mode %s; applying the new configuration", what, change.to)
-		return nil, ctrl.Result{}
-	case err == nil:
-		return &condition{metav1.ConditionFalse, ReasonModeChangeInProgress, what + ": " + progress}, ctrl.Result{RequeueAfter: modeChangeRetry}
-	}
-	log.FromContext(ctx).Info("preparing a mode change failed", "redispersistence", klogRef(rp), "from", change.from, "to", change.to, "err", err)
-	r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedSwitchPersistence", "%s: %v", what, err)
-	reason := "the server did not answer (see the RedisPersistence's events)"
-	if errors.Is(err, errSnapshotFailed) || errors.Is(err, errRewriteFailed) {
-		reason = err.Error()
-	}
-	return &condition{metav1.ConditionFalse, ReasonModeChangeBlocked, what + " waits for the running server: " + reason + "; the previous configuration stays until it succeeds"}, ctrl.Result{Requeue: true}
-}
-
-// volumeInUse is true when the data volume's claim is bound: it may hold data
-// written in the previous mode.
-func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alpha1.RedisPersistence) (bool, error) {
-	if !hasVolume(rp) {
-		return false, nil
-	}
-	claim := &corev1.PersistentVolumeClaim{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: "data-" + rp.Name + "-0"}, claim)
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	} else if err != nil {
-		return true, err
-	}
-	return claim.Status.Phase == corev1.ClaimBound, nil
-}
-
-// applyRuntimeConfig sets the runtime options on the running server process
-// runID and, for a replicated instance, on the other running servers, and
-// records them in status.appliedConfigHash. A server that cannot be reached
-// leaves the hash as it was, so the next reconcile tries again; one that
-// starts later reads them from the ConfigMap.
-func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pod *corev1.Pod, runID string) {
-	key := client.ObjectKeyFromObject(rp)
-	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, runtimeSettings(rp))
-	if err == nil && replicated(rp) {
-		var others []string
-		others, err = r.applyRuntimeConfigToReplicas(ctx, rp, creds, pod.Name)
-		changed = append(changed, others...)
-		slices.Sort(changed)
-		changed = slices.Compact(changed)
-	}
-	if len(changed) > 0 {
-		r.probes.forget(key)
-		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "AppliedConfig", "set %s on the running server (CONFIG SET), without a restart", strings.Join(changed, ", "))
-	}
-	if err != nil {
-		log.FromContext(ctx).Info("applying runtime options failed", "pod", klogRef(pod), "err", err)
-		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApplyConfig", "setting runtime options on the running server: %v", err)
-		return
-	}
-	rp.Status.AppliedConfigHash = runtimeConfigHash(rp)
-	r.probes.setAppliedOn(key, runID)
-}
-
-// applyRuntimeConfigToReplicas sets the runtime options on every running
-// server of a replicated instance but the pod done, and returns the options
-// any of them changed.
-func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, done string) ([]string, error) {
-	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(selectorLabels(rp))); err != nil {
-		return nil, fmt.Errorf("listing the server pods: %w", err)
-	}
-	var changed []string
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if pod.Name == done || !podReady(pod) || pod.Status.PodIP == "" {
-			continue
-		}
-		names, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, runtimeSettings(rp))
-		changed = append(changed, names...)
-		if err != nil {
-			return changed, fmt.Errorf("%s: %w", pod.Name, err)
-		}
-	}
-	return changed, nil
-}
-
-// runsCurrentRevision is true when pod runs the StatefulSet's current template.
-func runsCurrentRevision(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
-	return pod != nil && sts.Status.ObservedGeneration >= sts.Generation && sts.Status.UpdateRevision != "" &&
-		pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision
+	return obs, nil
 }
 
 // observePod gathers the pod, its node, its filesystem report and, once it is
@@ -549,205 +337,84 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 	return nil
 }
 
-// errAuthSecret marks a Secret or key spec.auth names that is missing.
-var errAuthSecret = errors.New("auth secret")
-
-// password reads the server's password through the uncached reader, after
-// generating it when the instance has no spec.auth. The error for a missing
-// Secret or key names only what the spec names, so it can go into a
-// condition.
-func (r *RedisPersistenceReconciler) password(ctx context.Context, rp *v1alpha1.RedisPersistence) (string, error) {
-	ref := authSecretRef(rp)
-	if ref == nil {
-		return "", nil
-	}
-	named := "named in spec.auth.secretRef"
-	if authSourceOf(rp) == authGenerated {
-		if err := r.ensureGeneratedSecret(ctx, rp); err != nil {
-			return "", err
-		}
-		named = "of the generated password"
-	}
-	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: ref.Name}, secret); apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("%w: the Secret %s %s does not exist", errAuthSecret, ref.Name, named)
-	} else if err != nil {
-		return "", fmt.Errorf("reading the auth Secret: %w", err)
-	}
-	password, ok := secret.Data[ref.Key]
-	if !ok || len(password) == 0 {
-		return "", fmt.Errorf("%w: the Secret %s %s has no key %q", errAuthSecret, ref.Name, named, ref.Key)
-	}
-	return string(password), nil
-}
-
-func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence, obs observation) {
-	r.reportRestarts(rp, obs.pod)
-	scheduled := scheduledCondition(obs)
-	storage := storageCondition(rp, obs.storage)
-	r.setCondition(rp, v1alpha1.ConditionScheduled, scheduled)
-	r.setCondition(rp, v1alpha1.ConditionStorageReady, storage)
-	if uring := uringCondition(rp, obs); uring != nil {
-		r.setCondition(rp, v1alpha1.ConditionUringActive, *uring)
-	} else {
-		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionUringActive)
-	}
-	r.setCondition(rp, v1alpha1.ConditionReady, readyCondition(scheduled, storage, obs))
-	r.setCondition(rp, v1alpha1.ConditionUpToDate, upToDateCondition(obs.upgradePending, obs.statefulSet, r.Clock.Now()))
-	if obs.replication != nil {
-		r.setCondition(rp, v1alpha1.ConditionReplicating, obs.replication.condition)
-	} else {
-		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionReplicating)
-	}
-
-	st := &rp.Status
-	st.Endpoint = net.JoinHostPort(fmt.Sprintf("%s.%s.svc", rp.Name, rp.Namespace), strconv.Itoa(redisPort))
-	st.Node, st.KernelVersion = "", ""
-	if obs.pod != nil {
-		st.Node = obs.pod.Spec.NodeName
-	}
-	if obs.node != nil {
-		st.KernelVersion = obs.node.Status.NodeInfo.KernelVersion
-	}
-	if obs.storage.filesystem != "" {
-		st.Filesystem = obs.storage.filesystem
-		r.reportStorage(rp, obs.storage, storage)
-	}
-	if obs.info != nil {
-		st.Engine = obs.info.engine
-	}
-	st.Primary, st.Replicas, st.PodAntiAffinity = "", nil, obs.antiAffinity
-	if obs.replication != nil {
-		st.Primary, st.Replicas = obs.replication.primary, obs.replication.servers
-	}
-	if image, ok := runningImage(obs.pod, containerRedis); ok {
-		st.Image = image
-	}
-	if image, ok := runningImage(obs.pod, containerExporter); ok {
-		st.ExporterImage = image
-	}
-	exportInstanceMetrics(rp)
-}
-
-// reportStorage records a new measurement of the data volume in
-// status.storage and status.recommendation, with an event.
-func (r *RedisPersistenceReconciler) reportStorage(rp *v1alpha1.RedisPersistence, report storageReport, storage condition) {
-	st := &rp.Status
-	if st.Storage == nil || st.Storage.MeasuredAt == nil || !st.Storage.MeasuredAt.Equal(&report.measuredAt) {
-		if eventType, reason, message := storageEvent(report, storage); reason != "" {
-			r.Recorder.Event(rp, eventType, reason, message)
-		}
-	}
-	st.Storage = storageStatus(report)
-	st.Recommendation = recommendation(report)
-}
-
-// reportRestarts records the server container's restarts and last
-// termination, with a Warning event for every termination not seen before.
-func (r *RedisPersistenceReconciler) reportRestarts(rp *v1alpha1.RedisPersistence, pod *corev1.Pod) {
-	cs := serverContainer(pod)
-	last := lastTermination(cs)
-	if seen := rp.Status.LastTermination; last != nil && (seen == nil || last.FinishedAt.After(seen.FinishedAt.Time)) {
-		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "Restarted", "%s at %s", describeTermination(last), last.FinishedAt.UTC().Format(time.RFC3339))
-		rp.Status.LastTermination = last
-	}
-	rp.Status.Restarts = 0
-	if cs != nil {
-		rp.Status.Restarts = cs.RestartCount
-	}
-	r.setCondition(rp, v1alpha1.ConditionDegraded, degradedCondition(cs, rp.Status.LastTermination, r.Clock.Now()))
-}
-
-func (r *RedisPersistenceReconciler) setCondition(rp *v1alpha1.RedisPersistence, conditionType string, c condition) {
-	meta.SetStatusCondition(&rp.Status.Conditions, metav1.Condition{
-		Type:               conditionType,
-		Status:             c.status,
-		Reason:             c.reason,
-		Message:            c.message,
-		ObservedGeneration: rp.Generation,
-		LastTransitionTime: metav1.NewTime(r.Clock.Now()),
-	})
-}
-
-// podMonitor returns the PodMonitor to apply, or nil when the cluster does
-// not serve the kind or the spec turns it off; then it deletes the one the
-// operator made before.
-func (r *RedisPersistenceReconciler) podMonitor(ctx context.Context, rp *v1alpha1.RedisPersistence) (client.Object, error) {
-	if _, err := r.RESTMapper().RESTMapping(podMonitorGVK.GroupKind(), podMonitorGVK.Version); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("looking up the PodMonitor kind: %w", err)
-	}
-	if err := r.watchPodMonitors(ctx); err != nil {
+// apply brings the objects to what rp asks, the data volumes' size too. An
+// operator upgrade that must wait for its turn leaves the server's
+// StatefulSet as it is and is returned, held.
+func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs, obs *observation) (*upgradeWait, error) {
+	if err := r.applyObjects(ctx, rp); err != nil {
 		return nil, err
 	}
-	if exporterEnabled(rp) && ptr.Deref(rp.Spec.Monitoring.PodMonitor.Enabled, true) {
-		return buildPodMonitor(rp), nil
+	// The StatefulSet goes last: its pods start from the ConfigMap applied above.
+	in.antiAffinity = obs.antiAffinity
+	sts, heldUpgrade, err := r.applyStatefulSet(ctx, rp, in, obs.statefulSet)
+	if err != nil {
+		return nil, err
 	}
-	pm := &monitoringv1.PodMonitor{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, pm); apierrors.IsNotFound(err) {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("reading PodMonitor %s: %w", rp.Name, err)
+	obs.statefulSet = sts
+	if heldUpgrade != nil {
+		obs.upgradePending = &heldUpgrade.condition
 	}
-	if !metav1.IsControlledBy(pm, rp) {
-		return nil, nil // not ours: left alone
+	if replicated(rp) {
+		if err := r.followSentinels(ctx, rp, creds, in, obs); err != nil {
+			return nil, err
+		}
 	}
-	if err := r.Delete(ctx, pm, client.Preconditions{UID: ptr.To(pm.UID)}); client.IgnoreNotFound(err) != nil {
-		return nil, fmt.Errorf("deleting PodMonitor %s: %w", rp.Name, err)
+
+	resized, err := r.resizeVolume(ctx, rp)
+	if err != nil {
+		return nil, err
 	}
-	r.Recorder.Event(rp, corev1.EventTypeNormal, "DeletedPodMonitor", "monitoring is off: deleted the PodMonitor")
-	return nil, nil
+	if resized != nil {
+		r.setCondition(rp, v1alpha1.ConditionStorageResized, *resized)
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionStorageResized)
+	}
+	return heldUpgrade, nil
 }
 
-// watchPodMonitors starts watching the PodMonitors the operator owns, once:
-// the kind may be served only after the operator started (the Prometheus
-// Operator installed later), so the watch cannot be set up with the others.
-// It returns once the watch delivers events, so nothing the reconcile applies
-// next goes unseen.
-func (r *RedisPersistenceReconciler) watchPodMonitors(ctx context.Context) error {
-	if r.watchingPodMonitor.Load() || r.controller == nil {
-		return nil
+// applyObjects applies every object rp asks for but the StatefulSets, and
+// deletes the ones it no longer asks for.
+func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alpha1.RedisPersistence) error {
+	desired := []client.Object{
+		buildConfigMap(rp, renderConfig(rp)),
+		buildHeadlessService(rp),
+		buildClientService(rp),
 	}
-	r.watchMu.Lock()
-	defer r.watchMu.Unlock()
-	if r.watchingPodMonitor.Load() {
-		return nil
+	if networkPolicyEnabled(rp, r.Options.NetworkPolicy) {
+		desired = append(desired, buildNetworkPolicy(rp, r.Options.NetworkPolicy))
+	} else if err := r.removeNetworkPolicy(ctx, rp); err != nil {
+		return err
 	}
-	owner := handler.EnqueueRequestForOwner(r.Scheme(), r.RESTMapper(), &v1alpha1.RedisPersistence{}, handler.OnlyControllerOwner())
-	src := source.Kind(r.cache, client.Object(&monitoringv1.PodMonitor{}), owner)
-	if err := r.controller.Watch(src); err != nil {
-		return fmt.Errorf("watching PodMonitors: %w", err)
+	replication, err := r.replicationObjects(ctx, rp)
+	if err != nil {
+		return err
 	}
-	// A source that did not sync in time is cancelled; the next reconcile starts another.
-	if err := src.WaitForSync(ctx); err != nil {
-		return fmt.Errorf("waiting for the PodMonitor watch: %w", err)
+	desired = append(desired, replication...)
+	if pm, err := r.podMonitor(ctx, rp); err != nil {
+		return err
+	} else if pm != nil {
+		desired = append(desired, pm)
 	}
-	r.watchingPodMonitor.Store(true)
+	for _, obj := range desired {
+		if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+			kind := obj.GetObjectKind().GroupVersionKind().Kind
+			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying %s %s: %v", kind, obj.GetName(), err)
+			return fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)
+		}
+	}
 	return nil
 }
 
-func buildPodMonitor(rp *v1alpha1.RedisPersistence) *monitoringv1.PodMonitor {
-	meta := objectMeta(rp, rp.Name)
-	// The operator's labels go last: the cache selects owned objects by them.
-	labels := maps.Clone(rp.Spec.Monitoring.PodMonitor.Labels)
-	if labels == nil {
-		labels = map[string]string{}
+// report writes what the reconcile observed into rp's status, starts the
+// storage probe that is due and says when to look again.
+func (r *RedisPersistenceReconciler) report(ctx context.Context, rp *v1alpha1.RedisPersistence, obs observation, heldUpgrade *upgradeWait, tlsRotating bool) (ctrl.Result, error) {
+	r.updateStatus(rp, obs)
+	// A probe is due by the measurement updateStatus just recorded.
+	probeIn, err := r.reprobeStorage(ctx, rp, obs.pod)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	maps.Copy(labels, meta.Labels)
-	meta.Labels = labels
-	return &monitoringv1.PodMonitor{
-		TypeMeta:   metav1.TypeMeta{APIVersion: podMonitorGVK.GroupVersion().String(), Kind: podMonitorGVK.Kind},
-		ObjectMeta: meta,
-		Spec: monitoringv1.PodMonitorSpec{
-			Selector: metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
-			PodMetricsEndpoints: []monitoringv1.PodMetricsEndpoint{{
-				Port:     "metrics",
-				Interval: monitoringv1.Duration(orDefault(rp.Spec.Monitoring.PodMonitor.Interval, "30s")),
-			}},
-		},
-	}
+	return ctrl.Result{RequeueAfter: requeueAfter(rp, obs, heldUpgrade, tlsRotating, probeIn, r.Clock.Now())}, nil
 }
 
 func klogRef(obj client.Object) string { return client.ObjectKeyFromObject(obj).String() }

@@ -1,9 +1,22 @@
 package controllers
 
 import (
+	"context"
+	"fmt"
+	"maps"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -65,4 +78,91 @@ func boolGauge(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// The servers' own metrics come from their exporter sidecars; a PodMonitor
+// has the Prometheus Operator scrape them, where the cluster serves the kind.
+
+// podMonitorGVK is applied only when the cluster serves it.
+var podMonitorGVK = monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PodMonitorsKind)
+
+// podMonitor returns the PodMonitor to apply, or nil when the cluster does
+// not serve the kind or the spec turns it off; then it deletes the one the
+// operator made before.
+func (r *RedisPersistenceReconciler) podMonitor(ctx context.Context, rp *v1alpha1.RedisPersistence) (client.Object, error) {
+	if _, err := r.RESTMapper().RESTMapping(podMonitorGVK.GroupKind(), podMonitorGVK.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("looking up the PodMonitor kind: %w", err)
+	}
+	if err := r.watchPodMonitors(ctx); err != nil {
+		return nil, err
+	}
+	if exporterEnabled(rp) && ptr.Deref(rp.Spec.Monitoring.PodMonitor.Enabled, true) {
+		return buildPodMonitor(rp), nil
+	}
+	pm := &monitoringv1.PodMonitor{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, pm); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("reading PodMonitor %s: %w", rp.Name, err)
+	}
+	if !metav1.IsControlledBy(pm, rp) {
+		return nil, nil // not ours: left alone
+	}
+	if err := r.Delete(ctx, pm, client.Preconditions{UID: ptr.To(pm.UID)}); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("deleting PodMonitor %s: %w", rp.Name, err)
+	}
+	r.Recorder.Event(rp, corev1.EventTypeNormal, "DeletedPodMonitor", "monitoring is off: deleted the PodMonitor")
+	return nil, nil
+}
+
+// watchPodMonitors starts watching the PodMonitors the operator owns, once:
+// the kind may be served only after the operator started (the Prometheus
+// Operator installed later), so the watch cannot be set up with the others.
+// It returns once the watch delivers events, so nothing the reconcile applies
+// next goes unseen.
+func (r *RedisPersistenceReconciler) watchPodMonitors(ctx context.Context) error {
+	if r.watchingPodMonitor.Load() || r.controller == nil {
+		return nil
+	}
+	r.watchMu.Lock()
+	defer r.watchMu.Unlock()
+	if r.watchingPodMonitor.Load() {
+		return nil
+	}
+	owner := handler.EnqueueRequestForOwner(r.Scheme(), r.RESTMapper(), &v1alpha1.RedisPersistence{}, handler.OnlyControllerOwner())
+	src := source.Kind(r.cache, client.Object(&monitoringv1.PodMonitor{}), owner)
+	if err := r.controller.Watch(src); err != nil {
+		return fmt.Errorf("watching PodMonitors: %w", err)
+	}
+	// A source that did not sync in time is cancelled; the next reconcile starts another.
+	if err := src.WaitForSync(ctx); err != nil {
+		return fmt.Errorf("waiting for the PodMonitor watch: %w", err)
+	}
+	r.watchingPodMonitor.Store(true)
+	return nil
+}
+
+func buildPodMonitor(rp *v1alpha1.RedisPersistence) *monitoringv1.PodMonitor {
+	meta := objectMeta(rp, rp.Name)
+	// The operator's labels go last: the cache selects owned objects by them.
+	labels := maps.Clone(rp.Spec.Monitoring.PodMonitor.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, meta.Labels)
+	meta.Labels = labels
+	return &monitoringv1.PodMonitor{
+		TypeMeta:   metav1.TypeMeta{APIVersion: podMonitorGVK.GroupVersion().String(), Kind: podMonitorGVK.Kind},
+		ObjectMeta: meta,
+		Spec: monitoringv1.PodMonitorSpec{
+			Selector: metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
+			PodMetricsEndpoints: []monitoringv1.PodMetricsEndpoint{{
+				Port:     "metrics",
+				Interval: monitoringv1.Duration(orDefault(rp.Spec.Monitoring.PodMonitor.Interval, "30s")),
+			}},
+		},
+	}
 }

@@ -5,12 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -235,4 +243,142 @@ func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredenti
 		changed = append(changed, s.name)
 	}
 	return changed, nil
+}
+
+// convergeMode holds a mode change until the running server has written its
+// data in the new mode's files, which a server started in that mode reads:
+// until then the old ConfigMap and StatefulSet stay, and it returns the Ready
+// condition that says why and when to look again.
+func (r *RedisPersistenceReconciler) convergeMode(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, obs observation) (*condition, ctrl.Result) {
+	change := modeChange{from: obs.appliedMode, to: rp.Spec.Mode}
+	if !change.needsServer() {
+		return nil, ctrl.Result{}
+	}
+	return r.switchMode(ctx, rp, creds, change, obs.pod)
+}
+
+// switchMode prepares the running server for change and returns nil once a
+// server may start in the new mode, or the Ready condition that says what the
+// change waits for and when to look again: in modeChangeRetry while the server
+// rewrites or snapshots (no event announces the end), at the pod's next event
+// while it is not ready, with the workqueue's exponential backoff while the
+// server fails.
+func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, change modeChange, pod *corev1.Pod) (*condition, ctrl.Result) {
+	what := fmt.Sprintf("changing mode from %s to %s", change.from, change.to)
+	if !podReady(pod) || pod.Status.PodIP == "" {
+		// No server holds the data in memory: only a volume that was never
+		// bound may start over in the new mode.
+		inUse, err := r.volumeInUse(ctx, rp)
+		if err == nil && !inUse {
+			return nil, ctrl.Result{}
+		}
+		retry := ctrl.Result{}
+		if err != nil {
+			retry.Requeue = true
+		}
+		return &condition{metav1.ConditionFalse, ReasonModeChangeBlocked,
+			what + " needs the running server to write its data in the new mode's files first, and the server pod is not ready; the previous configuration stays until it is"}, retry
+	}
+	key := client.ObjectKeyFromObject(rp)
+	done, progress, err := r.prepareModeChange(ctx, r.ServerAddress(pod), creds, rp, change)
+	r.probes.forget(key) // the server's persistence changed under its last INFO
+	switch {
+	case done:
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchedPersistence", "%s: the running server has its data in the files of mode %s; applying the new configuration", what, change.to)
+		return nil, ctrl.Result{}
+	case err == nil:
+		return &condition{metav1.ConditionFalse, ReasonModeChangeInProgress, what + ": " + progress}, ctrl.Result{RequeueAfter: modeChangeRetry}
+	}
+	log.FromContext(ctx).Info("preparing a mode change failed", "redispersistence", klogRef(rp), "from", change.from, "to", change.to, "err", err)
+	r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedSwitchPersistence", "%s: %v", what, err)
+	reason := "the server did not answer (see the RedisPersistence's events)"
+	if errors.Is(err, errSnapshotFailed) || errors.Is(err, errRewriteFailed) {
+		reason = err.Error()
+	}
+	return &condition{metav1.ConditionFalse, ReasonModeChangeBlocked, what + " waits for the running server: " + reason + "; the previous configuration stays until it succeeds"}, ctrl.Result{Requeue: true}
+}
+
+// volumeInUse is true when the data volume's claim is bound: it may hold data
+// written in the previous mode.
+func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alpha1.RedisPersistence) (bool, error) {
+	if !hasVolume(rp) {
+		return false, nil
+	}
+	claim := &corev1.PersistentVolumeClaim{}
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: "data-" + rp.Name + "-0"}, claim)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return true, err
+	}
+	return claim.Status.Phase == corev1.ClaimBound, nil
+}
+
+// convergeRuntimeConfig sets the runtime options on a server of the current
+// revision (a pod about to be replaced starts from the new ConfigMap anyway),
+// when they changed or the server process is one they were not applied to.
+func (r *RedisPersistenceReconciler) convergeRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, obs observation) {
+	if obs.info == nil || !runsCurrentRevision(obs.pod, obs.statefulSet) {
+		return
+	}
+	if rp.Status.AppliedConfigHash != runtimeConfigHash(rp) || !r.probes.appliedOn(client.ObjectKeyFromObject(rp), obs.info.runID) {
+		r.applyRuntimeConfig(ctx, rp, creds, obs.pod, obs.info.runID)
+	}
+}
+
+// applyRuntimeConfig sets the runtime options on the running server process
+// runID and, for a replicated instance, on the other running servers, and
+// records them in status.appliedConfigHash. A server that cannot be reached
+// leaves the hash as it was, so the next reconcile tries again; one that
+// starts later reads them from the ConfigMap.
+func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pod *corev1.Pod, runID string) {
+	key := client.ObjectKeyFromObject(rp)
+	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, runtimeSettings(rp))
+	if err == nil && replicated(rp) {
+		var others []string
+		others, err = r.applyRuntimeConfigToReplicas(ctx, rp, creds, pod.Name)
+		changed = append(changed, others...)
+		slices.Sort(changed)
+		changed = slices.Compact(changed)
+	}
+	if len(changed) > 0 {
+		r.probes.forget(key)
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "AppliedConfig", "set %s on the running server (CONFIG SET), without a restart", strings.Join(changed, ", "))
+	}
+	if err != nil {
+		log.FromContext(ctx).Info("applying runtime options failed", "pod", klogRef(pod), "err", err)
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApplyConfig", "setting runtime options on the running server: %v", err)
+		return
+	}
+	rp.Status.AppliedConfigHash = runtimeConfigHash(rp)
+	r.probes.setAppliedOn(key, runID)
+}
+
+// applyRuntimeConfigToReplicas sets the runtime options on every running
+// server of a replicated instance but the pod done, and returns the options
+// any of them changed.
+func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, done string) ([]string, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(selectorLabels(rp))); err != nil {
+		return nil, fmt.Errorf("listing the server pods: %w", err)
+	}
+	var changed []string
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if pod.Name == done || !podReady(pod) || pod.Status.PodIP == "" {
+			continue
+		}
+		names, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, runtimeSettings(rp))
+		changed = append(changed, names...)
+		if err != nil {
+			return changed, fmt.Errorf("%s: %w", pod.Name, err)
+		}
+	}
+	return changed, nil
+}
+
+// runsCurrentRevision is true when pod runs the StatefulSet's current template.
+func runsCurrentRevision(pod *corev1.Pod, sts *appsv1.StatefulSet) bool {
+	return pod != nil && sts.Status.ObservedGeneration >= sts.Generation && sts.Status.UpdateRevision != "" &&
+		pod.Labels[appsv1.ControllerRevisionHashLabelKey] == sts.Status.UpdateRevision
 }

@@ -1,14 +1,21 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"syscall"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -62,6 +69,9 @@ type observation struct {
 	info          *serverInfo   // nil when the server was not asked
 	infoErr       error
 	modeChange    *condition // set while a mode change holds the old configuration
+	// appliedMode is the mode of the ConfigMap last applied: the mode whose
+	// files hold the data, "" for a new instance.
+	appliedMode v1alpha1.PersistenceMode
 	// upgradePending is set while an operator upgrade waits for its turn.
 	upgradePending *condition
 	// replication is what the Sentinels and servers of a replicated
@@ -261,4 +271,116 @@ func runningImage(pod *corev1.Pod, name string) (image string, ok bool) {
 		return "", false
 	}
 	return "", true
+}
+
+// statusPatchTimeout bounds the deferred status patch, which runs on a context
+// of its own so that a reconcile that ran out of time still reports why.
+const statusPatchTimeout = 10 * time.Second
+
+// patchStatus writes rp's status, observedGeneration only when the reconcile
+// succeeded, and returns the reconcile's error, or the patch's when the
+// reconcile had none.
+func (r *RedisPersistenceReconciler) patchStatus(ctx context.Context, rp, original *v1alpha1.RedisPersistence, reconcileErr error) error {
+	if reconcileErr != nil {
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonApplyFailed, "applying the server's objects failed; see the RedisPersistence's events"})
+	} else {
+		rp.Status.ObservedGeneration = rp.Generation
+	}
+	patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
+	defer cancel()
+	if err := r.Status().Patch(patchCtx, rp, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+		log.FromContext(ctx).Error(err, "patching status", "redispersistence", klogRef(rp))
+		if reconcileErr == nil {
+			return err
+		}
+	}
+	return reconcileErr
+}
+
+func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence, obs observation) {
+	r.reportRestarts(rp, obs.pod)
+	scheduled := scheduledCondition(obs)
+	storage := storageCondition(rp, obs.storage)
+	r.setCondition(rp, v1alpha1.ConditionScheduled, scheduled)
+	r.setCondition(rp, v1alpha1.ConditionStorageReady, storage)
+	if uring := uringCondition(rp, obs); uring != nil {
+		r.setCondition(rp, v1alpha1.ConditionUringActive, *uring)
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionUringActive)
+	}
+	r.setCondition(rp, v1alpha1.ConditionReady, readyCondition(scheduled, storage, obs))
+	r.setCondition(rp, v1alpha1.ConditionUpToDate, upToDateCondition(obs.upgradePending, obs.statefulSet, r.Clock.Now()))
+	if obs.replication != nil {
+		r.setCondition(rp, v1alpha1.ConditionReplicating, obs.replication.condition)
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionReplicating)
+	}
+
+	st := &rp.Status
+	st.Endpoint = net.JoinHostPort(fmt.Sprintf("%s.%s.svc", rp.Name, rp.Namespace), strconv.Itoa(redisPort))
+	st.Node, st.KernelVersion = "", ""
+	if obs.pod != nil {
+		st.Node = obs.pod.Spec.NodeName
+	}
+	if obs.node != nil {
+		st.KernelVersion = obs.node.Status.NodeInfo.KernelVersion
+	}
+	if obs.storage.filesystem != "" {
+		st.Filesystem = obs.storage.filesystem
+		r.reportStorage(rp, obs.storage, storage)
+	}
+	if obs.info != nil {
+		st.Engine = obs.info.engine
+	}
+	st.Primary, st.Replicas, st.PodAntiAffinity = "", nil, obs.antiAffinity
+	if obs.replication != nil {
+		st.Primary, st.Replicas = obs.replication.primary, obs.replication.servers
+	}
+	if image, ok := runningImage(obs.pod, containerRedis); ok {
+		st.Image = image
+	}
+	if image, ok := runningImage(obs.pod, containerExporter); ok {
+		st.ExporterImage = image
+	}
+	exportInstanceMetrics(rp)
+}
+
+// reportStorage records a new measurement of the data volume in
+// status.storage and status.recommendation, with an event.
+func (r *RedisPersistenceReconciler) reportStorage(rp *v1alpha1.RedisPersistence, report storageReport, storage condition) {
+	st := &rp.Status
+	if st.Storage == nil || st.Storage.MeasuredAt == nil || !st.Storage.MeasuredAt.Equal(&report.measuredAt) {
+		if eventType, reason, message := storageEvent(report, storage); reason != "" {
+			r.Recorder.Event(rp, eventType, reason, message)
+		}
+	}
+	st.Storage = storageStatus(report)
+	st.Recommendation = recommendation(report)
+}
+
+// reportRestarts records the server container's restarts and last
+// termination, with a Warning event for every termination not seen before.
+func (r *RedisPersistenceReconciler) reportRestarts(rp *v1alpha1.RedisPersistence, pod *corev1.Pod) {
+	cs := serverContainer(pod)
+	last := lastTermination(cs)
+	if seen := rp.Status.LastTermination; last != nil && (seen == nil || last.FinishedAt.After(seen.FinishedAt.Time)) {
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "Restarted", "%s at %s", describeTermination(last), last.FinishedAt.UTC().Format(time.RFC3339))
+		rp.Status.LastTermination = last
+	}
+	rp.Status.Restarts = 0
+	if cs != nil {
+		rp.Status.Restarts = cs.RestartCount
+	}
+	r.setCondition(rp, v1alpha1.ConditionDegraded, degradedCondition(cs, rp.Status.LastTermination, r.Clock.Now()))
+}
+
+func (r *RedisPersistenceReconciler) setCondition(rp *v1alpha1.RedisPersistence, conditionType string, c condition) {
+	meta.SetStatusCondition(&rp.Status.Conditions, metav1.Condition{
+		Type:               conditionType,
+		Status:             c.status,
+		Reason:             c.reason,
+		Message:            c.message,
+		ObservedGeneration: rp.Generation,
+		LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+	})
 }

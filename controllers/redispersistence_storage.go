@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strconv"
@@ -9,8 +10,10 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -319,6 +322,36 @@ func storageProbeDue(rp *v1alpha1.RedisPersistence, now time.Time) (time.Duratio
 		return 0, false
 	}
 	return st.MeasuredAt.Add(rp.Spec.Storage.ProbeInterval.Duration).Sub(now), true
+}
+
+// reprobeStorage starts a storage probe Job when spec.storage.probeInterval
+// has passed since the last measurement and the server runs, and returns
+// when to look again (0: an event will say). The probe pod's events bring
+// its result.
+func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1alpha1.RedisPersistence, pod *corev1.Pod) (time.Duration, error) {
+	left, ok := storageProbeDue(rp, r.Clock.Now())
+	switch {
+	case !ok:
+		return 0, nil
+	case left > 0:
+		return left, nil
+	case !podReady(pod) || pod.Spec.NodeName == "":
+		return 0, nil
+	}
+	job := &batchv1.Job{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: storageProbeJobName(rp)}, job); err == nil {
+		// Running, or finished without a newer measurement: its TTL frees the name for the next try.
+		return resyncInterval, nil
+	} else if !apierrors.IsNotFound(err) {
+		return 0, fmt.Errorf("reading Job %s: %w", storageProbeJobName(rp), err)
+	}
+	image, _ := runningImage(pod, containerRedis)
+	job = buildStorageProbeJob(rp, r.Options, orDefault(image, orDefault(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
+	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedCreate", "creating the storage probe Job %s: %v", job.Name, err)
+		return 0, fmt.Errorf("creating Job %s: %w", job.Name, err)
+	}
+	return 0, nil
 }
 
 // buildStorageProbeJob runs image's probe on node, on the claim of rp's

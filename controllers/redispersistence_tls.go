@@ -433,6 +433,21 @@ func (r *RedisPersistenceReconciler) serveCertificate(ctx context.Context, rp *v
 	return out, nil
 }
 
+// convergeCertificate has every running server present the certificate of
+// spec.tls, and reports it. It returns true while a server waits for the
+// kubelet to update its files, which no event announces.
+func (r *RedisPersistenceReconciler) convergeCertificate(ctx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials) (bool, error) {
+	if creds.certs == nil {
+		return false, nil
+	}
+	served, err := r.serveCertificate(ctx, rp, creds.server, creds.certs)
+	if err != nil {
+		return false, err
+	}
+	r.reportTLS(rp, creds.certs, served)
+	return served.retry, nil
+}
+
 // reportTLS records what serveCertificate found in status.tls and events.
 func (r *RedisPersistenceReconciler) reportTLS(rp *v1alpha1.RedisPersistence, material *tlsMaterial, out tlsOutcome) {
 	r.setCondition(rp, v1alpha1.ConditionTLSReady, out.condition)
