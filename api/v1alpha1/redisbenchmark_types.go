@@ -185,11 +185,13 @@ type BenchmarkResult struct {
 	// cpuMicrosPerKop is server CPU time (INFO cpu: user+sys, io_uring workers
 	// included) per 1000 operations, in microseconds.
 	CPUMicrosPerKop int64 `json:"cpuMicrosPerKop"`
-	// fsyncCount is the number of fsyncs the uring engine completed during the
-	// command; 0 for the posix engine, which does not report them.
+	// fsyncCount is the number of fdatasyncs of the append-only file the
+	// server completed during the command, whichever engine ran them (posix
+	// always and everysec, uring); 0 when it synced none (no AOF, fsync: no,
+	// or a command shorter than everysec's second).
 	// +optional
 	FsyncCount int64 `json:"fsyncCount,omitempty"`
-	// fsyncP50Micros and fsyncP99Micros are upper bounds from the engine's
+	// fsyncP50Micros and fsyncP99Micros are upper bounds from the server's
 	// fsync latency buckets.
 	// +optional
 	FsyncP50Micros int64 `json:"fsyncP50Micros,omitempty"`

@@ -15,8 +15,9 @@ type Sample struct {
 	CPUSeconds float64
 	RSSBytes   int64
 	Engine     string // aof_engine: posix or uring; "" without an append-only file
-	// FsyncBuckets are the uring engine's cumulative fsync latency buckets
-	// (aof_uring_fsync_usec_bucket_le_<usec>), ordered by bound; the last is +Inf.
+	// FsyncBuckets are the cumulative latency buckets of every fdatasync of
+	// the AOF, whichever engine ran it (aof_fsync_usec_bucket_le_<usec>),
+	// ordered by bound; the last is +Inf.
 	FsyncBuckets []Bucket
 	// Role is INFO replication's role: master or slave.
 	Role string
@@ -33,7 +34,11 @@ type Bucket struct {
 	Count    int64
 }
 
-const bucketPrefix = "aof_uring_fsync_usec_bucket_le_"
+// fsyncBucketPrefixes name the fsync histograms in the order they are
+// preferred: every fdatasync of the AOF (posix always and everysec, the
+// io_uring engine), then the io_uring engine's own, all that a server older
+// than aof_fsync_* reports.
+var fsyncBucketPrefixes = []string{"aof_fsync_usec_bucket_le_", "aof_uring_fsync_usec_bucket_le_"}
 
 // SampleFromInfo extracts a Sample from INFO's cpu, memory, persistence and
 // replication sections, as go-redis's InfoMap returns them (section title ->
@@ -53,28 +58,42 @@ func SampleFromInfo(info map[string]map[string]string) (Sample, error) {
 		s.Engine = ""
 	}
 	s.Role, s.Replicas, s.AckReplicas = replicationFromInfo(info)
+	for _, prefix := range fsyncBucketPrefixes {
+		buckets, err := bucketsFromInfo(persistence, prefix)
+		if err != nil || len(buckets) > 0 {
+			s.FsyncBuckets = buckets
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// bucketsFromInfo reads the cumulative histogram whose buckets are the
+// fields named prefix<usec> and prefix"inf", ordered by bound.
+func bucketsFromInfo(persistence map[string]string, prefix string) ([]Bucket, error) {
+	var buckets []Bucket
 	for k, v := range persistence {
-		bound, ok := strings.CutPrefix(k, bucketPrefix)
+		bound, ok := strings.CutPrefix(k, prefix)
 		if !ok {
 			continue
 		}
 		count, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
-			return s, fmt.Errorf("INFO field %s: %q is not a count", k, v)
+			return nil, fmt.Errorf("INFO field %s: %q is not a count", k, v)
 		}
 		le := int64(-1)
 		if bound != "inf" {
 			if le, err = strconv.ParseInt(bound, 10, 64); err != nil {
-				return s, fmt.Errorf("INFO field %s: bad bound", k)
+				return nil, fmt.Errorf("INFO field %s: bad bound", k)
 			}
 		}
-		s.FsyncBuckets = append(s.FsyncBuckets, Bucket{LeMicros: le, Count: count})
+		buckets = append(buckets, Bucket{LeMicros: le, Count: count})
 	}
-	sort.Slice(s.FsyncBuckets, func(i, j int) bool {
-		a, b := s.FsyncBuckets[i].LeMicros, s.FsyncBuckets[j].LeMicros
+	sort.Slice(buckets, func(i, j int) bool {
+		a, b := buckets[i].LeMicros, buckets[j].LeMicros
 		return b == -1 && a != -1 || a != -1 && a < b
 	})
-	return s, nil
+	return buckets, nil
 }
 
 // replicationFromInfo reads INFO replication's role and how many replicas

@@ -28,13 +28,14 @@ func toolBin(t *testing.T) string {
 }
 
 // TestRunAgainstTheRealServer drives the real valkey-benchmark against the
-// real server with the posix and the io_uring engine.
+// real server with the posix and the io_uring engine; both report the
+// fdatasyncs of every command.
 func TestRunAgainstTheRealServer(t *testing.T) {
 	for _, tc := range []struct {
 		mode, config, engine string
 		fsyncs               bool
 	}{
-		{"aof-always", "appendonly yes\nappendfsync always\n", "posix", false},
+		{"aof-always", "appendonly yes\nappendfsync always\n", "posix", true},
 		{"uring-durable", "appendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\n", "uring", true},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
@@ -69,6 +70,49 @@ func TestRunAgainstTheRealServer(t *testing.T) {
 			}
 			if _, err := Encode(res); err != nil {
 				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestSampleReadsEveryModesFsyncs samples the real server in each
+// appendfsync policy around a second and a half of writes, long enough for
+// everysec's background fdatasync: every policy that syncs reports its
+// fdatasyncs, whichever engine ran them, and appendfsync no reports none.
+func TestSampleReadsEveryModesFsyncs(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		mode, config string
+		fsyncs       bool
+	}{
+		{"aof-always", "appendfsync always\n", true},
+		{"aof-everysec", "appendfsync everysec\n", true},
+		{"aof-no", "appendfsync no\n", false},
+		{"uring-fast", "appendfsync always\nappendfsync-engine uring\naof-uring-ack fast\n", true},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			r := Runner{Addr: testenv.StartServer(t, "save \"\"\nappendonly yes\n"+tc.config)}
+			before, err := r.Sample(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := redis.NewClient(&redis.Options{Addr: r.Addr})
+			defer func() { _ = c.Close() }()
+			for start := time.Now(); time.Since(start) < 1500*time.Millisecond; {
+				if err := c.Incr(ctx, "counter").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			after, err := r.Sample(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			count, p50, p99 := FsyncDelta(before, after)
+			if got := count > 0; got != tc.fsyncs {
+				t.Errorf("%d fsyncs reported, want some: %v", count, tc.fsyncs)
+			}
+			if tc.fsyncs && (p50 <= 0 || p99 < p50) {
+				t.Errorf("fsync quantiles %d/%d", p50, p99)
 			}
 		})
 	}

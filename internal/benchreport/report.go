@@ -29,7 +29,7 @@ var figures = []figure{
 	{"Throughput", "ops/s", func(r v1alpha1.BenchmarkResult) float64 { return float64(r.OpsPerSecond) }},
 	{"Server CPU per 1000 operations", "ms", func(r v1alpha1.BenchmarkResult) float64 { return float64(r.CPUMicrosPerKop) / 1000 }},
 	{"Latency p99", "ms", func(r v1alpha1.BenchmarkResult) float64 { return float64(r.P99Micros) / 1000 }},
-	{"fsync p99 (io_uring engine)", "ms", func(r v1alpha1.BenchmarkResult) float64 { return float64(r.FsyncP99Micros) / 1000 }},
+	{"fsync p99", "ms", func(r v1alpha1.BenchmarkResult) float64 { return float64(r.FsyncP99Micros) / 1000 }},
 }
 
 // palette tells modes apart; colour-blind safe (Okabe-Ito).

@@ -18,16 +18,18 @@ type row struct {
 	target, mode, engine  string
 	replicas, ackReplicas int32
 	ops                   float64 // mean ops/s over the write commands
-	cpu, p99, fsyncP99    float64 // means, µs
+	cpu, p99              float64 // means, µs
+	fsyncP99              float64 // mean over the write commands that fsynced, µs
 	readP99               int64   // get-during-set p99, µs; 0 when not run
-	commands              int
+	commands, fsynced     int
 }
 
 // Table writes the comparison a person reads first: one row per target with
 // the mean throughput of the write commands, its ratio to the aof-everysec
 // and aof-always targets (when the benchmark has them), mean server CPU per
-// 1000 operations, mean p99, mean fsync p99, the p99 of GETs of untouched
-// keys during SET load, and the crash check. When a target has replicas, two
+// 1000 operations, mean p99, mean fsync p99 (of the commands during which
+// the server fsynced the AOF, in every mode that does), the p99 of GETs of
+// untouched keys during SET load, and the crash check. When a target has replicas, two
 // more columns say how many and how many acknowledged each write, and the
 // throughput of one with ackReplicas k > 0 against a target of the same mode
 // and replicas with k = 0: the cost of waiting for the replicas' disks.
@@ -54,7 +56,11 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 		x.ops += float64(r.OpsPerSecond)
 		x.cpu += float64(r.CPUMicrosPerKop)
 		x.p99 += float64(r.P99Micros)
-		x.fsyncP99 += float64(r.FsyncP99Micros)
+		if r.FsyncP99Micros > 0 {
+			// everysec syncs once a second: a short command may see none.
+			x.fsynced++
+			x.fsyncP99 += float64(r.FsyncP99Micros)
+		}
 	}
 	var summarized []*row
 	for _, x := range rows {
@@ -62,7 +68,10 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 			continue
 		}
 		n := float64(x.commands)
-		x.ops, x.cpu, x.p99, x.fsyncP99 = x.ops/n, x.cpu/n, x.p99/n, x.fsyncP99/n
+		x.ops, x.cpu, x.p99 = x.ops/n, x.cpu/n, x.p99/n
+		if x.fsynced > 0 {
+			x.fsyncP99 /= float64(x.fsynced)
+		}
 		summarized = append(summarized, x)
 	}
 	if len(summarized) == 0 {

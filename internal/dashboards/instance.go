@@ -17,18 +17,20 @@ func script(key string) string {
 	return `redis_script_values{` + podSelector + `, key="` + key + `"}`
 }
 
-// fsyncWindowP99 is the p99 of the fsyncs in the rate window, from the
-// engine's cumulative buckets turned into a Prometheus histogram.
+// fsyncWindowP99 is the p99 of the AOF's fdatasyncs in the rate window, from
+// the server's cumulative buckets turned into a Prometheus histogram. The
+// buckets count every fdatasync of the AOF, whichever engine ran it, so posix
+// always and everysec have the same panels as the io_uring engine.
 const fsyncWindowP99 = `histogram_quantile(0.99, sum by (namespace, pod, le) (label_replace(label_replace(` +
-	`rate(redis_script_values{` + podSelector + `, key=~"aof_uring_fsync_usec_bucket_le_.*"}[$__rate_interval]), ` +
-	`"le", "$1", "key", "aof_uring_fsync_usec_bucket_le_(.*)"), "le", "+Inf", "le", "inf"))) / 1e6`
+	`rate(redis_script_values{` + podSelector + `, key=~"aof_fsync_usec_bucket_le_.*"}[$__rate_interval]), ` +
+	`"le", "$1", "key", "aof_fsync_usec_bucket_le_(.*)"), "le", "+Inf", "le", "inf"))) / 1e6`
 
 // UringInstance is "uring AOF instance": one server's live view through its
 // redis_exporter sidecar.
 func UringInstance() (dashboard.Dashboard, error) {
 	return dashboard.NewDashboardBuilder("uring AOF instance").
 		Uid("uringredis-uring-instance").
-		Description("Live view of RedisPersistence servers: throughput, the io_uring AOF engine's fsyncs, in-flight writes and back-pressure, AOF size, CPU, which engine runs, and for replicated instances each server's role, its replicas' lag and what is durable where.").
+		Description("Live view of RedisPersistence servers: throughput, the AOF's fsyncs in every mode, the io_uring engine's in-flight writes and back-pressure, AOF size and its preallocated region, CPU, which engine runs, and for replicated instances each server's role, its replicas' lag and what is durable where.").
 		Tags([]string{"uring-redis", "redis"}).
 		Time("now-1h", "now").
 		Refresh("30s").
@@ -46,6 +48,7 @@ func UringInstance() (dashboard.Dashboard, error) {
 		WithPanel(cpuPanel()).
 		WithPanel(writeErrorsPanel()).
 		WithPanel(volumeFsyncPanel()).
+		WithPanel(preallocationPanel()).
 		WithPanel(rolePanel()).
 		WithPanel(replicaLagPanel()).
 		WithPanel(durableOffsetsPanel()).
@@ -93,14 +96,18 @@ func opsPanel() *timeseries.PanelBuilder {
 }
 
 func fsyncLatencyPanel() *timeseries.PanelBuilder {
-	return livePanel(3, "fsync latency", "io_uring AOF fsync latency: p99 of the fsyncs in each interval (from the engine's buckets), and the p50, p99 and max the engine reports.", "s").
+	return livePanel(3, "fsync latency",
+		"fdatasync latency of the AOF, whichever engine runs it (appendfsync always inline, everysec in the background, the io_uring engine's batches): "+
+			"p99 of the fsyncs in each interval (from the server's buckets), and the p50, p99 and max since the server started.", "s").
 		WithTarget(query("A", fsyncWindowP99, "{{pod}} p99 (interval)")).
-		WithTarget(query("B", `redis_script_values{`+podSelector+`, key=~"aof_uring_fsync_usec_(p50|p99|max)"} / 1e6`, "{{pod}} {{key}}"))
+		WithTarget(query("B", `redis_script_values{`+podSelector+`, key=~"aof_fsync_usec_(p50|p99|max)"} / 1e6`, "{{pod}} {{key}}"))
 }
 
 func fsyncRatePanel() *timeseries.PanelBuilder {
-	return livePanel(4, "fsyncs and batches per second", "fsyncs completed and write batches submitted per second by the io_uring engine; one fsync covers a whole batch (group commit).", "ops").
-		WithTarget(query("A", `rate(`+script("aof_uring_fsync_count")+`[$__rate_interval])`, "{{pod}} fsyncs")).
+	return livePanel(4, "fsyncs and batches per second",
+		"fdatasyncs of the AOF completed per second in every mode (always: one per event-loop pass that wrote, everysec: about one a second), "+
+			"and write batches the io_uring engine submitted per second; one fsync covers a whole batch (group commit).", "ops").
+		WithTarget(query("A", `rate(`+script("aof_fsync_count")+`[$__rate_interval])`, "{{pod}} fsyncs")).
 		WithTarget(query("B", `rate(`+script("aof_uring_submitted_batches")+`[$__rate_interval])`, "{{pod}} batches"))
 }
 
@@ -140,6 +147,22 @@ func volumeFsyncPanel() *timeseries.PanelBuilder {
 		"p50 and p99 of a 4 KiB append + fdatasync on the data volume, measured by the operator's probe for about 2 s when the pod started "+
 			"(status.storage). A durable mode acknowledges at most about clients / p50 writes per second; compare with the live fsync latency above.", "s").
 		WithTarget(query("A", `uringredis_storage_fsync_seconds{`+podSelector+`}`, "{{pod}} {{quantile}} quantile"))
+}
+
+func preallocationPanel() *timeseries.PanelBuilder {
+	perSecond := []dashboard.DynamicConfigValue{{Id: "unit", Value: "ops"}, {Id: "custom.axisPlacement", Value: "right"}}
+	return livePanel(14, "Preallocated log region",
+		"Left axis: zero-written, fdatasync'ed bytes kept ahead of the AOF's tail (aof-preallocate), so that an fsync writes data without an ext4 journal commit. "+
+			"Right axis, per second: writes that waited for an extension (stalls: the log caught up with the zeros), writes past the region (appends: "+
+			"no region yet, or aof-preallocate no), and extensions that failed (errors: the volume cannot hold aof-preallocate-size more, it is full or "+
+			"failing; the RedisAOFPreallocationFailing alert fires).", "bytes").
+		WithTarget(query("A", script("aof_prealloc_bytes_ahead"), "{{pod}} bytes ahead")).
+		WithTarget(query("B", `rate(`+script("aof_prealloc_stalls")+`[$__rate_interval])`, "{{pod}} stalls/s")).
+		WithTarget(query("C", `rate(`+script("aof_prealloc_appends")+`[$__rate_interval])`, "{{pod}} appends/s")).
+		WithTarget(query("D", `rate(`+script("aof_prealloc_errors")+`[$__rate_interval])`, "{{pod}} errors/s")).
+		OverrideByQuery("B", perSecond).
+		OverrideByQuery("C", perSecond).
+		OverrideByQuery("D", perSecond)
 }
 
 // The replication panels: a replicated instance (spec.replicas above 1) has

@@ -64,7 +64,9 @@ func latencyPanel(id uint32, title, quantile string) *bargauge.PanelBuilder {
 }
 
 func fsyncP99Panel() *bargauge.PanelBuilder {
-	return comparisonPanel(5, "fsync p99 (io_uring engine)", "p99 fsync latency during each command, an upper bound from the engine's latency buckets. Only the io_uring engine reports fsyncs.", "s").
+	return comparisonPanel(5, "fsync p99",
+		"p99 fdatasync latency of the AOF during each command, whichever engine ran it (appendfsync always inline, everysec in the background, the io_uring engine), "+
+			"an upper bound from the server's latency buckets. Modes that do not fsync the AOF (none, rdb, aof-no) have no bar.", "s").
 		WithTarget(query("A", `uringredis_benchmark_fsync_seconds{`+benchmarkSelector+`, quantile="0.99"}`, "{{mode}} {{command}} ({{target}})").Instant())
 }
 
