@@ -214,7 +214,7 @@ func storageStatus(r storageReport) *v1alpha1.StorageStatus {
 }
 
 // Thresholds of the recommendation. Below fastFsync a durable mode costs each
-// waiting client little; above slowFsync (the RedisUringFsyncSlow alert's
+// waiting client little; above slowFsync (the RedisAOFFsyncSlow alert's
 // threshold) every durable write waits longer than most applications expect.
 const (
 	fastFsync = time.Millisecond
