@@ -9,12 +9,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -74,25 +72,9 @@ scrape_configs:
 `, rules, strings.Join(targets, ", "), l.Addr().String()))
 
 	// Steady writes keep the rates and the fsync buckets moving while Prometheus scrapes.
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
 	for _, addr := range servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := redis.NewClient(&redis.Options{Addr: addr})
-			defer func() { _ = c.Close() }()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-				_ = c.Set(ctx, fmt.Sprintf("steady:%d", i%1000), i, 0).Err()
-			}
-		}()
+		testenv.WriteSteadily(t, addr)
 	}
-	t.Cleanup(func() { close(stop); wg.Wait() })
 
 	// A RedisBenchmark of both servers, run by the real runner, collected by the reconciler.
 	tool := filepath.Join(filepath.Dir(testenv.ServerBin()), "valkey-benchmark")

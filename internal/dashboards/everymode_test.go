@@ -7,11 +7,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
@@ -34,27 +32,11 @@ func TestEveryModeFillsTheFsyncPanels(t *testing.T) {
 		"fast-0":     "appendfsync always\nappendfsync-engine uring\naof-uring-ack fast\n",
 	}
 	var targets []string
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	t.Cleanup(func() { close(stop); wg.Wait() })
 	for pod, config := range modes {
 		addr := testenv.StartServer(t, "save \"\"\nappendonly yes\n"+config)
 		targets = append(targets, fmt.Sprintf("{targets: [%q], labels: {namespace: modes, pod: %q}}", promtest.Exporter(t, addr, script), pod))
 		// Steady writes keep every mode's fsyncs coming while Prometheus scrapes.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := redis.NewClient(&redis.Options{Addr: addr})
-			defer func() { _ = c.Close() }()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				case <-time.After(5 * time.Millisecond):
-				}
-				_ = c.Set(ctx, fmt.Sprintf("steady:%d", i%1000), i, 0).Err()
-			}
-		}()
+		testenv.WriteSteadily(t, addr)
 	}
 	sort.Strings(targets)
 	prom := promtest.Prometheus(t, fmt.Sprintf(`global: {scrape_interval: 1s}

@@ -217,3 +217,28 @@ func ACLRefusals(t testing.TB, admin *redis.Client) []string {
 	}
 	return out
 }
+
+// WriteSteadily SETs keys on the server at addr every 5 ms until the test
+// ends, so that its rates and fsync histograms keep moving while Prometheus
+// scrapes.
+func WriteSteadily(t testing.TB, addr string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		defer func() { _ = c.Close() }()
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			_ = c.Set(ctx, fmt.Sprintf("steady:%d", i%1000), i, 0).Err()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
