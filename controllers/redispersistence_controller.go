@@ -49,9 +49,11 @@ const reconcileTimeout = 30 * time.Second
 // the RedisPersistences that use it.
 const secretIndex = "secrets"
 
-// RedisPersistenceReconciler turns a RedisPersistence into a ConfigMap, two
-// Services, a StatefulSet and, where served, a PodMonitor, and reports what
-// the running server does.
+// RedisPersistenceReconciler turns a RedisPersistence into the objects that
+// run it (a ConfigMap, Services, a StatefulSet; with replicas the Sentinels and
+// PodDisruptionBudgets; a NetworkPolicy, a cert-manager Certificate, storage
+// probe Jobs and, where served, a PodMonitor), converges the running servers'
+// mode and options, and reports what they do.
 type RedisPersistenceReconciler struct {
 	client.Client
 	// APIReader reads Secrets straight from the API server: the operator may
