@@ -17,13 +17,16 @@
  *
  * Batches (group commit). Everything appended to server.aof_buf between two
  * fdatasyncs forms one batch. In durable mode up to aof-uring-fsyncs-in-flight
- * (default 2) fdatasyncs are in flight: while they run, new commands
+ * (default 1) fdatasyncs are in flight: while they run, new commands
  * accumulate in aof_buf, which is written and fdatasync'ed as soon as a slot
- * is free (after the coalescing wait below), so the event loop executes one
- * group of clients while the device syncs another's batch. On a log laid out
- * for cheap fsyncs (aof-preallocate, aof_prealloc.c) fdatasyncs commit no
- * journal transaction and several run in parallel on the device; on an
- * appending file ext4 serializes them behind its journal commits. Fast mode
+ * is free (after the coalescing wait below); with more than one, the event
+ * loop executes one group of clients while the device syncs another's batch.
+ * On a log laid out for cheap fsyncs (aof-preallocate, aof_prealloc.c)
+ * fdatasyncs commit no journal transaction and several run in parallel on
+ * the device; on an appending file ext4 serializes them behind its journal
+ * commits. With closed-loop clients two in flight split the batches (1.6x
+ * the fdatasyncs, up to 1.8x the CPU per write: docs/measurements.md), so
+ * the default keeps one. Fast mode
  * keeps one in flight, writes every pass and paces its fdatasyncs (see "Ack
  * modes"). An fdatasync covers every byte write(2) returned before it was
  * submitted, whatever the others do, so completions in any order only move

@@ -294,7 +294,8 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
     test {uring durable: after a fast -> durable switch, written but unsynced bytes are fdatasync'ed before they count} {
         # fast mode: the first SET's fdatasync is in flight (held 1 s); the
         # second SET is written and waits for the next one (group commit),
-        # which durable mode with one fdatasync in flight starts after it.
+        # which durable mode with one fdatasync in flight (the default)
+        # starts after it.
         r config set aof-uring-fsyncs-in-flight 1
         r config set aof-uring-ack fast
         gate_hold
@@ -310,7 +311,6 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         assert_morethan_equal $ms [expr {2 * $::gate_delay - 150}]
         assert_morethan_equal [s aof_uring_fsync_count] [expr {$f0 + 2}]
         gate_release
-        r config set aof-uring-fsyncs-in-flight 2
     }
 
     test {uring durable: held output does not count against maxmemory (no eviction feedback loop)} {

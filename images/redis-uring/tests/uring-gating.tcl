@@ -66,7 +66,7 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         # c0's write is in flight (the knob delays it 300 ms) while c1..c3
         # write; when c0 is released, the batch of c1..c3 waits for c0's next
         # write, which never comes: it goes after the bounded wait.
-        # One fdatasync in flight: with more, c1..c3 would go in their own.
+        # One fdatasync in flight (the default): with more, c1..c3 would go in their own.
         r config set aof-uring-fsyncs-in-flight 1
         set waits0 [s aof_uring_coalesce_waits]
         r config set aof-uring-debug-fsync-delay-ms 300
@@ -83,7 +83,6 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         }
         r config set aof-uring-debug-fsync-delay-ms 0
         assert_morethan [s aof_uring_coalesce_waits] $waits0
-        r config set aof-uring-fsyncs-in-flight 2
     }
 
     test {uring durable: with two fdatasyncs in flight, a write arriving while one runs gets its own at once} {
@@ -111,6 +110,7 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         $c0 close
         $c1 close
         r config set aof-uring-debug-fsync-delay-ms 0
+        r config set aof-uring-fsyncs-in-flight 1
     }
 
     test {uring durable: a write is answered only once durable; clean readers are not held} {
