@@ -1,6 +1,7 @@
 # aof-preallocate (src/aof_prealloc.c): the INCR file is kept zero-written
 # ahead of the log, the zeros are cut off wherever a file is closed or read
-# back, and what a crash leaves (the zeros, a torn write before them) loads.
+# back, and a killed server's zeros load (a torn write before them:
+# uring-aof-zero-tail.tcl).
 source tests/support/aofmanifest.tcl
 
 # The INCR file's last byte: a clean file ends in the last command's "\n".
@@ -119,50 +120,6 @@ tags {"aof external:skip"} {
             r config set aof-load-truncated yes
             r set y 1
             assert_equal 1 [prealloc_info r active]
-        }
-    }
-}
-
-# What a crash leaves in a preallocated file: the pages of the write that was
-# not fdatasync'ed yet, whole or in part, then zeros.
-set defaults { appendonly {yes} appendfilename {appendonly.aof} appenddirname {appendonlydir} auto-aof-rewrite-percentage {0}}
-set server_path [tmpdir server.aof-prealloc-torn]
-set aof_dirname "appendonlydir"
-set aof_basename "appendonly.aof"
-set aof_dirpath "$server_path/$aof_dirname"
-set aof_file "$server_path/$aof_dirname/${aof_basename}.1$::incr_aof_suffix$::aof_format_suffix"
-set aof_manifest_file "$server_path/$aof_dirname/$aof_basename$::manifest_suffix"
-
-proc torn_aof {aof_dirpath aof_file aof_manifest_file tail} {
-    file mkdir $aof_dirpath
-    set fp [open $aof_file w]
-    fconfigure $fp -translation binary
-    puts -nonewline $fp "[formatCommand set foo hello][formatCommand incr n]$tail"
-    close $fp
-    set fp [open $aof_manifest_file w]
-    puts -nonewline $fp "file appendonly.aof.1.incr.aof seq 1 type i\n"
-    close $fp
-}
-
-tags {"aof external:skip"} {
-    # A command cut inside its arguments by zeros.
-    torn_aof $aof_dirpath $aof_file $aof_manifest_file "*3\r\n\$3\r\nset\r\n\$3\r\nbar\r\n\$5\r\nab[string repeat "\x00" 5000]"
-    start_server_aof [list dir $server_path aof-load-truncated yes] {
-        test "A torn write followed by zeros is a truncated tail, and its argument is never loaded" {
-            set client [valkey [srv host] [srv port] 0 $::tls]
-            wait_done_loading $client
-            assert_equal hello [$client get foo]
-            assert_equal 1 [$client get n]
-            assert_equal 0 [$client exists bar]
-            verify_log_message 0 "*ends in 28 bytes of an unfinished write and zero bytes*" 0
-        }
-    }
-
-    # A torn write ending in non-zero bytes is not a zero tail: a format error.
-    torn_aof $aof_dirpath $aof_file $aof_manifest_file "*3\r\n\$3\r\nset\r\n\$3\r\nbar\r\nxx[string repeat "\x00" 100]garbage"
-    start_server_aof_ex [list dir $server_path aof-load-truncated yes] [list wait_ready false] {
-        test "Garbage after the zeros stays a format error" {
-            wait_for_log_messages 0 {"*Bad file format reading the append only file*"} 0 10 1000
         }
     }
 }

@@ -3,7 +3,9 @@
 # fdatasync concurrent with appends; the harness' uring-fast power cuts hit it
 # about once in 20). patches/0008 treats zeros after the last complete command
 # as a truncated tail, so aof-load-truncated decides; zeros followed by more
-# data, or any other garbage, stay a format error.
+# data, or any other garbage, stay a format error. A preallocated file
+# (aof-preallocate) ends in zeros after every crash, possibly after a torn
+# write, which is cut off the same way (patch 0021).
 source tests/support/aofmanifest.tcl
 set defaults { appendonly {yes} appendfilename {appendonly.aof} appenddirname {appendonlydir} auto-aof-rewrite-percentage {0}}
 set server_path [tmpdir server.aof-zero-tail]
@@ -59,6 +61,29 @@ tags {"aof external:skip"} {
     zero_tail_aof $aof_dirpath $aof_file $aof_manifest_file "[string repeat "\x00" 100][formatCommand set foo bar]"
     start_server_aof_ex [list dir $server_path aof-load-truncated yes] [list wait_ready false] {
         test "Zeros followed by data are a format error, not a truncated tail" {
+            wait_for_log_messages 0 {"*Bad file format reading the append only file*"} 0 10 1000
+        }
+    }
+
+    # What a crash leaves in a preallocated file (aof-preallocate): the pages
+    # of the write that was not fdatasync'ed yet, whole or in part, then zeros.
+    # A command cut inside its arguments by zeros:
+    zero_tail_aof $aof_dirpath $aof_file $aof_manifest_file "*3\r\n\$3\r\nset\r\n\$3\r\nbar\r\n\$5\r\nab[string repeat "\x00" 5000]"
+    start_server_aof [list dir $server_path aof-load-truncated yes] {
+        test "A torn write followed by zeros is a truncated tail, and its argument is never loaded" {
+            set client [valkey [srv host] [srv port] 0 $::tls]
+            wait_done_loading $client
+            assert_equal hello [$client get foo]
+            assert_equal 2 [$client get n]
+            assert_equal 0 [$client exists bar]
+            verify_log_message 0 "*ends in 28 bytes of an unfinished write and zero bytes*" 0
+        }
+    }
+
+    # A torn write whose zeros are followed by more data is not a zero tail.
+    zero_tail_aof $aof_dirpath $aof_file $aof_manifest_file "*3\r\n\$3\r\nset\r\n\$3\r\nbar\r\nxx[string repeat "\x00" 100]garbage"
+    start_server_aof_ex [list dir $server_path aof-load-truncated yes] [list wait_ready false] {
+        test "Garbage after the zeros stays a format error" {
             wait_for_log_messages 0 {"*Bad file format reading the append only file*"} 0 10 1000
         }
     }
