@@ -134,7 +134,6 @@ static long long errors_logged = 0;
 static mstime_t last_error_ms = 0;
 static int disabled_logged = 0;
 
-/* Write zeros at [from, to) of fd and make them durable: 0 or an errno. */
 /* INFO-friendly name of an extension's error. */
 static const char *errnoName(int err) {
     switch (err) {
@@ -214,6 +213,8 @@ static void *preallocWorker(void *arg) {
         if (chunk > PREALLOC_MAX_CHUNK) chunk = PREALLOC_MAX_CHUNK;
         int fd = P.fd, dfd = P.dfd;
         off_t from = P.region_end, to = from + chunk < P.target ? from + chunk : P.target;
+        /* End chunks on a block boundary, so the next ones are all O_DIRECT. */
+        if (to < P.target && to - to % PREALLOC_ALIGN > from) to -= to % PREALLOC_ALIGN;
         pthread_mutex_unlock(&P.lock);
         int err = zeroFill(fd, &dfd, from, to);
         pthread_mutex_lock(&P.lock);
