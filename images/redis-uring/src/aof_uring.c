@@ -26,11 +26,11 @@
  * the device; on an appending file ext4 serializes them behind its journal
  * commits. With closed-loop clients two in flight split the batches (1.6x
  * the fdatasyncs, up to 1.8x the CPU per write: docs/measurements.md), so
- * the default keeps one. Fast mode
- * keeps one in flight, writes every pass and paces its fdatasyncs (see "Ack
- * modes"). An fdatasync covers every byte write(2) returned before it was
- * submitted, whatever the others do, so completions in any order only move
- * the durable offset forward: it is the most any completed one covered.
+ * the default keeps one. Fast mode keeps one in flight, writes every pass
+ * and paces its fdatasyncs (see "Ack modes"). An fdatasync covers every byte
+ * write(2) returned before it was submitted, whatever the others do, so
+ * completions in any order only move the durable offset forward: it is the
+ * most any completed one covered.
  *
  * Coalescing (durable mode). When a batch becomes durable its clients are
  * released and send their next commands about one round trip later;
@@ -267,7 +267,6 @@
 #define AOF_URING_COALESCE_MAX_US 2000    /* Longest coalescing wait. */
 #define AOF_URING_FAST_FSYNC_SPACING 4      /* fast mode: fsync period >= 4x its duration, */
 #define AOF_URING_FAST_LOSS_WINDOW_US 10000 /* unless period + duration would exceed 10 ms. */
-
 
 /* Counters survive ring restarts; they are what INFO shows. */
 static struct {
