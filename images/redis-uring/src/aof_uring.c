@@ -90,8 +90,19 @@
  *        wrote itself;
  *      - else the largest offset of the keys and dbs it looked up (SORT's
  *        BY/GET patterns, MOVE's and COPY's target db included), and for a
- *        read-only command without key arguments (KEYS, SCAN, DBSIZE,
- *        RANDOMKEY) the last write of all.
+ *        command without key arguments the last write of all: such a
+ *        command may summarise the keyspace (KEYS, SCAN, DBSIZE, RANDOMKEY,
+ *        MEMORY STATS, DEBUG DIGEST, FUNCTION LIST...). Deny by default:
+ *        only the connection's commands, transactions, pub/sub and server
+ *        introspection (INFO, CONFIG, ROLE, LATENCY...) are exempt
+ *        (keylessShowsNoData), so a command added later waits rather than
+ *        leaks. INFO's keyspace section, which counts keys, shows the
+ *        counts of the newest snapshot the gate has released (one is taken
+ *        at the end of a pass and promoted when its offset is released)
+ *        instead of waiting: monitoring must answer when the disk stalls.
+ *    State the AOF carries besides keys is the function libraries: a unit
+ *    that changed them (FUNCTION LOAD/DELETE/FLUSH/RESTORE) sets
+ *    functions_off, and FCALL/FCALL_RO need it whatever keys they touch.
  *    Bytes fed without any key or db changing (FUNCTION LOAD, a module's
  *    propagation) dirty every key. Output queued for any client other than the
  *    one whose command runs (pub/sub messages, keyspace notifications,
@@ -294,6 +305,7 @@ static long long *dirty_db = NULL;     /* Per db: aof_fed after it was flushed/s
 static int dirty_dbs = 0;
 static long long dirty_all = 0;        /* Last write that changed no key (functions...). */
 static long long last_write_off = 0;   /* aof_fed after the last unit that fed bytes. */
+static long long functions_off = 0;    /* aof_fed after the last unit that changed a function. */
 static long long resolved_fed = 0;     /* aof_fed when the last unit was resolved. */
 static uint32_t *pending_slots = NULL; /* Slots written in the current unit. */
 static size_t pending_len = 0, pending_cap = 0;
@@ -302,6 +314,7 @@ static size_t pending_dbs_len = 0;
 /* What the current execution unit read. */
 static long long unit_read_off = 0;
 static int unit_read_unresolved = 0, unit_read_any = 0;
+static int unit_functions_changed = 0;
 /* Clients that were pushed data (pub/sub, notifications, tracking,
  * MONITOR) or had a WATCHed key changed since the last resolution, with the
  * offset they needed before. */
@@ -310,6 +323,14 @@ static struct pushed {
     long long need;
 } *pushed = NULL;
 static size_t pushed_len = 0, pushed_cap = 0;
+/* INFO keyspace's key counts (keys, expires per db) at two AOF offsets: the
+ * newest known to be released (fed <= releasedFed()) and a candidate taken
+ * at the end of a later pass, promoted once its offset is released. fed is
+ * -1 when a snapshot is empty. */
+static struct keyspaceSnapshot {
+    long long fed;
+    long long *counts; /* 2 * server.dbnum */
+} snap_released = {-1, NULL}, snap_candidate = {-1, NULL};
 
 static void markDurable(long long fed) {
     if (fed > durable_fed) durable_fed = fed;
@@ -968,6 +989,8 @@ static int gateOn(void) {
     if (on && !gate_was_on) {
         dirty_all = aof_fed;
         last_write_off = aof_fed;
+        functions_off = aof_fed;
+        snap_released.fed = snap_candidate.fed = -1;
         resetReplicaAcks(0);
         /* Allocated now rather than at the first write, so that used_memory
          * does not jump by 512 KiB in the middle of a workload. */
@@ -1073,16 +1096,80 @@ void aofUringDbModified(serverDb *db) {
     pending_dbs[pending_dbs_len++] = db->id;
 }
 
+/* A command without key arguments that shows nothing of the data: the
+ * connection's own state, transactions (EXEC's commands are judged one by
+ * one), pub/sub (receivers are held as pushes), and server introspection
+ * (INFO's keyspace section is served as of the last durable point, see
+ * aofUringKeyspaceCounts). Every other keyless command is taken to see the
+ * whole keyspace: a new or unknown one waits rather than leaks. */
+static int keylessShowsNoData(struct serverCommand *cmd) {
+    static const char *const introspection[] = {"info", "config", "time",     "lastsave", "role", "monitor",
+                                                "script", "acl",  "latency", "replconf", "psync", "sync"};
+    if (cmd->acl_categories & (ACL_CATEGORY_CONNECTION | ACL_CATEGORY_TRANSACTION)) return 1;
+    if (cmd->flags & CMD_PUBSUB) return 1;
+    const char *name = (cmd->parent ? cmd->parent : cmd)->declared_name;
+    for (size_t i = 0; i < sizeof(introspection) / sizeof(*introspection); i++)
+        if (!strcasecmp(name, introspection[i])) return 1;
+    return 0;
+}
+
+static int isFunctionCommand(struct serverCommand *cmd) {
+    return cmd->parent && !strcasecmp(cmd->parent->declared_name, "function");
+}
+
 void aofUringAfterCommand(client *c) {
     struct serverCommand *cmd = c->cmd;
     if (!gateOn()) return;
-    /* A read-only command without key arguments (KEYS, SCAN, DBSIZE,
-     * RANDOMKEY...) sees the whole keyspace: it waits for every write. */
-    if ((cmd->flags & CMD_READONLY) && cmd->key_specs_num == 0 && !(cmd->flags & CMD_MODULE_GETKEYS)) {
+    /* A command without key arguments that may show the data (KEYS, SCAN,
+     * DBSIZE, RANDOMKEY, MEMORY STATS, DEBUG DIGEST, FUNCTION LIST...) sees
+     * the whole keyspace and the functions: it waits for every write. */
+    if (cmd->key_specs_num == 0 && !(cmd->flags & CMD_MODULE_GETKEYS) && !keylessShowsNoData(cmd)) {
         unit_read_any = 1;
         noteRead(last_write_off);
         if (pending_len || pending_dbs_len) unit_read_unresolved = 1;
     }
+    /* Functions are state the AOF carries besides keys: FCALL shows that a
+     * library is loaded whatever keys it touches. */
+    if (cmd->proc == fcallCommand || cmd->proc == fcallroCommand) {
+        unit_read_any = 1;
+        noteRead(functions_off);
+    }
+    if ((cmd->flags & CMD_WRITE) && isFunctionCommand(cmd)) unit_functions_changed = 1;
+}
+
+/* INFO keyspace's counts for db j (live ones in *keys and *vkeys): while the
+ * gate is on and some write is not released yet, the counts of the newest
+ * released snapshot instead, so that INFO shows no write before it is durable
+ * and still answers at once when the disk stalls (monitoring needs it then).
+ * With no released snapshot (the gate just turned on) the reply waits. */
+void aofUringKeyspaceCounts(int j, long long *keys, long long *vkeys) {
+    if (!gateOn() || releasedFed() >= last_write_off) return;
+    if (snap_released.fed >= 0) {
+        *keys = snap_released.counts[2 * j];
+        *vkeys = snap_released.counts[2 * j + 1];
+        return;
+    }
+    unit_read_any = 1;
+    noteRead(last_write_off);
+}
+
+/* Called at the end of a pass, when every write executed has been fed: the
+ * keyspace now is its state at aof_fed. */
+static void snapshotKeyspace(void) {
+    if (snap_candidate.fed >= 0 && snap_candidate.fed <= releasedFed()) {
+        struct keyspaceSnapshot t = snap_released;
+        snap_released = snap_candidate;
+        snap_candidate = t;
+        snap_candidate.fed = -1;
+    }
+    if (snap_candidate.fed >= 0 || aof_fed <= snap_released.fed) return;
+    if (snap_candidate.counts == NULL) snap_candidate.counts = zmalloc(sizeof(long long) * 2 * server.dbnum);
+    for (int j = 0; j < server.dbnum; j++) {
+        snap_candidate.counts[2 * j] = kvstoreSize(server.db[j].keys);
+        snap_candidate.counts[2 * j + 1] = kvstoreSize(server.db[j].expires);
+    }
+    snap_candidate.fed = aof_fed;
+    if (aof_fed <= releasedFed()) snapshotKeyspace(); /* Released already: promote it now. */
 }
 
 void aofUringPushed(client *c) {
@@ -1108,7 +1195,10 @@ void aofUringPushed(client *c) {
 static void resolveUnit(client *target) {
     long long fed = aof_fed;
     int wrote = fed > resolved_fed;
-    if (!wrote && !pending_len && !pending_dbs_len && !unit_read_any && !pushed_len) return;
+    if (!wrote && !pending_len && !pending_dbs_len && !unit_read_any && !pushed_len) {
+        unit_functions_changed = 0; /* A FUNCTION LOAD that failed. */
+        return;
+    }
 
     int dirtied = pending_len || pending_dbs_len;
     for (size_t i = 0; i < pending_len; i++) dirty_off[pending_slots[i]] = fed;
@@ -1120,6 +1210,7 @@ static void resolveUnit(client *target) {
         /* Bytes fed without any key or db changing (FUNCTION LOAD, module
          * propagation): whatever they changed, every read waits for them. */
         if (!dirtied) dirty_all = fed;
+        if (unit_functions_changed) functions_off = fed;
         resolved_fed = fed;
         /* Propagated to the AOF and the replication stream together. */
         pushCheckpoint(fed, server.primary_repl_offset);
@@ -1136,7 +1227,7 @@ static void resolveUnit(client *target) {
         aofUringHoldClient(target);
     }
     unit_read_off = 0;
-    unit_read_unresolved = unit_read_any = 0;
+    unit_read_unresolved = unit_read_any = unit_functions_changed = 0;
 
     for (size_t i = 0; i < pushed_len; i++) {
         client *c = lookupClientByID(pushed[i].id);
@@ -1240,6 +1331,7 @@ void aofUringBeforeSleep(void) {
     /* Every execution unit has propagated by now; resolve what happened
      * outside of one (pushes from timers and tracking broadcasts). */
     resolveUnit(NULL);
+    if (gateOn()) snapshotKeyspace();
     /* Publish the durable offset now (upstream does it after the flush) so
      * that the commands of released clients join the next batch. */
     if (server.aof_state == AOF_ON && server.fsynced_reploff != -1)

@@ -49,6 +49,9 @@ void aofUringAfterCommand(struct client *c);
 void aofUringPushed(struct client *c);
 /* postExecutionUnitOperations(): the unit has propagated. */
 void aofUringExecutionUnitDone(void);
+/* INFO keyspace: replace db j's live counts with those of the last durable
+ * point while some write is not durable yet. */
+void aofUringKeyspaceCounts(int j, long long *keys, long long *vkeys);
 /* freeMemoryGetNotCountedMemory(): output the gate holds, like aof_buf
  * memory waiting for the disk. */
 size_t aofUringHeldOutputMemory(void);

@@ -291,6 +291,83 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         gate_release
     }
 
+    test {uring durable: keyless commands that show the data wait for every write} {
+        # MEMORY STATS counts keys, DEBUG DIGEST hashes them, FUNCTION LIST
+        # lists libraries: none is flagged read-only, and each was served at
+        # once on the engine whose rule was "read-only and keyless".
+        foreach cmd {{memory stats} {debug digest} {function list}} {
+            gate_hold
+            set w [valkey_deferring_client]
+            set obs [valkey_deferring_client]
+            set t0 [clock milliseconds]
+            $w set keyless-show 1
+            $w flush
+            wait_for_condition 100 10 {[s aof_uring_held_clients] >= 1} else { fail "writer not held" }
+            $obs {*}$cmd
+            $obs flush
+            gate_read_late $obs $t0 [string toupper $cmd]
+            assert_equal OK [$w read]
+            $w close
+            $obs close
+            gate_release
+        }
+    }
+
+    test {uring durable: a function library is not seen before its FUNCTION LOAD is durable} {
+        # Functions are state the AOF carries besides keys.
+        r function flush
+        gate_hold
+        set w [valkey_deferring_client]
+        set t0 [clock milliseconds]
+        $w function load {#!lua name=gatelib
+server.register_function{function_name='gatefn', callback=function() return 'loaded' end, flags={'no-writes'}}}
+        $w flush
+        wait_for_condition 100 10 {[s aof_uring_held_clients] >= 1} else { fail "FUNCTION LOAD not held" }
+        # FCALL and FCALL_RO without keys, and a second FUNCTION LOAD's error.
+        set observers {}
+        foreach cmd {{fcall gatefn 0} {fcall_ro gatefn 0} {function load {#!lua name=gatelib
+server.register_function('other', function() return 1 end)}}} {
+            set obs [valkey_deferring_client]
+            $obs {*}$cmd
+            $obs flush
+            lappend observers $obs [lindex $cmd 0]
+        }
+        foreach {obs what} $observers {
+            catch {gate_read_late $obs $t0 [string toupper $what]} reply
+            if {[string match {*served after*} $reply]} { fail $reply }
+            $obs close
+        }
+        assert_equal gatelib [$w read]
+        $w close
+        gate_release
+        assert_equal loaded [r fcall gatefn 0]
+        r function flush
+    }
+
+    test {uring durable: INFO keyspace counts only durable keys, and answers at once} {
+        r select 13
+        r flushdb
+        r set durable-before 1
+        gate_hold
+        set w [valkey_deferring_client]
+        $w select 13
+        $w read
+        set t0 [clock milliseconds]
+        $w set held-key 1
+        $w flush
+        wait_for_condition 100 10 {[s aof_uring_held_clients] >= 1} else { fail "writer not held" }
+        set info [r info keyspace]
+        set ms [elapsed_ms $t0]
+        assert_match {*db13:keys=1,*} $info
+        if {$ms >= $::gate_min} { fail "INFO keyspace waited $ms ms for the disk" }
+        assert_equal OK [$w read]
+        $w close
+        gate_release
+        assert_match {*db13:keys=2,*} [r info keyspace]
+        r flushdb
+        r select 9
+    }
+
     test {uring durable: after a fast -> durable switch, written but unsynced bytes are fdatasync'ed before they count} {
         # fast mode: the first SET's fdatasync is in flight (held 1 s); the
         # second SET is written and waits for the next one (group commit),
