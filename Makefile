@@ -51,7 +51,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRDs and RBAC role from the API typ
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify
-verify: generate markdown-check ## Fail if generated files differ from what is committed, or the Markdown does not render as meant.
+verify: generate markdown-check ## Fail if generated files differ from what is committed, the Markdown does not render as meant, or the user guide does not build.
 	@drift=$$(git status --porcelain -- $(GENERATED)); if [[ -n $$drift ]]; then \
 		git --no-pager diff --stat -- $(GENERATED); echo "$$drift"; \
 		echo "verify: generated files are out of date; run 'make generate' and commit the result" >&2; exit 1; fi

@@ -19,7 +19,7 @@ import (
 )
 
 // TestUpgradeFromRelease upgrades the release users run today to this tree
-// the way the README's "Upgrading" section says. The release
+// the way docs/upgrading.md says. The release
 // (E2E_RELEASED_VERSION) is built from its own commit by `make e2e-upgrade`
 // (hack/released.sh) and installed with helm; on it run an instance with the
 // default generated password and one opened with spec.auth.disabled, with
