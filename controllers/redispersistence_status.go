@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/upgrade"
 )
 
 // Condition reasons.
@@ -243,13 +244,13 @@ func upToDateCondition(pending *condition, sts *appsv1.StatefulSet, now time.Tim
 	switch {
 	case started == nil:
 		return condition{metav1.ConditionTrue, ReasonUpToDate, "the pod template is the one the operator builds"}
-	case now.Sub(started.Time) < upgradeProgressDeadline:
+	case upgrade.HoldsTurn(started.Time, now):
 		return condition{metav1.ConditionFalse, ReasonUpgrading,
 			"the pod rolls onto the operator's new pod template; the operator's other upgrades wait until it is Ready"}
 	}
 	return condition{metav1.ConditionFalse, ReasonUpgradeStalled,
 		fmt.Sprintf("the pod is not Ready on the operator's new pod template %s after the upgrade started (see Ready); the operator's other upgrades no longer wait for it",
-			upgradeProgressDeadline)}
+			upgrade.ProgressDeadline)}
 }
 
 // runningImage is the image of pod's container name while that container

@@ -37,14 +37,15 @@ package controllers
 // until the cache shows the mark it made, so two workers never both take the
 // last turn. When an upgrade ends, its StatefulSet event wakes the next
 // waiting instances in order (nextUpgrades), not all of them; a waiting
-// instance also looks again every resyncInterval.
+// instance also looks again every resyncInterval. The decisions themselves,
+// who goes next and how long a turn lasts, are internal/upgrade's.
 //
 // Two rules keep one instance from holding the fleet back:
 //   - An instance that is not Ready when its upgrade comes (unschedulable,
 //     crash-looping, rolling a change of its own) takes it at once and holds
 //     no turn: it serves nothing a restart could interrupt, and the new
 //     template may be what it needs.
-//   - An upgrade holds its turn for at most upgradeProgressDeadline. One whose
+//   - An upgrade holds its turn for at most upgrade.ProgressDeadline. One whose
 //     pod never becomes Ready (a bad image, a lost node) is then reported
 //     UpgradeStalled and the next instance starts: a broken image spreads one
 //     instance per deadline (per turn), slowly enough for the Ready alerts to
@@ -56,9 +57,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -75,6 +74,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/upgrade"
 )
 
 // What the StatefulSet records about the pod template it runs.
@@ -91,11 +91,6 @@ const (
 	// with the time it started (RFC 3339); it goes once the pod rolled out.
 	annotationUpgradeStarted = "uringredis.io/upgrade-started"
 )
-
-// upgradeProgressDeadline is how long an operator upgrade holds its turn
-// before the next one starts anyway: twice what the startup probe gives a
-// server to load its data, with room for pulling the image.
-const upgradeProgressDeadline = 10 * time.Minute
 
 // upgradeAnnounceDelay is how long an instance that announced that its
 // upgrade waits looks again: time for the other instances to announce theirs
@@ -189,43 +184,6 @@ func upgradeInFlight(sts *appsv1.StatefulSet) *metav1.Time {
 	return ptr.To(metav1.NewTime(started))
 }
 
-// upgradeCandidate is what a turn decision knows of one RedisPersistence.
-type upgradeCandidate struct {
-	key types.NamespacedName
-	// upgradeStarted is set while it rolls an operator upgrade.
-	upgradeStarted *metav1.Time
-	// waiting is true while it is Ready and its operator upgrade waits for a turn.
-	waiting bool
-}
-
-// upgradeTurn decides whether self, a Ready instance whose pod template the
-// operator changed, may roll now: once it announced that it waits, while
-// fewer than maxConcurrent operator upgrades roll (each for at most
-// upgradeProgressDeadline) and no Ready instance waits ahead of it in
-// namespace/name order.
-func upgradeTurn(self types.NamespacedName, announced bool, fleet []upgradeCandidate, now time.Time, maxConcurrent int) (reason, message string, ok bool) {
-	var rolling, ahead int
-	for _, c := range fleet {
-		switch {
-		case c.key == self:
-		case c.upgradeStarted != nil && now.Sub(c.upgradeStarted.Time) < upgradeProgressDeadline:
-			rolling++
-		case c.waiting && compareKeys(c.key, self) < 0:
-			ahead++
-		}
-	}
-	if announced && rolling+ahead < maxConcurrent {
-		return ReasonUpgrading, fmt.Sprintf("%d other operator upgrades roll, at most %d at a time", rolling, maxConcurrent), true
-	}
-	return ReasonUpgradePending, fmt.Sprintf(
-		"the operator's new pod template (its default images or version) waits for its turn behind %d other instances: %d upgrading, %d waiting ahead in namespace/name order; the operator upgrades at most %d at a time (--max-concurrent-upgrades)",
-		rolling+ahead, rolling, ahead, maxConcurrent), false
-}
-
-func compareKeys(a, b types.NamespacedName) int {
-	return strings.Compare(a.String(), b.String())
-}
-
 // waitsForUpgrade is true for a Ready instance whose last reconcile, of its
 // current generation, held an operator upgrade back.
 func waitsForUpgrade(rp *v1alpha1.RedisPersistence) bool {
@@ -245,6 +203,19 @@ type upgradeWait struct {
 	retry time.Duration
 }
 
+// upgradeWaitFor is the wait of an upgrade whose turn has not come: it looks
+// again after upgradeAnnounceDelay when it has only announced itself, at the
+// next resync (or when a turn ends) once it waits its turn.
+func upgradeWaitFor(turn upgrade.Turn, announced bool, maxConcurrent int) *upgradeWait {
+	retry := resyncInterval
+	if !announced {
+		retry = upgradeAnnounceDelay
+	}
+	return &upgradeWait{condition{metav1.ConditionFalse, ReasonUpgradePending, fmt.Sprintf(
+		"the operator's new pod template (its default images or version) waits for its turn behind %d other instances: %d upgrading, %d waiting ahead in namespace/name order; the operator upgrades at most %d at a time (--max-concurrent-upgrades)",
+		turn.Rolling+turn.Ahead, turn.Rolling, turn.Ahead, maxConcurrent)}, retry}
+}
+
 // applyStatefulSet applies the StatefulSet rp needs, unless it carries an
 // operator upgrade that must wait for its turn: then it leaves the existing
 // one as it is and says so. It returns the StatefulSet as the API server has
@@ -261,17 +232,12 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 		if err != nil {
 			return nil, nil, err
 		}
-		now := r.Clock.Now()
 		announced := waitsForUpgrade(rp)
-		reason, message, ok := upgradeTurn(client.ObjectKeyFromObject(rp), announced, fleet, now, r.maxConcurrentUpgrades())
-		if !ok {
-			retry := resyncInterval
-			if !announced {
-				retry = upgradeAnnounceDelay
-			}
-			return existing, &upgradeWait{condition{metav1.ConditionFalse, reason, message}, retry}, nil
+		turn := fleet.Turn(client.ObjectKeyFromObject(rp), announced)
+		if !turn.Start {
+			return existing, upgradeWaitFor(turn, announced, fleet.MaxConcurrent), nil
 		}
-		in.upgradeStarted = ptr.To(metav1.NewTime(now))
+		in.upgradeStarted = ptr.To(metav1.NewTime(turn.At))
 		sts = buildStatefulSet(rp, r.Options, in)
 	}
 
@@ -310,29 +276,40 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 	return sts, nil, nil
 }
 
+// newUpgradeFleet is an upgrade.Fleet with this operator's limit and clock,
+// and no instances yet.
+func (r *RedisPersistenceReconciler) newUpgradeFleet() upgrade.Fleet {
+	return upgrade.Fleet{MaxConcurrent: r.maxConcurrentUpgrades(), Clock: r.Clock}
+}
+
 // upgradeFleet is what a turn decision needs to know of every
 // RedisPersistence this operator reconciles, read from the cache.
-func (r *RedisPersistenceReconciler) upgradeFleet(ctx context.Context) ([]upgradeCandidate, error) {
+func (r *RedisPersistenceReconciler) upgradeFleet(ctx context.Context) (upgrade.Fleet, error) {
 	var instances v1alpha1.RedisPersistenceList
 	if err := r.List(ctx, &instances); err != nil {
-		return nil, fmt.Errorf("listing RedisPersistences: %w", err)
+		return upgrade.Fleet{}, fmt.Errorf("listing RedisPersistences: %w", err)
 	}
 	var sets appsv1.StatefulSetList
 	if err := r.List(ctx, &sets, client.MatchingLabels{labelManagedBy: fieldOwner}); err != nil {
-		return nil, fmt.Errorf("listing StatefulSets: %w", err)
+		return upgrade.Fleet{}, fmt.Errorf("listing StatefulSets: %w", err)
 	}
 	byKey := make(map[types.NamespacedName]*appsv1.StatefulSet, len(sets.Items))
 	for i := range sets.Items {
 		byKey[client.ObjectKeyFromObject(&sets.Items[i])] = &sets.Items[i]
 	}
-	fleet := make([]upgradeCandidate, 0, len(instances.Items))
+	fleet := r.newUpgradeFleet()
+	fleet.Instances = make([]upgrade.Instance, 0, len(instances.Items))
 	for i := range instances.Items {
 		rp := &instances.Items[i]
 		if !rp.DeletionTimestamp.IsZero() {
 			continue
 		}
 		key := client.ObjectKeyFromObject(rp)
-		fleet = append(fleet, upgradeCandidate{key: key, upgradeStarted: upgradeInFlight(byKey[key]), waiting: waitsForUpgrade(rp)})
+		in := upgrade.Instance{Key: key, Waiting: waitsForUpgrade(rp)}
+		if started := upgradeInFlight(byKey[key]); started != nil {
+			in.Started = started.Time
+		}
+		fleet.Instances = append(fleet.Instances, in)
 	}
 	return fleet, nil
 }
@@ -360,25 +337,20 @@ var upgradeTurnFreed = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
-// nextUpgrades are the instances waiting for an upgrade turn, first in
-// namespace/name order, as many as may roll at once: a turn that ends wakes
-// those, not every instance that waits. The instance whose turn ended is not
-// one of them, even if its status, not yet written, still says it waits.
+// nextUpgrades are the instances a turn that ended makes way for (Fleet.Next).
 func (r *RedisPersistenceReconciler) nextUpgrades(ctx context.Context, ended client.Object) []reconcile.Request {
 	var list v1alpha1.RedisPersistenceList
 	if err := r.List(ctx, &list); err != nil {
 		log.FromContext(ctx).Error(err, "listing RedisPersistences for an ended upgrade")
 		return nil
 	}
-	var waiting []types.NamespacedName
+	fleet := r.newUpgradeFleet()
 	for i := range list.Items {
-		if waitsForUpgrade(&list.Items[i]) && client.ObjectKeyFromObject(&list.Items[i]) != client.ObjectKeyFromObject(ended) {
-			waiting = append(waiting, client.ObjectKeyFromObject(&list.Items[i]))
-		}
+		fleet.Instances = append(fleet.Instances, upgrade.Instance{Key: client.ObjectKeyFromObject(&list.Items[i]), Waiting: waitsForUpgrade(&list.Items[i])})
 	}
-	slices.SortFunc(waiting, compareKeys)
-	requests := make([]reconcile.Request, 0, r.maxConcurrentUpgrades())
-	for _, key := range waiting[:min(len(waiting), r.maxConcurrentUpgrades())] {
+	next := fleet.Next(client.ObjectKeyFromObject(ended))
+	requests := make([]reconcile.Request, 0, len(next))
+	for _, key := range next {
 		requests = append(requests, reconcile.Request{NamespacedName: key})
 	}
 	return requests

@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/upgrade"
 )
 
 // upgradeTestOperator labels the RedisPersistences of an upgrade test with
@@ -379,7 +380,7 @@ func TestUpgradeUserEditsApplyAtOnce(t *testing.T) {
 }
 
 // An instance that is not Ready takes the upgrade at once, and an upgrade
-// that never becomes Ready holds its turn for upgradeProgressDeadline only.
+// that never becomes Ready holds its turn for upgrade.ProgressDeadline only.
 func TestUpgradeUnreadyAndStalledInstancesDoNotBlock(t *testing.T) {
 	ensureNodes(t)
 	ns := newNamespace(t)
@@ -400,7 +401,7 @@ func TestUpgradeUnreadyAndStalledInstancesDoNotBlock(t *testing.T) {
 	waitCondition(t, ns, "b", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
 
 	// a never becomes Ready on v2.
-	clock.SetTime(testNow.Add(upgradeProgressDeadline + time.Second))
+	clock.SetTime(testNow.Add(upgrade.ProgressDeadline + time.Second))
 	op.reconcile(t, ns, "a")
 	waitCondition(t, ns, "a", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradeStalled)
 	op.reconcile(t, ns, "b")
@@ -530,37 +531,20 @@ func TestUpgradeRolloutOrigin(t *testing.T) {
 	}
 }
 
-// upgradeTurn counts the upgrades in flight, for a bounded time, and the
-// Ready instances waiting ahead in namespace/name order.
-func TestUpgradeTurn(t *testing.T) {
-	key := func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
-	started := func(ago time.Duration) *metav1.Time { return ptr.To(metav1.NewTime(testNow.Add(-ago))) }
-	self := key("apps", "m")
+// An upgrade whose turn has not come says so in UpToDate, with its place in
+// the queue, and looks again soon only while it announces itself.
+func TestUpgradeWaitFor(t *testing.T) {
+	turn := upgrade.Turn{Rolling: 1, Ahead: 2}
 	for _, c := range []struct {
-		desc  string
-		fleet []upgradeCandidate
-		max   int
-		want  bool
-	}{
-		{"alone", []upgradeCandidate{{key: self}}, 1, true},
-		{"one rolling", []upgradeCandidate{{key: self}, {key: key("apps", "z"), upgradeStarted: started(time.Minute)}}, 1, false},
-		{"one rolling of two", []upgradeCandidate{{key: self}, {key: key("apps", "z"), upgradeStarted: started(time.Minute)}}, 2, true},
-		{"one stalled", []upgradeCandidate{{key: self}, {key: key("apps", "z"), upgradeStarted: started(upgradeProgressDeadline)}}, 1, true},
-		{"one waiting ahead", []upgradeCandidate{{key: self}, {key: key("apps", "a"), waiting: true}}, 1, false},
-		{"one waiting ahead in another namespace", []upgradeCandidate{{key: self}, {key: key("api", "z"), waiting: true}}, 1, false},
-		{"one waiting behind", []upgradeCandidate{{key: self}, {key: key("apps", "z"), waiting: true}}, 1, true},
-		{"one waiting ahead, two turns", []upgradeCandidate{{key: self}, {key: key("apps", "a"), waiting: true}}, 2, true},
-		{"its own upgrade", []upgradeCandidate{{key: self, upgradeStarted: started(time.Minute), waiting: true}}, 1, true},
-	} {
-		if _, _, ok := upgradeTurn(self, false, c.fleet, testNow, c.max); ok {
-			t.Errorf("%s: an upgrade not announced yet took a turn", c.desc)
+		announced bool
+		retry     time.Duration
+	}{{false, upgradeAnnounceDelay}, {true, resyncInterval}} {
+		w := upgradeWaitFor(turn, c.announced, 2)
+		if w.status != metav1.ConditionFalse || w.reason != ReasonUpgradePending || w.retry != c.retry {
+			t.Errorf("announced %v: %+v, want %s, retry %s", c.announced, w, ReasonUpgradePending, c.retry)
 		}
-		reason, message, ok := upgradeTurn(self, true, c.fleet, testNow, c.max)
-		if ok != c.want {
-			t.Errorf("%s: ok %v (%s: %s), want %v", c.desc, ok, reason, message, c.want)
-		}
-		if !ok && reason != ReasonUpgradePending {
-			t.Errorf("%s: reason %s", c.desc, reason)
+		if want := "behind 3 other instances: 1 upgrading, 2 waiting ahead in namespace/name order; the operator upgrades at most 2 at a time"; !strings.Contains(w.message, want) {
+			t.Errorf("announced %v: message %q does not say %q", c.announced, w.message, want)
 		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/uring-redis/uring-redis-operator/internal/benchparse"
 )
 
 // GetDuringSet is the command name of the mixed-reads measurement.
@@ -108,7 +110,7 @@ func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandRes
 		// a failover is under way, and its writes would be refused.
 		return CommandResult{}, Sample{}, Sample{}, fmt.Errorf("the server at %s is a replica (role %q), not a primary: the benchmark writes, so it measures the primary only", r.Addr, before.Role)
 	}
-	var tool ToolResult
+	var tool benchparse.Report
 	ops := float64(w.Requests)
 	if cmd == GetDuringSet {
 		// GETs of keys no write touches, while SET loads the server: a durable
@@ -139,9 +141,9 @@ func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandRes
 	return CommandResult{
 		Command:         cmd,
 		OpsPerSecond:    tool.OpsPerSecond,
-		P50Micros:       tool.P50Micros,
-		P99Micros:       tool.P99Micros,
-		P999Micros:      tool.P999Micros,
+		P50Micros:       millisToMicros(tool.P50Ms),
+		P99Micros:       millisToMicros(tool.P99Ms),
+		P999Micros:      millisToMicros(tool.P999Ms),
 		CPUMicrosPerKop: int64((after.CPUSeconds - before.CPUSeconds) * 1e6 * 1000 / ops),
 		FsyncCount:      count,
 		FsyncP50Micros:  p50,
@@ -152,19 +154,21 @@ func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandRes
 
 func (a ToolArgs) withTest(test string) ToolArgs { a.Test, a.Command = test, nil; return a }
 
-func (r Runner) tool(ctx context.Context, a ToolArgs) (ToolResult, error) {
+func (r Runner) tool(ctx context.Context, a ToolArgs) (benchparse.Report, error) {
 	var out, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, r.Tool, a.Argv()...)
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
-		return ToolResult{}, fmt.Errorf("valkey-benchmark: %w: %s", err, lastLine(stderr.String()+out.String()))
+		return benchparse.Report{}, fmt.Errorf("valkey-benchmark: %w: %s", err, lastLine(stderr.String()+out.String()))
 	}
-	res, err := ParseTool(out.String())
+	res, err := benchparse.Parse(out.String())
 	if err != nil {
 		return res, fmt.Errorf("%w: %s", err, lastLine(stderr.String()+out.String()))
 	}
 	return res, nil
 }
+
+func millisToMicros(ms float64) int64 { return int64(ms*1000 + 0.5) }
 
 func lastLine(s string) string {
 	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })

@@ -24,6 +24,7 @@ import (
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/fsprobe"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/loopfs"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
+	"github.com/uring-redis/uring-redis-operator/internal/benchparse"
 )
 
 // Options of a benchmark run.
@@ -107,7 +108,7 @@ type Run struct {
 	Test        string             `json:"test"`
 	Rep         int                `json:"rep"`
 	Cmdline     string             `json:"cmdline,omitempty"`
-	Tool        ToolResult         `json:"benchmark"`
+	Tool        benchparse.Report  `json:"benchmark"`
 	CPUSec      float64            `json:"server_cpu_s"`
 	ChildCPUSec float64            `json:"children_cpu_s"`
 	CPUPer1k    float64            `json:"server_cpu_s_per_1k_ops"`
@@ -271,7 +272,7 @@ func Execute(o Options, version, command string) (*Report, error) {
 						side = fmt.Sprintf("  + %s %.0f ops/s p99 %.3f ms", s.Op, s.RPS, s.P99Ms)
 					}
 					o.Log("%-4s %-20s %-10s rep %d: %8.0f ops/s  p50 %6.3f  p99 %7.3f  p999 %7.3f ms  cpu %.3f s/1k%s  %s",
-						v.Name, m.Name, w.Name, r+1, run.Tool.RPS, run.Tool.P50Ms, run.Tool.P99Ms, run.Tool.P999Ms, run.CPUPer1k, side, run.Error)
+						v.Name, m.Name, w.Name, r+1, run.Tool.OpsPerSecond, run.Tool.P50Ms, run.Tool.P99Ms, run.Tool.P999Ms, run.CPUPer1k, side, run.Error)
 					rep.Runs = append(rep.Runs, run)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
+	"github.com/uring-redis/uring-redis-operator/internal/benchparse"
 )
 
 func TestFsyncFiguresFromBucketDeltas(t *testing.T) {
@@ -48,7 +49,7 @@ func TestFsyncFiguresFromBucketDeltas(t *testing.T) {
 
 func TestSummarizeRatiosAndBound(t *testing.T) {
 	run := func(vol, mode, test string, rps, cpu float64) Run {
-		return Run{Volume: vol, Mode: mode, Test: test, Tool: ToolResult{RPS: rps}, CPUPer1k: cpu}
+		return Run{Volume: vol, Mode: mode, Test: test, Tool: benchparse.Report{OpsPerSecond: rps}, CPUPer1k: cpu}
 	}
 	rep := &Report{
 		Options: testOptions(),
@@ -97,7 +98,7 @@ func TestSummarizeSideLoadAndScaledRequests(t *testing.T) {
 		return &SideStats{Op: SideSet, Count: count, RPS: rps, P99Ms: p99}
 	}
 	run := func(mode, test string, rps float64, s *SideStats, fsyncs float64) Run {
-		return Run{Volume: "loop", Mode: mode, Test: test, Tool: ToolResult{RPS: rps}, Side: s,
+		return Run{Volume: "loop", Mode: mode, Test: test, Tool: benchparse.Report{OpsPerSecond: rps}, Side: s,
 			Fsync: &FsyncFigures{Count: fsyncs}, DevFlushes: fsyncs}
 	}
 	rep := &Report{Options: o, Volumes: []*Volume{{Name: "loop", LMs: 2}}, Runs: []Run{
@@ -362,7 +363,7 @@ func TestWriteRepliesAgainstNone(t *testing.T) {
 	} {
 		for i := range tc.rps {
 			rep.Runs = append(rep.Runs, Run{Volume: "root", Mode: tc.mode, Test: tc.test, Rep: i + 1,
-				Tool: ToolResult{RPS: tc.rps[i]}, CPUPer1k: tc.cpu[i]})
+				Tool: benchparse.Report{OpsPerSecond: tc.rps[i]}, CPUPer1k: tc.cpu[i]})
 		}
 	}
 	rep.Rows = summarize(rep)
@@ -410,7 +411,7 @@ func TestBaselineBuildSideBySide(t *testing.T) {
 		{"always@baseline", "incr", 5000, 0.025, 10},
 	} {
 		rep.Runs = append(rep.Runs, Run{Volume: "root", Mode: r.mode, Test: r.test, Rep: 1,
-			Tool: ToolResult{RPS: r.rps, P99Ms: r.p99}, CPUPer1k: r.cpu})
+			Tool: benchparse.Report{OpsPerSecond: r.rps, P99Ms: r.p99}, CPUPer1k: r.cpu})
 	}
 	rep.Rows = summarize(rep)
 	for _, r := range rep.Rows {
@@ -485,7 +486,7 @@ func TestLayoutSideBySide(t *testing.T) {
 		{"uring-durable", 9000, 0.020, 6},
 	} {
 		rep.Runs = append(rep.Runs, Run{Volume: "loop", Mode: r.mode, Test: "set", Rep: 1,
-			Tool: ToolResult{RPS: r.rps, P99Ms: r.p99}, CPUPer1k: r.cpu})
+			Tool: benchparse.Report{OpsPerSecond: r.rps, P99Ms: r.p99}, CPUPer1k: r.cpu})
 	}
 	rep.Rows = summarize(rep)
 	for _, r := range rep.Rows {

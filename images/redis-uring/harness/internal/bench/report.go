@@ -125,7 +125,7 @@ func summarize(rep *Report) []Row {
 			}
 		}
 		per1k := func(r Run) float64 { return runOps(w, r) / 1000 }
-		row.RPS = med(func(r Run) float64 { return r.Tool.RPS })
+		row.RPS = med(func(r Run) float64 { return r.Tool.OpsPerSecond })
 		row.P50Ms = med(func(r Run) float64 { return r.Tool.P50Ms })
 		row.P99Ms = med(func(r Run) float64 { return r.Tool.P99Ms })
 		row.P999Ms = med(func(r Run) float64 { return r.Tool.P999Ms })
