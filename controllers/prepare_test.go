@@ -27,15 +27,14 @@ import (
 // and backslashes included.
 func TestPrepareScript(t *testing.T) {
 	dir := t.TempDir()
+	// The filesystem reported is the root's: the test's directory need not be a mount point.
 	script := strings.NewReplacer(
-		"dir="+dataDir+" ", "dir=/ ",
-		" "+dataDir+" >>", " "+dir+" >>",
+		`-v dir="$DATA_DIR"`, "-v dir=/",
 		"/dev/termination-log", filepath.Join(dir, "termination-log"),
-		runDir+"/auth.conf", filepath.Join(dir, "auth.conf"),
 	).Replace(prepareScript)
 	password, exporterPassword, benchPassword := `p"a\ss word$1`, `e"x\p ort`, "bench"
 	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"),
+	cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "RUN_DIR="+dir, "FSPROBE_MILLIS="+fsprobeMillis, "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"),
 		"EXPORTER_USER="+exporterUser, "EXPORTER_PASSWORD="+exporterPassword, "EXPORTER_ACL="+exporterACLRules,
 		"BENCHMARK_USER="+bench.User, "BENCHMARK_PASSWORD="+benchPassword, "BENCHMARK_ACL="+bench.ACLRules(false))
 	start := time.Now()
@@ -126,9 +125,8 @@ func renderAuth(t *testing.T, ns, name string) string {
 	}
 	prepare := containerNamed(t, sts, containerPrepare)
 	dir := t.TempDir()
-	script := strings.NewReplacer(measureScript, "", runDir+"/auth.conf", filepath.Join(dir, "auth.conf")).Replace(prepareScript)
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), resolveEnv(t, ns, prepare.Env)...)
+	cmd := exec.Command("sh", "-c", renderAuthScript)
+	cmd.Env = append(append(os.Environ(), resolveEnv(t, ns, prepare.Env)...), "RUN_DIR="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("prepare script: %v\n%s", err, out)
 	}

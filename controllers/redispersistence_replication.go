@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,13 +24,14 @@ import (
 // labels the pods by role, so the Service <name> follows the primary.
 //
 // How a server starts is decided in its container, at every start, by
-// serverStartScript: the Sentinels' current primary if they know one, else a
-// server that says it is primary, else ordinal 0. A pod therefore comes back
-// from a restart, a rescheduling or a failover that happened while it was
-// away as a replica of whoever is primary now, without the operator. Every
-// server and Sentinel announces its stable DNS name under the headless
-// Service (replica-announce-ip, Sentinel announce-hostnames), so a pod whose
-// IP changes is still the same instance to the others.
+// serverStartScript (scripts/server-start.sh): the Sentinels' current
+// primary if they know one, else a server that says it is primary, else
+// ordinal 0. A pod therefore comes back from a restart, a rescheduling or a
+// failover that happened while it was away as a replica of whoever is
+// primary now, without the operator. Every server and Sentinel announces its
+// stable DNS name under the headless Service (replica-announce-ip, Sentinel
+// announce-hostnames), so a pod whose IP changes is still the same instance
+// to the others.
 const (
 	sentinelPort = 26379
 
@@ -105,142 +107,47 @@ func podOfHost(rp *v1alpha1.RedisPersistence, host string) (string, bool) {
 	return pod, ok && domain == headlessDomain(rp)
 }
 
-// shellLookups are the shell functions both start scripts use. Every call is
-// bounded (valkey-cli -t 1: one second per connection), so a Sentinel or
-// server that is gone costs a second, not a hang. REDISCLI_AUTH carries the
-// password: Sentinels require the servers' password too.
-func shellLookups(rp *v1alpha1.RedisPersistence) string {
-	s := sentinelSpecOf(rp)
-	return withTLSCLI(rp, fmt.Sprintf(`domain=%[1]s
-# sentinel_view prints the primary most of the reachable Sentinels name (a
-# host name), or nothing when none knows one.
-sentinel_view() {
-  i=0
-  while [ "$i" -lt %[2]d ]; do
-    valkey-cli --no-auth-warning -t 1 -h "%[3]s-$i.$domain" -p %[4]d SENTINEL get-master-addr-by-name %[5]s 2>/dev/null | head -n 1
-    i=$((i + 1))
-  done | grep -v -e '^$' -e ' ' | sort | uniq -c | sort -rn | awk 'NR == 1 { print $2 }'
-}
-# server_primary prints the first other server that says it is primary.
-server_primary() {
-  i=0
-  while [ "$i" -lt %[6]d ]; do
-    host="%[5]s-$i.$domain"
-    if [ "$host" != "${self:-}" ] && valkey-cli --no-auth-warning -t 1 -h "$host" -p %[7]d INFO replication 2>/dev/null | grep -q '^role:master'; then
-      echo "$host"
-      return
-    fi
-    i=$((i + 1))
-  done
-}
-`, headlessDomain(rp), s.Count, sentinelName(rp), sentinelPort, rp.Name, replicasOf(rp), redisPort))
+// lookupsEnv is what lookups.sh, with which both start scripts begin, reads
+// of the instance.
+func lookupsEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
+	return append([]corev1.EnvVar{
+		envVar("INSTANCE", rp.Name),
+		envVar("DOMAIN", headlessDomain(rp)),
+		envVar("SERVERS", strconv.Itoa(int(replicasOf(rp)))),
+		envVar("SERVER_PORT", strconv.Itoa(redisPort)),
+		envVar("SENTINEL_NAME", sentinelName(rp)),
+		envVar("SENTINELS", strconv.Itoa(int(sentinelSpecOf(rp).Count))),
+		envVar("SENTINEL_PORT", strconv.Itoa(sentinelPort)),
+	}, cliTLSEnv(rp)...)
 }
 
-// serverStartScript decides, at every start of the server container, whether
-// the server starts as the primary or as a replica of it:
-//
-//  1. the primary most reachable Sentinels name;
-//  2. when no Sentinel knows one (a new instance, or every Sentinel
-//     restarted), another server that says it is primary;
-//  3. when none does, ordinal 0 starts as primary and the others replicate it.
-//
-// A server the Sentinels still name as primary after it lost its volume (a
-// new claim, or mode: none, which keeps nothing) must not start as an empty
-// primary: its replicas would copy the empty dataset. While a Sentinel sees a
-// healthy replica it waits, not listening, so that the Sentinels find it down
-// and promote that replica; it then starts as a replica of it. With no
-// healthy replica there is nothing to wait for, and it starts as primary.
-func serverStartScript(rp *v1alpha1.RedisPersistence) string {
-	return `set -eu
-` + shellLookups(rp) + withTLSCLI(rp, fmt.Sprintf(`self="$POD_NAME.$domain"
-ordinal="${POD_NAME##*-}"
-# healthy_replicas prints how many replicas a Sentinel sees up.
-healthy_replicas() {
-  i=0
-  while [ "$i" -lt %[1]d ]; do
-    if out=$(valkey-cli --no-auth-warning -t 1 -h "%[2]s-$i.$domain" -p %[3]d SENTINEL replicas %[4]s 2>/dev/null); then
-      printf '%%s\n' "$out" | awk 'prev == "flags" && ($0 == "slave" || $0 == "replica") { n++ } { prev = $0 } END { print n + 0 }'
-      return
-    fi
-    i=$((i + 1))
-  done
-  echo 0
-}
-has_data() { [ -e %[5]s/dump.rdb ] || [ -d %[5]s/appendonlydir ]; }
-
-primary=$(sentinel_view)
-[ -n "$primary" ] || primary=$(server_primary)
-if [ -z "$primary" ] && [ "$ordinal" != 0 ]; then
-  primary="%[4]s-0.$domain"
-fi
-while [ "$primary" = "$self" ] && ! has_data && [ "$(healthy_replicas)" -gt 0 ]; do
-  echo "the Sentinels name this server primary, its volume holds no data and a replica does: waiting for them to promote the replica"
-  sleep 2
-  primary=$(sentinel_view)
-done
-if [ -n "$primary" ] && [ "$primary" != "$self" ]; then
-  echo "starting as a replica of $primary"
-  set -- --replicaof "$primary" %[6]d
-else
-  echo "starting as the primary"
-  set --
-fi
-exec valkey-server %[7]s/redis.conf --replica-announce-ip "$self" "$@"
-`, sentinelSpecOf(rp).Count, sentinelName(rp), sentinelPort, rp.Name, dataDir, redisPort, configDir))
+// serverStartEnv is what serverStartScript reads.
+func serverStartEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
+	return slices.Concat([]corev1.EnvVar{podNameEnv}, lookupsEnv(rp), []corev1.EnvVar{
+		envVar("DATA_DIR", dataDir),
+		envVar("CONFIG_FILE", configDir+"/redis.conf"),
+	})
 }
 
-// sentinelStartScript writes the Sentinel's configuration into its emptyDir
-// (Sentinel rewrites its file with what it learns) on the pod's first start
-// and keeps it across container restarts. A new Sentinel monitors the primary
-// the other Sentinels name, else a server that says it is primary, else
-// ordinal 0: the same order the servers follow.
-func sentinelStartScript(rp *v1alpha1.RedisPersistence) string {
-	s := sentinelSpecOf(rp)
-	return `set -eu
-` + shellLookups(rp) + fmt.Sprintf(`self="$POD_NAME.$domain"
-conf=%[1]s/sentinel.conf
-if [ ! -s "$conf" ]; then
-  primary=$(sentinel_view)
-  [ -n "$primary" ] || primary=$(server_primary)
-  [ -n "$primary" ] || primary="%[2]s-0.$domain"
-  # Sentinel refuses a primary whose name does not resolve yet.
-  until getent hosts "$primary" >/dev/null; do
-    echo "waiting for $primary to resolve"
-    sleep 1
-  done
-  umask 077
-  {
-%[8]s    echo "dir %[1]s"
-    echo "sentinel resolve-hostnames yes"
-    echo "sentinel announce-hostnames yes"
-    echo "sentinel announce-ip $self"
-    echo "sentinel monitor %[2]s $primary %[4]d %[5]d"
-    echo "sentinel down-after-milliseconds %[2]s %[6]d"
-    echo "sentinel failover-timeout %[2]s %[7]d"
-    echo "sentinel parallel-syncs %[2]s 1"
-    if [ -n "${REDIS_PASSWORD:-}" ]; then
-      pw=$(printf '%%s' "$REDIS_PASSWORD" | sed 's/[\\"]/\\&/g')
-      printf 'sentinel auth-pass %[2]s "%%s"\nrequirepass "%%s"\n' "$pw" "$pw"
-    fi
-  } >"$conf"
-fi
-exec valkey-sentinel "$conf"
-`, sentinelDir, rp.Name, sentinelPort, redisPort, s.Quorum, sentinelDownAfterMillis, sentinelFailoverTimeoutMillis, sentinelListenLines(rp))
+// sentinelStartEnv is what sentinelStartScript reads, the password aside.
+func sentinelStartEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
+	return slices.Concat([]corev1.EnvVar{podNameEnv}, lookupsEnv(rp), []corev1.EnvVar{
+		envVar("SENTINEL_DIR", sentinelDir),
+		envVar("SENTINEL_LISTEN", sentinelListenConfig(rp)),
+		envVar("QUORUM", strconv.Itoa(int(sentinelSpecOf(rp).Quorum))),
+		envVar("DOWN_AFTER_MILLIS", strconv.Itoa(sentinelDownAfterMillis)),
+		envVar("FAILOVER_TIMEOUT_MILLIS", strconv.Itoa(sentinelFailoverTimeoutMillis)),
+	})
 }
 
-// sentinelListenLines are the start script's lines that write where the
-// Sentinel listens: sentinelPort in plain TCP, or with spec.tls in TLS only,
-// monitoring the servers and talking to the other Sentinels over TLS too.
-func sentinelListenLines(rp *v1alpha1.RedisPersistence) string {
-	lines := []string{fmt.Sprintf("port %d", sentinelPort)}
+// sentinelListenConfig is where the Sentinel listens: sentinelPort in plain
+// TCP, or with spec.tls in TLS only, monitoring the servers and talking to
+// the other Sentinels over TLS too.
+func sentinelListenConfig(rp *v1alpha1.RedisPersistence) string {
 	if tlsEnabled(rp) {
-		lines = tlsServerConfig(rp, sentinelPort)
+		return strings.Join(tlsServerConfig(rp, sentinelPort), "\n")
 	}
-	var b strings.Builder
-	for _, l := range lines {
-		fmt.Fprintf(&b, "    echo \"%s\"\n", l)
-	}
-	return b.String()
+	return fmt.Sprintf("port %d", sentinelPort)
 }
 
 // podNameEnv is the pod's own name, from which the start scripts derive the
@@ -257,8 +164,8 @@ func replicateServer(rp *v1alpha1.RedisPersistence, template *corev1.PodTemplate
 		if c.Name != containerRedis {
 			continue
 		}
-		c.Command = []string{"sh", "-c", serverStartScript(rp)}
-		c.Env = append(c.Env, podNameEnv)
+		c.Command = shellCommand(serverStartScript)
+		c.Env = append(c.Env, serverStartEnv(rp)...)
 	}
 	if template.Spec.Affinity == nil {
 		template.Spec.Affinity = &corev1.Affinity{}
@@ -332,11 +239,11 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 		resources = *s.Resources.DeepCopy()
 	}
 	cliEnv := append([]corev1.EnvVar{{Name: "REDISCLI_HISTFILE", Value: "/dev/null"}}, passwordEnv(rp, "REDISCLI_AUTH")...)
-	env := append(append(cliEnv, passwordEnv(rp, "REDIS_PASSWORD")...), podNameEnv)
+	env := slices.Concat(cliEnv, passwordEnv(rp, "REDIS_PASSWORD"), sentinelStartEnv(rp))
 	sentinel := corev1.Container{
 		Name:    containerSentinel,
 		Image:   orDefault(rp.Spec.Image, opts.RedisImage),
-		Command: []string{"sh", "-c", sentinelStartScript(rp)},
+		Command: shellCommand(sentinelStartScript),
 		Env:     env,
 		Ports:   []corev1.ContainerPort{{Name: "sentinel", ContainerPort: sentinelPort, Protocol: corev1.ProtocolTCP}},
 		LivenessProbe: &corev1.Probe{

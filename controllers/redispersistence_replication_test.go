@@ -360,6 +360,8 @@ echo "keys on the old primary: $(cli -h cache-0.$D DBSIZE)"
 echo "role of the old primary: $(cli -h cache-0.$D INFO replication | grep '^role:' | tr -d '\r')"
 `
 
+// TestStartScriptsFailOver runs the start scripts with the environment the
+// StatefulSets give them, paths moved into the test's directory.
 func TestStartScriptsFailOver(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the harness runs in a network and mount namespace of its own (unshare --net --mount)")
@@ -374,6 +376,8 @@ func TestStartScriptsFailOver(t *testing.T) {
 	}
 	files := map[string]string{"hosts": hosts.String()}
 	escaped := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(password)
+	in := newPodInputs(rp, password)
+	servers, sentinels := buildStatefulSet(rp, testOptions, in), buildSentinelStatefulSet(rp, testOptions, in)
 	for i := range 3 {
 		data := filepath.Join(w, fmt.Sprintf("data-%d", i))
 		if err := os.Mkdir(data, 0o755); err != nil {
@@ -387,18 +391,18 @@ func TestStartScriptsFailOver(t *testing.T) {
 			"include "+runDir+"/auth.conf", fmt.Sprintf("requirepass \"%s\"\nprimaryauth \"%s\"", escaped, escaped),
 		).Replace(renderConfig(rp))
 		files[fmt.Sprintf("redis-%d.conf", i)] = conf
-		files[fmt.Sprintf("server-%d.sh", i)] = strings.NewReplacer(
-			configDir+"/redis.conf", filepath.Join(w, fmt.Sprintf("redis-%d.conf", i)),
-			dataDir+"/", data+"/",
-		).Replace(serverStartScript(rp))
+		files[fmt.Sprintf("server-%d.sh", i)] = exports(containerNamed(t, servers, containerRedis).Env, map[string]string{
+			"CONFIG_FILE": filepath.Join(w, fmt.Sprintf("redis-%d.conf", i)),
+			"DATA_DIR":    data,
+		}) + serverStartScript
 		sentinelDirOf := filepath.Join(w, fmt.Sprintf("sentinel-%d", i))
 		if err := os.Mkdir(sentinelDirOf, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		files[fmt.Sprintf("sentinel-%d.sh", i)] = strings.NewReplacer(
-			sentinelDir, sentinelDirOf,
-			fmt.Sprintf(`echo "port %d"`, sentinelPort), fmt.Sprintf(`echo "bind 127.0.0.2%d"; echo "port %d"`, i, sentinelPort),
-		).Replace(sentinelStartScript(rp))
+		files[fmt.Sprintf("sentinel-%d.sh", i)] = exports(containerNamed(t, sentinels, containerSentinel).Env, map[string]string{
+			"SENTINEL_DIR":    sentinelDirOf,
+			"SENTINEL_LISTEN": fmt.Sprintf("bind 127.0.0.2%d\n%s", i, sentinelListenConfig(rp)),
+		}) + sentinelStartScript
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(w, name), []byte(content), 0o600); err != nil {
@@ -439,4 +443,22 @@ func TestStartScriptsFailOver(t *testing.T) {
 	if !strings.Contains(string(restarted), "its volume holds no data and a replica does: waiting") {
 		t.Errorf("the primary restarted on an empty volume did not wait for the failover:\n%s", restarted)
 	}
+}
+
+// exports are the shell lines that export env's values, those override names
+// replaced; values from the pod's fields or from Secrets are the caller's to
+// set.
+func exports(env []corev1.EnvVar, override map[string]string) string {
+	var b strings.Builder
+	for _, e := range env {
+		if e.ValueFrom != nil {
+			continue
+		}
+		value, ok := override[e.Name]
+		if !ok {
+			value = e.Value
+		}
+		fmt.Fprintf(&b, "export %s='%s'\n", e.Name, strings.ReplaceAll(value, "'", `'\''`))
+	}
+	return b.String()
 }

@@ -604,35 +604,6 @@ func podSeccomp(rp *v1alpha1.RedisPersistence, opts Options) *corev1.SeccompProf
 	return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 }
 
-// measureScript reports the filesystem under the data directory
-// (mountinfo, because statfs cannot tell ext4 from ext2/3) as the container's
-// termination message, then measures the volume with uring-redis-fsprobe
-// (redispersistence_storage.go) where the image has it: a spec.image built
-// before the probe reports the filesystem only, and a probe that fails does
-// not keep the server from starting.
-const measureScript = `fs=$(awk -v dir=` + dataDir + ` '$5 == dir { for (i = 7; $i != "-"; i++) {}; fs = $(i + 1) } END { print fs }' /proc/self/mountinfo)
-printf 'filesystem=%s\n' "${fs:-unknown}" >/dev/termination-log
-if command -v uring-redis-fsprobe >/dev/null; then
-  uring-redis-fsprobe -t ` + fsprobeMillis + ` ` + dataDir + ` >>/dev/termination-log || true
-fi
-`
-
-// prepareScript runs before the server: it measures the data volume
-// (measureScript) and renders the auth include file, the password and the
-// ACL users (redispersistence_acl.go), so no password lands in the
-// ConfigMap or on a command line.
-const prepareScript = "set -eu\n" + measureScript + `quote() { printf '%s' "$1" | sed 's/[\\"]/\\&/g'; }
-user() { [ -z "$1" ] || printf 'user %s on ">%s" %s\n' "$1" "$(quote "$2")" "$3"; }
-if [ -n "${REDIS_PASSWORD:-}" ]; then
-  umask 077
-  pw=$(quote "$REDIS_PASSWORD")
-  { printf 'requirepass "%s"\nprimaryauth "%s"\n' "$pw" "$pw"
-    user "${EXPORTER_USER:-}" "${EXPORTER_PASSWORD:-}" "${EXPORTER_ACL:-}"
-    user "${BENCHMARK_USER:-}" "${BENCHMARK_PASSWORD:-}" "${BENCHMARK_ACL:-}"
-  } >` + runDir + `/auth.conf
-fi
-`
-
 func passwordEnv(rp *v1alpha1.RedisPersistence, name string) []corev1.EnvVar {
 	ref := authSecretRef(rp)
 	if ref == nil {
@@ -772,8 +743,8 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 	prepare := corev1.Container{
 		Name:                     containerPrepare,
 		Image:                    image,
-		Command:                  []string{"sh", "-c", prepareScript},
-		Env:                      append(passwordEnv(rp, "REDIS_PASSWORD"), aclEnv(rp)...),
+		Command:                  shellCommand(prepareScript),
+		Env:                      slices.Concat(measureEnv(), []corev1.EnvVar{envVar("RUN_DIR", runDir)}, passwordEnv(rp, "REDIS_PASSWORD"), aclEnv(rp)),
 		VolumeMounts:             volumeMounts,
 		SecurityContext:          restrictedSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,

@@ -377,7 +377,8 @@ func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, no
 					Containers: []corev1.Container{{
 						Name:                     containerStorageProbe,
 						Image:                    image,
-						Command:                  []string{"sh", "-c", "set -eu\n" + measureScript},
+						Command:                  shellCommand(measureScript),
+						Env:                      measureEnv(),
 						VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: dataDir}},
 						SecurityContext:          restrictedSecurityContext(),
 						TerminationMessagePolicy: corev1.TerminationMessageReadFile,

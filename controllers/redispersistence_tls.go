@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -129,13 +128,17 @@ func valkeyCLI(rp *v1alpha1.RedisPersistence) string {
 	return cli
 }
 
-// withTLSCLI makes every valkey-cli call of a script speak TLS when the
-// instance does.
-func withTLSCLI(rp *v1alpha1.RedisPersistence, script string) string {
+// cliTLSEnv has the start scripts' valkey-cli calls (lookups.sh) speak TLS
+// as valkeyCLI does, when the instance does.
+func cliTLSEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 	if !tlsEnabled(rp) {
-		return script
+		return nil
 	}
-	return strings.ReplaceAll(script, "valkey-cli ", valkeyCLI(rp)+" ")
+	env := []corev1.EnvVar{envVar("TLS_CA_FILE", tlsCAFile)}
+	if clientAuth(rp) {
+		env = append(env, envVar("TLS_CERT_FILE", tlsCertFile), envVar("TLS_KEY_FILE", tlsKeyFile))
+	}
+	return env
 }
 
 // tlsVolume mounts the certificate Secret, readable by the server's group

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -56,15 +58,17 @@ func TestTLSReachesEveryClientInThePod(t *testing.T) {
 	spec.TLS = &v1alpha1.TLSSpec{SecretName: "cache-certs", ClientAuth: true}
 	rp := newRedisPersistence(spec)
 	in := newPodInputs(rp, testPassword(rp))
-	for _, script := range []string{serverStartScript(rp), sentinelStartScript(rp)} {
-		for _, line := range strings.Split(script, "\n") {
-			if strings.Contains(line, "valkey-cli ") && !strings.Contains(line, "valkey-cli --tls --cacert "+tlsCAFile+" --cert "+tlsCertFile+" --key "+tlsKeyFile+" ") {
-				t.Errorf("a valkey-cli call without TLS and the client certificate: %s", line)
-			}
+	calls, sentinelConf := runStartScripts(t, rp)
+	if len(calls) == 0 {
+		t.Fatal("the start scripts called no valkey-cli")
+	}
+	for _, call := range calls {
+		if !strings.HasPrefix(call, "--tls --cacert "+tlsCAFile+" --cert "+tlsCertFile+" --key "+tlsKeyFile+" ") {
+			t.Errorf("a valkey-cli call without TLS and the client certificate: %s", call)
 		}
 	}
-	if !strings.Contains(sentinelStartScript(rp), `echo "port 0"`) || !strings.Contains(sentinelStartScript(rp), `echo "tls-port 26379"`) {
-		t.Errorf("the Sentinel does not listen on TLS only:\n%s", sentinelStartScript(rp))
+	if !strings.Contains(sentinelConf, "port 0\n") || !strings.Contains(sentinelConf, "tls-port 26379\n") {
+		t.Errorf("the Sentinel does not listen on TLS only:\n%s", sentinelConf)
 	}
 	conf := renderConfig(rp)
 	for _, want := range []string{"port 0\n", "tls-port 6379\n", "tls-auth-clients yes\n", "tls-replication yes\n", "tls-cert-file " + tlsCertFile + "\n"} {
@@ -87,9 +91,55 @@ func TestTLSReachesEveryClientInThePod(t *testing.T) {
 	}
 	// No TLS, no trace of it: instances from before keep their pods.
 	plain := newRedisPersistence(replicatedSpec)
-	if s := renderConfig(plain) + serverStartScript(plain) + sentinelStartScript(plain); strings.Contains(s, "tls") {
+	calls, sentinelConf = runStartScripts(t, plain)
+	if s := renderConfig(plain) + strings.Join(calls, "\n") + sentinelConf; strings.Contains(s, "tls") {
 		t.Errorf("a plain instance mentions TLS:\n%s", s)
 	}
+}
+
+// runStartScripts runs the server start script of rp's first server and the
+// Sentinel start script with the environment their StatefulSets give them,
+// valkey-cli, the servers and getent replaced by stand-ins: every Sentinel
+// names the first server primary, which has no data and no healthy
+// replica, so the server's script asks every question it can. It returns
+// the arguments of every valkey-cli call and the Sentinel's configuration.
+func runStartScripts(t *testing.T, rp *v1alpha1.RedisPersistence) (calls []string, sentinelConf string) {
+	t.Helper()
+	dir := t.TempDir()
+	stubs := map[string]string{
+		"valkey-cli": `printf '%s\n' "$*" >>"$CALLS"
+case "$*" in *get-master-addr-by-name*) echo "$POD_NAME.$DOMAIN" ;; esac`,
+		"valkey-server": "", "valkey-sentinel": "", "getent": "",
+	}
+	for name, body := range stubs {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := newPodInputs(rp, testPassword(rp))
+	for _, run := range []struct {
+		container corev1.Container
+		script    string
+	}{
+		{containerNamed(t, buildStatefulSet(rp, testOptions, in), containerRedis), serverStartScript},
+		{containerNamed(t, buildSentinelStatefulSet(rp, testOptions, in), containerSentinel), sentinelStartScript},
+	} {
+		env := exports(run.container.Env, map[string]string{"DATA_DIR": dir, "SENTINEL_DIR": dir}) + "export POD_NAME=" + rp.Name + "-0\n"
+		cmd := exec.Command("sh", "-c", env+run.script)
+		cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "CALLS="+filepath.Join(dir, "calls"))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s start script: %v\n%s", run.container.Name, err, out)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "calls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := os.ReadFile(filepath.Join(dir, "sentinel.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(log), "\n"), "\n"), string(conf)
 }
 
 func tlsSecret(ns, name string, certPEM, keyPEM, caPEM []byte) *corev1.Secret {
@@ -395,13 +445,7 @@ func TestReplicationOverTLS(t *testing.T) {
 	serverAddrs.Store(ns+"/"+name+"-1", replica)
 	markRunning(t, ns, name+"-1")
 	rp := fetchRP(t, ns, name)
-	var listen []string
-	for _, line := range strings.Split(sentinelListenLines(rp), "\n") {
-		if l := strings.TrimSpace(line); l != "" {
-			listen = append(listen, strings.Trim(strings.TrimPrefix(l, "echo "), `"`))
-		}
-	}
-	sentinel := testenv.StartSentinel(t, strings.ReplaceAll(strings.Join(listen, "\n"), tlsDir, files)+fmt.Sprintf(`
+	sentinel := testenv.StartSentinel(t, strings.ReplaceAll(sentinelListenConfig(rp), tlsDir, files)+fmt.Sprintf(`
 sentinel monitor %[1]s 127.0.0.1 %[2]s 1
 sentinel down-after-milliseconds %[1]s 1000
 sentinel failover-timeout %[1]s 10000
