@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/version"
@@ -52,7 +54,7 @@ func placementRequirement(version string, nodeSelector map[string]string) string
 		msg = fmt.Sprintf("a node with kernel >= %s (labels %s/%s or %s/%s)", version,
 			NFDKernelLabels.Major, NFDKernelLabels.Minor, OperatorKernelLabels.Major, OperatorKernelLabels.Minor)
 	}
-	for _, k := range sortedKeys(nodeSelector) {
+	for _, k := range slices.Sorted(maps.Keys(nodeSelector)) {
 		msg += fmt.Sprintf(", %s=%s", k, nodeSelector[k])
 	}
 	return msg

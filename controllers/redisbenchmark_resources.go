@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -51,7 +52,7 @@ func runs(rb *v1alpha1.RedisBenchmark) int {
 }
 
 func repetitions(rb *v1alpha1.RedisBenchmark) int {
-	return int(orDefaultInt(rb.Spec.Repetitions, 1))
+	return int(cmp.Or(rb.Spec.Repetitions, 1))
 }
 
 // runAt is run number index: repetitions interleave, so the targets of
@@ -120,7 +121,7 @@ func benchmarkDatabase(rp *v1alpha1.RedisPersistence) int32 {
 	if rp.Spec.Benchmark == nil {
 		return defaultBenchmarkDatabase
 	}
-	return orDefaultInt(rp.Spec.Benchmark.Database, defaultBenchmarkDatabase)
+	return cmp.Or(rp.Spec.Benchmark.Database, defaultBenchmarkDatabase)
 }
 
 // defaultBenchmarkDatabase is the API's default of spec.benchmark.database.
@@ -146,11 +147,11 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.R
 		"--target=" + rp.Name,
 		"--mode=" + persistenceMode(rp),
 		"--commands=" + strings.Join(commands, ","),
-		"--requests=" + strconv.Itoa(int(orDefaultInt(w.Requests, 100000))),
-		"--clients=" + strconv.Itoa(int(orDefaultInt(w.Clients, 50))),
-		"--pipeline=" + strconv.Itoa(int(orDefaultInt(w.Pipeline, 1))),
-		"--value-size=" + strconv.Itoa(int(orDefaultInt(w.ValueSize, 64))),
-		"--keyspace=" + strconv.Itoa(int(orDefaultInt(w.Keyspace, 100000))),
+		"--requests=" + strconv.Itoa(int(cmp.Or(w.Requests, 100000))),
+		"--clients=" + strconv.Itoa(int(cmp.Or(w.Clients, 50))),
+		"--pipeline=" + strconv.Itoa(int(cmp.Or(w.Pipeline, 1))),
+		"--value-size=" + strconv.Itoa(int(cmp.Or(w.ValueSize, 64))),
+		"--keyspace=" + strconv.Itoa(int(cmp.Or(w.Keyspace, 100000))),
 	}
 	if w.MixedReads {
 		args = append(args, "--mixed-reads")
@@ -158,8 +159,8 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.R
 	if cc := rb.Spec.CrashCheck; cc != nil && run.last(rb) {
 		args = append(args,
 			"--crash-check",
-			"--crash-clients="+strconv.Itoa(int(orDefaultInt(cc.Clients, 50))),
-			"--crash-seconds="+strconv.Itoa(int(orDefaultInt(cc.WriteSeconds, 5))),
+			"--crash-clients="+strconv.Itoa(int(cmp.Or(cc.Clients, 50))),
+			"--crash-seconds="+strconv.Itoa(int(cmp.Or(cc.WriteSeconds, 5))),
 		)
 	}
 	return args
@@ -209,7 +210,7 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alph
 		ObjectMeta: meta,
 		Spec: batchv1.JobSpec{
 			BackoffLimit:          ptr.To(int32(0)),
-			ActiveDeadlineSeconds: ptr.To(orDefaultInt(rb.Spec.ActiveDeadlineSeconds, defaultBenchmarkDeadline)),
+			ActiveDeadlineSeconds: ptr.To(cmp.Or(rb.Spec.ActiveDeadlineSeconds, defaultBenchmarkDeadline)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: benchmarkLabels(rb)},
 				Spec:       pod,

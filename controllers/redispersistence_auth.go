@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -79,7 +80,7 @@ func authSecretRef(rp *v1alpha1.RedisPersistence) *v1alpha1.SecretKeyRef {
 	switch authSourceOf(rp) {
 	case authFromSecret:
 		ref := *rp.Spec.Auth.SecretRef
-		ref.Key = orDefault(ref.Key, "password")
+		ref.Key = cmp.Or(ref.Key, "password")
 		return &ref
 	case authGenerated:
 		return &v1alpha1.SecretKeyRef{Name: generatedSecretName(rp), Key: generatedPasswordKey}

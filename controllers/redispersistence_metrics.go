@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -161,7 +162,7 @@ func buildPodMonitor(rp *v1alpha1.RedisPersistence) *monitoringv1.PodMonitor {
 			Selector: metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
 			PodMetricsEndpoints: []monitoringv1.PodMetricsEndpoint{{
 				Port:     "metrics",
-				Interval: monitoringv1.Duration(orDefault(rp.Spec.Monitoring.PodMonitor.Interval, "30s")),
+				Interval: monitoringv1.Duration(cmp.Or(rp.Spec.Monitoring.PodMonitor.Interval, "30s")),
 			}},
 		},
 	}

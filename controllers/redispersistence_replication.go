@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -71,8 +72,8 @@ func sentinelSpecOf(rp *v1alpha1.RedisPersistence) v1alpha1.SentinelSpec {
 	if rp.Spec.Sentinel != nil {
 		s = *rp.Spec.Sentinel
 	}
-	s.Count = orDefaultInt(s.Count, 3)
-	s.Quorum = orDefaultInt(s.Quorum, 2)
+	s.Count = cmp.Or(s.Count, 3)
+	s.Quorum = cmp.Or(s.Quorum, 2)
 	return s
 }
 
@@ -242,7 +243,7 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 	env := slices.Concat(cliEnv, passwordEnv(rp, "REDIS_PASSWORD"), sentinelStartEnv(rp))
 	sentinel := corev1.Container{
 		Name:    containerSentinel,
-		Image:   orDefault(rp.Spec.Image, opts.RedisImage),
+		Image:   cmp.Or(rp.Spec.Image, opts.RedisImage),
 		Command: shellCommand(sentinelStartScript),
 		Env:     env,
 		Ports:   []corev1.ContainerPort{{Name: "sentinel", ContainerPort: sentinelPort, Protocol: corev1.ProtocolTCP}},

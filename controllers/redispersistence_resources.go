@@ -1,12 +1,13 @@
 package controllers
 
 import (
+	"cmp"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -224,7 +225,7 @@ func startupConfig(rp *v1alpha1.RedisPersistence) string {
 	if authSecretRef(rp) != nil {
 		line("include %s/auth.conf", runDir)
 	}
-	for _, name := range sortedKeys(rp.Spec.Config) {
+	for _, name := range slices.Sorted(maps.Keys(rp.Spec.Config)) {
 		if startupOnlyOptions[name] {
 			line("%s %s", name, configValue(string(rp.Spec.Config[name])))
 		}
@@ -322,8 +323,8 @@ func runtimeSettings(rp *v1alpha1.RedisPersistence) []serverSetting {
 		settings = append(settings,
 			serverSetting{name: "appendfsync", value: "always"},
 			serverSetting{name: "appendfsync-engine", value: "uring"},
-			serverSetting{name: "aof-uring-ack", value: orDefault(string(u.Ack), string(v1alpha1.AckDurable))},
-			serverSetting{name: "aof-uring-queue-depth", value: strconv.Itoa(int(orDefaultInt(u.QueueDepth, 256)))},
+			serverSetting{name: "aof-uring-ack", value: cmp.Or(string(u.Ack), string(v1alpha1.AckDurable))},
+			serverSetting{name: "aof-uring-queue-depth", value: strconv.Itoa(int(cmp.Or(u.QueueDepth, 256)))},
 			serverSetting{name: "aof-uring-sqpoll", value: yesNo(sqpoll)},
 			// Off is the server's default and left implicit, so a uring
 			// image from before io-uring-replies still starts.
@@ -338,7 +339,7 @@ func runtimeSettings(rp *v1alpha1.RedisPersistence) []serverSetting {
 		if sqpoll && u.SQPoll.CPU != nil {
 			settings = append(settings, serverSetting{name: "aof-uring-sqpoll-cpu", value: strconv.Itoa(int(*u.SQPoll.CPU))})
 		}
-		settings = append(settings, serverSetting{name: "aof-uring-max-workers", value: strconv.Itoa(int(orDefaultInt(u.MaxWorkers, 2)))})
+		settings = append(settings, serverSetting{name: "aof-uring-max-workers", value: strconv.Itoa(int(cmp.Or(u.MaxWorkers, 2)))})
 		if u.MaxInFlight != nil {
 			settings = append(settings, serverSetting{name: "aof-uring-max-inflight-bytes", value: strconv.FormatInt(u.MaxInFlight.Value(), 10)})
 		}
@@ -350,7 +351,7 @@ func runtimeSettings(rp *v1alpha1.RedisPersistence) []serverSetting {
 			settings = append(settings, serverSetting{name: "maxmemory", value: maxmemory})
 		}
 	}
-	for _, name := range sortedKeys(rp.Spec.Config) {
+	for _, name := range slices.Sorted(maps.Keys(rp.Spec.Config)) {
 		if !startupOnlyOptions[name] {
 			settings = append(settings, serverSetting{name: name, value: string(rp.Spec.Config[name]), user: true})
 		}
@@ -379,20 +380,6 @@ func runtimeConfigHash(rp *v1alpha1.RedisPersistence) string {
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:8])
-}
-
-func orDefault(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-func orDefaultInt[T int32 | int64](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 func yesNo(b bool) string {
@@ -732,7 +719,7 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs)
 // the volume claimed from the StatefulSet's claim template, or an emptyDir
 // for mode: none without spec.storage.
 func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in podInputs) corev1.PodTemplateSpec {
-	image := orDefault(rp.Spec.Image, opts.RedisImage)
+	image := cmp.Or(rp.Spec.Image, opts.RedisImage)
 	volumeMounts := []corev1.VolumeMount{
 		{Name: "data", MountPath: dataDir},
 		{Name: "config", MountPath: configDir, ReadOnly: true},
@@ -847,7 +834,7 @@ func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container
 	}
 	c := corev1.Container{
 		Name:  containerExporter,
-		Image: orDefault(rp.Spec.Exporter.Image, opts.ExporterImage),
+		Image: cmp.Or(rp.Spec.Exporter.Image, opts.ExporterImage),
 		Args: []string{
 			"--redis.addr=" + scheme + "://localhost:" + strconv.Itoa(redisPort),
 			"--web.listen-address=:" + strconv.Itoa(exporterPort),
@@ -888,14 +875,4 @@ func copyMap(in map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-// sortedKeys is used where map order would leak into output.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -214,7 +215,7 @@ func describeTermination(t *v1alpha1.ServerTermination) string {
 	case t.Signal != 0:
 		return fmt.Sprintf("the server was killed by signal %d (%s), exit code %d", t.Signal, syscall.Signal(t.Signal), t.ExitCode)
 	}
-	return fmt.Sprintf("the server exited with code %d (%s)", t.ExitCode, orDefault(t.Reason, "no reason given"))
+	return fmt.Sprintf("the server exited with code %d (%s)", t.ExitCode, cmp.Or(t.Reason, "no reason given"))
 }
 
 // degradedCondition is True while the server restarts: it ended within

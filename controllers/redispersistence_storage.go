@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -178,7 +179,7 @@ func storageCondition(rp *v1alpha1.RedisPersistence, report storageReport) condi
 			fmt.Sprintf("%s promises that an acknowledged write survives a power cut, but the data volume is mounted without write barriers (%s) over a %s device cache: "+
 				"fdatasync returns before the data is on stable media; mount the volume with barriers (drop nobarrier / barrier=0 from the StorageClass's or PersistentVolume's mountOptions) "+
 				"or use another StorageClass, or choose a mode that does not promise durability",
-				durableName(rp), report.mountOptions, orDefault(report.writeCache, "unknown"))}
+				durableName(rp), report.mountOptions, cmp.Or(report.writeCache, "unknown"))}
 	}
 	message := "the data directory is on " + fs
 	if report.mountOptions != "" {
@@ -247,7 +248,7 @@ func recommendation(r storageReport) string {
 	case barrierDisabled(r):
 		return fmt.Sprintf("no mode is durable on this volume: it is mounted without write barriers (%s) over a %s cache, so fdatasync (p50 %s) does not reach stable media; "+
 			"mount it with barriers or use another StorageClass before relying on aof fsync: always or uring ack: durable",
-			r.mountOptions, orDefault(r.writeCache, "unknown"), formatLatency(r.p50))
+			r.mountOptions, cmp.Or(r.writeCache, "unknown"), formatLatency(r.p50))
 	}
 	perClient := int64(math.Round(float64(time.Second) / float64(r.p50)))
 	measured := fmt.Sprintf("fdatasync p50 %s, p99 %s over %d samples", formatLatency(r.p50), formatLatency(r.p99), r.samples)
@@ -285,7 +286,7 @@ func storageEvent(r storageReport, storage condition) (eventType, reason, messag
 		return "", "", ""
 	}
 	return corev1.EventTypeNormal, "MeasuredStorage", fmt.Sprintf("%s (%s, write cache %s): fdatasync p50 %s, p99 %s over %d samples",
-		r.filesystem, r.mountOptions, orDefault(r.writeCache, "unknown"), formatLatency(r.p50), formatLatency(r.p99), r.samples)
+		r.filesystem, r.mountOptions, cmp.Or(r.writeCache, "unknown"), formatLatency(r.p50), formatLatency(r.p99), r.samples)
 }
 
 // The periodic re-probe (spec.storage.probeInterval): a Job on the server's
@@ -346,7 +347,7 @@ func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1a
 		return 0, fmt.Errorf("reading Job %s: %w", storageProbeJobName(rp), err)
 	}
 	image, _ := runningImage(pod, containerRedis)
-	job = buildStorageProbeJob(rp, r.Options, orDefault(image, orDefault(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
+	job = buildStorageProbeJob(rp, r.Options, cmp.Or(image, cmp.Or(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
 	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedCreate", "creating the storage probe Job %s: %v", job.Name, err)
 		return 0, fmt.Errorf("creating Job %s: %w", job.Name, err)

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -51,7 +52,9 @@ const (
 	// annotationTLSHash on the Sentinels' pod template is a hash of the
 	// Secret's certificate files: a new certificate rolls the Sentinels.
 	annotationTLSHash = "uringredis.io/tls-hash"
+)
 
+const (
 	// tlsRotationRetry is how often the operator looks again while a server
 	// still presents an older certificate than the Secret holds: the kubelet
 	// updates a mounted Secret within its sync period (a minute by default)
@@ -204,7 +207,7 @@ func buildCertificate(rp *v1alpha1.RedisPersistence) *unstructured.Unstructured 
 			"ipAddresses": []any{"127.0.0.1"},
 			"usages":      []any{"digital signature", "key encipherment", "server auth", "client auth"},
 			"privateKey":  map[string]any{"algorithm": "ECDSA", "size": int64(256), "rotationPolicy": "Always"},
-			"issuerRef":   map[string]any{"name": issuer.Name, "kind": orDefault(string(issuer.Kind), string(v1alpha1.IssuerNamespaced)), "group": orDefault(issuer.Group, certificateGVK.Group)},
+			"issuerRef":   map[string]any{"name": issuer.Name, "kind": cmp.Or(string(issuer.Kind), string(v1alpha1.IssuerNamespaced)), "group": cmp.Or(issuer.Group, certificateGVK.Group)},
 		},
 	}}
 	u.SetGroupVersionKind(certificateGVK)

@@ -51,6 +51,7 @@ package controllers
 //     be seen, instead of stopping every later upgrade until someone acts.
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -292,7 +293,7 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 	case takesTurn:
 		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Upgrading",
 			"rolling the pod onto the operator's new pod template (server image %s); the operator upgrades at most %d instances at a time",
-			orDefault(rp.Spec.Image, r.Options.RedisImage), r.maxConcurrentUpgrades())
+			cmp.Or(rp.Spec.Image, r.Options.RedisImage), r.maxConcurrentUpgrades())
 		// The next decision reads the fleet from the cache: it must see this turn taken.
 		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 			cached := &appsv1.StatefulSet{}
