@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // parseMajorMinor reads the leading "major.minor" of a version such as
@@ -52,7 +54,7 @@ func placementRequirement(version string, nodeSelector map[string]string) string
 	msg := "any node"
 	if version != "" {
 		msg = fmt.Sprintf("a node with kernel >= %s (labels %s/%s or %s/%s)", version,
-			NFDKernelLabels.Major, NFDKernelLabels.Minor, OperatorKernelLabels.Major, OperatorKernelLabels.Minor)
+			specs.NFDKernelLabels.Major, specs.NFDKernelLabels.Minor, specs.OperatorKernelLabels.Major, specs.OperatorKernelLabels.Minor)
 	}
 	for _, k := range slices.Sorted(maps.Keys(nodeSelector)) {
 		msg += fmt.Sprintf(", %s=%s", k, nodeSelector[k])

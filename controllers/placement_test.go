@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 func node(name, kernel string, labels map[string]string, taints ...corev1.Taint) corev1.Node {
@@ -99,11 +100,11 @@ func TestKernelAffinityFollowsVersionOrder(t *testing.T) {
 // Either set of kernel labels qualifies a node: NFD's alone (a cluster
 // without the node labeler), the operator's alone, or both.
 func TestEitherKernelLabelSetQualifies(t *testing.T) {
-	nfdOnly := node("nfd", "6.8.0", map[string]string{NFDKernelLabels.Major: "6", NFDKernelLabels.Minor: "8"})
-	delete(nfdOnly.Labels, OperatorKernelLabels.Major)
-	delete(nfdOnly.Labels, OperatorKernelLabels.Minor)
-	both := node("both", "6.8.0", map[string]string{NFDKernelLabels.Major: "6", NFDKernelLabels.Minor: "8"})
-	oldNFD := node("old-nfd", "5.15.0", map[string]string{NFDKernelLabels.Major: "5", NFDKernelLabels.Minor: "15"})
+	nfdOnly := node("nfd", "6.8.0", map[string]string{specs.NFDKernelLabels.Major: "6", specs.NFDKernelLabels.Minor: "8"})
+	delete(nfdOnly.Labels, specs.OperatorKernelLabels.Major)
+	delete(nfdOnly.Labels, specs.OperatorKernelLabels.Minor)
+	both := node("both", "6.8.0", map[string]string{specs.NFDKernelLabels.Major: "6", specs.NFDKernelLabels.Minor: "8"})
+	oldNFD := node("old-nfd", "5.15.0", map[string]string{specs.NFDKernelLabels.Major: "5", specs.NFDKernelLabels.Minor: "15"})
 	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
 	sts := buildStatefulSet(rp, testOptions, newPodInputs(rp, ""))
 	for _, tc := range []struct {

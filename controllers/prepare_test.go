@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -35,7 +36,7 @@ func TestPrepareScript(t *testing.T) {
 	password, exporterPassword, benchPassword := `p"a\ss word$1`, `e"x\p ort`, "bench"
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "RUN_DIR="+dir, "FSPROBE_MILLIS="+fsprobeMillis, "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"),
-		"EXPORTER_USER="+exporterUser, "EXPORTER_PASSWORD="+exporterPassword, "EXPORTER_ACL="+exporterACLRules,
+		"EXPORTER_USER="+specs.ExporterUser, "EXPORTER_PASSWORD="+exporterPassword, "EXPORTER_ACL="+specs.ExporterACLRules,
 		"BENCHMARK_USER="+bench.User, "BENCHMARK_PASSWORD="+benchPassword, "BENCHMARK_ACL="+bench.ACLRules(false))
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -89,7 +90,7 @@ func TestPrepareScript(t *testing.T) {
 		allowed        [][]any
 		refused        [][]any
 	}{
-		{exporterUser, exporterPassword, [][]any{{"INFO", "persistence"}, {"EVAL", "return redis.call('INFO', 'server') ~= nil", 0}},
+		{specs.ExporterUser, exporterPassword, [][]any{{"INFO", "persistence"}, {"EVAL", "return redis.call('INFO', 'server') ~= nil", 0}},
 			[][]any{{"GET", "k"}, {"SET", "k", "v"}, {"CONFIG", "GET", "requirepass"}, {"EVAL", "return redis.call('GET', 'k')", 0}}},
 		{bench.User, benchPassword, [][]any{{"SET", "key:1", "v"}, {"INFO"}},
 			[][]any{{"SET", "orders:1", "v"}, {"FLUSHALL"}}},
@@ -123,7 +124,7 @@ func renderAuth(t *testing.T, ns, name string) string {
 	if err := get(t, sts, ns, name); err != nil {
 		t.Fatal(err)
 	}
-	prepare := containerNamed(t, sts, containerPrepare)
+	prepare := containerNamed(t, sts, specs.ContainerPrepare)
 	dir := t.TempDir()
 	cmd := exec.Command("sh", "-c", renderAuthScript)
 	cmd.Env = append(append(os.Environ(), resolveEnv(t, ns, prepare.Env)...), "RUN_DIR="+dir)

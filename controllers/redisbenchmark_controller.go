@@ -24,6 +24,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // RedisBenchmarkReconciler runs a RedisBenchmark: one Job per target, one at
@@ -293,7 +294,7 @@ func (r *RedisBenchmarkReconciler) setBenchmarkConditions(rb *v1alpha1.RedisBenc
 }
 
 func (r *RedisBenchmarkReconciler) apply(ctx context.Context, rb *v1alpha1.RedisBenchmark, obj client.Object) error {
-	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		r.Recorder.Eventf(rb, corev1.EventTypeWarning, "FailedApply", "applying %s %s: %v", kind, obj.GetName(), err)
 		return fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // BenchmarkOptions are the operator-wide settings of benchmark Jobs.
@@ -20,7 +21,7 @@ type BenchmarkOptions struct {
 	// Image runs the benchmark (cmd/bench) unless spec.image overrides it.
 	Image string
 	// ImagePull is how benchmark pods pull their image.
-	ImagePull ImagePull
+	ImagePull specs.ImagePull
 }
 
 const (
@@ -69,10 +70,10 @@ func (run benchmarkRun) last(rb *v1alpha1.RedisBenchmark) bool {
 
 func benchmarkLabels(rb *v1alpha1.RedisBenchmark) map[string]string {
 	return map[string]string{
-		labelName:      "redis-benchmark",
-		labelInstance:  rb.Name,
-		labelManagedBy: fieldOwner,
-		labelComponent: "benchmark",
+		specs.LabelName:      "redis-benchmark",
+		specs.LabelInstance:  rb.Name,
+		specs.LabelManagedBy: specs.FieldOwner,
+		specs.LabelComponent: "benchmark",
 	}
 }
 
@@ -142,7 +143,7 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.R
 		commands = []string{"set", "hset", "lpush", "incr"}
 	}
 	args := []string{
-		"--addr=" + fmt.Sprintf("%s.%s.svc:%d", rp.Name, rp.Namespace, redisPort),
+		"--addr=" + fmt.Sprintf("%s.%s.svc:%d", rp.Name, rp.Namespace, specs.RedisPort),
 		"--db=" + strconv.Itoa(int(benchmarkDatabase(rp))),
 		"--target=" + rp.Name,
 		"--mode=" + persistenceMode(rp),
@@ -183,7 +184,7 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alph
 		Name:                     containerBench,
 		Image:                    image,
 		Args:                     benchmarkArgs(rb, run, rp),
-		Env:                      signInEnv(rp, bench.User, aclBenchmarkKey),
+		Env:                      specs.SignInEnv(rp, bench.User, specs.ACLBenchmarkKey),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          restrictedSecurityContext(),
 	}
@@ -201,10 +202,10 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alph
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
-	if tlsEnabled(rp) {
-		benchmarkOverTLS(rp, &pod)
+	if specs.TLSEnabled(rp) {
+		specs.BenchmarkOverTLS(rp, &pod)
 	}
-	opts.ImagePull.applyTo(&pod)
+	opts.ImagePull.ApplyTo(&pod)
 	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: meta,

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 func TestPersistenceMode(t *testing.T) {
@@ -52,7 +53,7 @@ func TestBenchmarkJobGolden(t *testing.T) {
 	render := func() []byte {
 		// The last repetition of the second target: the run with the crash check.
 		b, err := yaml.Marshal(buildBenchmarkJob(rb, runAt(rb, 5), rp, BenchmarkOptions{Image: "uring-redis-bench:test",
-			ImagePull: ImagePull{Policy: corev1.PullIfNotPresent, Secrets: []string{"registry-pull"}}}))
+			ImagePull: specs.ImagePull{Policy: corev1.PullIfNotPresent, Secrets: []string{"registry-pull"}}}))
 		if err != nil {
 			t.Fatal(err)
 		}

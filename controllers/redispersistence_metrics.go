@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // What a RedisPersistence's status says about its server process and its
@@ -100,7 +101,7 @@ func (r *RedisPersistenceReconciler) podMonitor(ctx context.Context, rp *v1alpha
 	if err := r.watchPodMonitors(ctx); err != nil {
 		return nil, err
 	}
-	if exporterEnabled(rp) && ptr.Deref(rp.Spec.Monitoring.PodMonitor.Enabled, true) {
+	if specs.ExporterEnabled(rp) && ptr.Deref(rp.Spec.Monitoring.PodMonitor.Enabled, true) {
 		return buildPodMonitor(rp), nil
 	}
 	pm := &monitoringv1.PodMonitor{}
@@ -147,7 +148,7 @@ func (r *RedisPersistenceReconciler) watchPodMonitors(ctx context.Context) error
 }
 
 func buildPodMonitor(rp *v1alpha1.RedisPersistence) *monitoringv1.PodMonitor {
-	meta := objectMeta(rp, rp.Name)
+	meta := specs.ObjectMeta(rp, rp.Name)
 	// The operator's labels go last: the cache selects owned objects by them.
 	labels := maps.Clone(rp.Spec.Monitoring.PodMonitor.Labels)
 	if labels == nil {
@@ -159,7 +160,7 @@ func buildPodMonitor(rp *v1alpha1.RedisPersistence) *monitoringv1.PodMonitor {
 		TypeMeta:   metav1.TypeMeta{APIVersion: podMonitorGVK.GroupVersion().String(), Kind: podMonitorGVK.Kind},
 		ObjectMeta: meta,
 		Spec: monitoringv1.PodMonitorSpec{
-			Selector: metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
+			Selector: metav1.LabelSelector{MatchLabels: specs.SelectorLabels(rp)},
 			PodMetricsEndpoints: []monitoringv1.PodMetricsEndpoint{{
 				Port:     "metrics",
 				Interval: monitoringv1.Duration(cmp.Or(rp.Spec.Monitoring.PodMonitor.Interval, "30s")),

@@ -15,39 +15,27 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // labelClient on a pod admits it to the server port of the instance it names,
-// unless spec.networkPolicy.clients says otherwise.
+// unless spec.NetworkPolicy.clients says otherwise.
 const labelClient = "uringredis.io/client"
 
-// NetworkPolicyOptions are the operator-wide settings of the instances'
-// NetworkPolicies.
-type NetworkPolicyOptions struct {
-	// Enabled is what an empty spec.networkPolicy.enabled means.
-	Enabled bool
-	// Operator selects the operator's own pods, which read INFO from and set
-	// options on every server; nil when the operator does not run in a pod
-	// it knows the labels of.
-	Operator *networkingv1.NetworkPolicyPeer
-	// Prometheus selects the pods that may scrape the exporter.
-	Prometheus []networkingv1.NetworkPolicyPeer
-}
-
-// networkPolicyEnabled is spec.networkPolicy.enabled, else the operator's
+// networkPolicyEnabled is spec.NetworkPolicy.enabled, else the operator's
 // default, except for an instance kept out of it (recordPredatedDefaults).
-func networkPolicyEnabled(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) bool {
+func networkPolicyEnabled(rp *v1alpha1.RedisPersistence, opts specs.NetworkPolicyOptions) bool {
 	if rp.Spec.NetworkPolicy != nil && rp.Spec.NetworkPolicy.Enabled != nil {
 		return *rp.Spec.NetworkPolicy.Enabled
 	}
-	return opts.Enabled && !predatesClosedDefault(rp, closedDefaultNetworkPolicy)
+	return opts.Enabled && !specs.PredatesClosedDefault(rp, specs.ClosedDefaultNetworkPolicy)
 }
 
 // buildNetworkPolicy admits to the server port the instance's clients, the
 // RedisBenchmark runners that target it and the operator, and for a
 // replicated instance its servers (replication) and Sentinels; to the
 // exporter port the Prometheus pods; nothing else. Egress is left alone.
-func buildNetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) *networkingv1.NetworkPolicy {
+func buildNetworkPolicy(rp *v1alpha1.RedisPersistence, opts specs.NetworkPolicyOptions) *networkingv1.NetworkPolicy {
 	clients := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{labelClient: rp.Name}}}}
 	if rp.Spec.NetworkPolicy != nil && len(rp.Spec.NetworkPolicy.Clients) > 0 {
 		clients = nil
@@ -56,34 +44,34 @@ func buildNetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions
 		}
 	}
 	clients = append(clients, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
-		labelManagedBy: fieldOwner, labelComponent: "benchmark", labelBenchmarkTarget: rp.Name,
+		specs.LabelManagedBy: specs.FieldOwner, specs.LabelComponent: "benchmark", labelBenchmarkTarget: rp.Name,
 	}}})
 	if opts.Operator != nil {
 		clients = append(clients, *opts.Operator.DeepCopy())
 	}
-	if replicated(rp) {
+	if specs.Replicated(rp) {
 		clients = append(clients, replicationPeers(rp)...)
 	}
 	tcp := ptr.To(corev1.ProtocolTCP)
 	ingress := []networkingv1.NetworkPolicyIngressRule{{
-		Ports: []networkingv1.NetworkPolicyPort{{Protocol: tcp, Port: ptr.To(intstr.FromInt32(redisPort))}},
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: tcp, Port: ptr.To(intstr.FromInt32(specs.RedisPort))}},
 		From:  clients,
 	}}
-	if exporterEnabled(rp) && len(opts.Prometheus) > 0 {
+	if specs.ExporterEnabled(rp) && len(opts.Prometheus) > 0 {
 		var scrapers []networkingv1.NetworkPolicyPeer
 		for _, peer := range opts.Prometheus {
 			scrapers = append(scrapers, *peer.DeepCopy())
 		}
 		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{
-			Ports: []networkingv1.NetworkPolicyPort{{Protocol: tcp, Port: ptr.To(intstr.FromInt32(exporterPort))}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: tcp, Port: ptr.To(intstr.FromInt32(specs.ExporterPort))}},
 			From:  scrapers,
 		})
 	}
 	return &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: objectMeta(rp, rp.Name),
+		ObjectMeta: specs.ObjectMeta(rp, rp.Name),
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
+			PodSelector: metav1.LabelSelector{MatchLabels: specs.SelectorLabels(rp)},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress:     ingress,
 		},
@@ -112,8 +100,8 @@ func (r *RedisPersistenceReconciler) removeNetworkPolicy(ctx context.Context, rp
 // ParseNetworkPolicyOptions builds the options from the operator's flags:
 // label lists as k=v,k=v. The operator is admitted only when its namespace
 // and pod labels are both known.
-func ParseNetworkPolicyOptions(enabled bool, operatorNamespace, operatorPodLabels, prometheusNamespaceLabels, prometheusPodLabels string) (NetworkPolicyOptions, error) {
-	opts := NetworkPolicyOptions{Enabled: enabled}
+func ParseNetworkPolicyOptions(enabled bool, operatorNamespace, operatorPodLabels, prometheusNamespaceLabels, prometheusPodLabels string) (specs.NetworkPolicyOptions, error) {
+	opts := specs.NetworkPolicyOptions{Enabled: enabled}
 	parse := func(flag, value string) (map[string]string, error) {
 		m, err := labels.ConvertSelectorToLabelsMap(value)
 		if err != nil {

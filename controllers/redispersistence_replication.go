@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // Replication (spec.replicas above 1): one primary, N-1 replicas and Valkey's
@@ -56,16 +57,6 @@ const (
 	sentinelFailoverTimeoutMillis = 60000
 )
 
-// replicasOf is spec.replicas; 0 (an object that skipped defaulting) is 1.
-func replicasOf(rp *v1alpha1.RedisPersistence) int32 {
-	return max(rp.Spec.Replicas, 1)
-}
-
-func replicated(rp *v1alpha1.RedisPersistence) bool { return replicasOf(rp) > 1 }
-
-func sentinelName(rp *v1alpha1.RedisPersistence) string        { return rp.Name + "-sentinel" }
-func replicasServiceName(rp *v1alpha1.RedisPersistence) string { return rp.Name + "-replicas" }
-
 // sentinelSpecOf is spec.sentinel with the CRD's defaults.
 func sentinelSpecOf(rp *v1alpha1.RedisPersistence) v1alpha1.SentinelSpec {
 	s := v1alpha1.SentinelSpec{}
@@ -78,66 +69,59 @@ func sentinelSpecOf(rp *v1alpha1.RedisPersistence) v1alpha1.SentinelSpec {
 }
 
 func sentinelSelectorLabels(rp *v1alpha1.RedisPersistence) map[string]string {
-	return map[string]string{labelName: "redis-sentinel", labelInstance: rp.Name}
+	return map[string]string{specs.LabelName: "redis-sentinel", specs.LabelInstance: rp.Name}
 }
 
 func sentinelObjectLabels(rp *v1alpha1.RedisPersistence) map[string]string {
 	labels := sentinelSelectorLabels(rp)
-	labels[labelManagedBy] = fieldOwner
-	labels[labelComponent] = "sentinel"
+	labels[specs.LabelManagedBy] = specs.FieldOwner
+	labels[specs.LabelComponent] = "sentinel"
 	return labels
 }
 
 func sentinelObjectMeta(rp *v1alpha1.RedisPersistence, name string) metav1.ObjectMeta {
-	meta := objectMeta(rp, name)
+	meta := specs.ObjectMeta(rp, name)
 	meta.Labels = sentinelObjectLabels(rp)
 	return meta
-}
-
-// headlessDomain is the DNS domain of the instance's pods: <pod>.<domain>.
-// It relies on the pod's resolv.conf search path for the cluster domain, as
-// status.endpoint does.
-func headlessDomain(rp *v1alpha1.RedisPersistence) string {
-	return fmt.Sprintf("%s.%s.svc", headlessServiceName(rp), rp.Namespace)
 }
 
 // podOfHost is the pod a server or Sentinel announces itself as: the first
 // label of <pod>.<headless domain>.
 func podOfHost(rp *v1alpha1.RedisPersistence, host string) (string, bool) {
 	pod, domain, ok := strings.Cut(host, ".")
-	return pod, ok && domain == headlessDomain(rp)
+	return pod, ok && domain == specs.HeadlessDomain(rp)
 }
 
 // lookupsEnv is what lookups.sh, with which both start scripts begin, reads
 // of the instance.
 func lookupsEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 	return append([]corev1.EnvVar{
-		envVar("INSTANCE", rp.Name),
-		envVar("DOMAIN", headlessDomain(rp)),
-		envVar("SERVERS", strconv.Itoa(int(replicasOf(rp)))),
-		envVar("SERVER_PORT", strconv.Itoa(redisPort)),
-		envVar("SENTINEL_NAME", sentinelName(rp)),
-		envVar("SENTINELS", strconv.Itoa(int(sentinelSpecOf(rp).Count))),
-		envVar("SENTINEL_PORT", strconv.Itoa(sentinelPort)),
-	}, cliTLSEnv(rp)...)
+		specs.EnvVar("INSTANCE", rp.Name),
+		specs.EnvVar("DOMAIN", specs.HeadlessDomain(rp)),
+		specs.EnvVar("SERVERS", strconv.Itoa(int(specs.ReplicasOf(rp)))),
+		specs.EnvVar("SERVER_PORT", strconv.Itoa(specs.RedisPort)),
+		specs.EnvVar("SENTINEL_NAME", specs.SentinelName(rp)),
+		specs.EnvVar("SENTINELS", strconv.Itoa(int(sentinelSpecOf(rp).Count))),
+		specs.EnvVar("SENTINEL_PORT", strconv.Itoa(sentinelPort)),
+	}, specs.CLITLSEnv(rp)...)
 }
 
 // serverStartEnv is what serverStartScript reads.
 func serverStartEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 	return slices.Concat([]corev1.EnvVar{podNameEnv}, lookupsEnv(rp), []corev1.EnvVar{
-		envVar("DATA_DIR", dataDir),
-		envVar("CONFIG_FILE", configDir+"/redis.conf"),
+		specs.EnvVar("DATA_DIR", specs.DataDir),
+		specs.EnvVar("CONFIG_FILE", specs.ConfigDir+"/redis.conf"),
 	})
 }
 
 // sentinelStartEnv is what sentinelStartScript reads, the password aside.
 func sentinelStartEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 	return slices.Concat([]corev1.EnvVar{podNameEnv}, lookupsEnv(rp), []corev1.EnvVar{
-		envVar("SENTINEL_DIR", sentinelDir),
-		envVar("SENTINEL_LISTEN", sentinelListenConfig(rp)),
-		envVar("QUORUM", strconv.Itoa(int(sentinelSpecOf(rp).Quorum))),
-		envVar("DOWN_AFTER_MILLIS", strconv.Itoa(sentinelDownAfterMillis)),
-		envVar("FAILOVER_TIMEOUT_MILLIS", strconv.Itoa(sentinelFailoverTimeoutMillis)),
+		specs.EnvVar("SENTINEL_DIR", sentinelDir),
+		specs.EnvVar("SENTINEL_LISTEN", sentinelListenConfig(rp)),
+		specs.EnvVar("QUORUM", strconv.Itoa(int(sentinelSpecOf(rp).Quorum))),
+		specs.EnvVar("DOWN_AFTER_MILLIS", strconv.Itoa(sentinelDownAfterMillis)),
+		specs.EnvVar("FAILOVER_TIMEOUT_MILLIS", strconv.Itoa(sentinelFailoverTimeoutMillis)),
 	})
 }
 
@@ -145,8 +129,8 @@ func sentinelStartEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 // TCP, or with spec.tls in TLS only, monitoring the servers and talking to
 // the other Sentinels over TLS too.
 func sentinelListenConfig(rp *v1alpha1.RedisPersistence) string {
-	if tlsEnabled(rp) {
-		return strings.Join(tlsServerConfig(rp, sentinelPort), "\n")
+	if specs.TLSEnabled(rp) {
+		return strings.Join(specs.TLSServerConfig(rp, sentinelPort), "\n")
 	}
 	return fmt.Sprintf("port %d", sentinelPort)
 }
@@ -162,7 +146,7 @@ func replicateServer(rp *v1alpha1.RedisPersistence, template *corev1.PodTemplate
 	template.Labels[labelPartOf] = rp.Name
 	for i := range template.Spec.Containers {
 		c := &template.Spec.Containers[i]
-		if c.Name != containerRedis {
+		if c.Name != specs.ContainerRedis {
 			continue
 		}
 		c.Command = shellCommand(serverStartScript)
@@ -171,7 +155,7 @@ func replicateServer(rp *v1alpha1.RedisPersistence, template *corev1.PodTemplate
 	if template.Spec.Affinity == nil {
 		template.Spec.Affinity = &corev1.Affinity{}
 	}
-	template.Spec.Affinity.PodAntiAffinity = spreadOverNodes(selectorLabels(rp), antiAffinity)
+	template.Spec.Affinity.PodAntiAffinity = spreadOverNodes(specs.SelectorLabels(rp), antiAffinity)
 }
 
 // spreadOverNodes keeps the pods labels selects on different nodes: always
@@ -194,11 +178,11 @@ func spreadOverNodes(labels map[string]string, how v1alpha1.PodAntiAffinity) *co
 // Required that the nodes no longer satisfy becomes Preferred, so that a lost
 // node does not leave a server unschedulable.
 func podAntiAffinityFor(rp *v1alpha1.RedisPersistence, eligible int, existing *appsv1.StatefulSet) v1alpha1.PodAntiAffinity {
-	if !replicated(rp) {
+	if !specs.Replicated(rp) {
 		return ""
 	}
-	fits := eligible >= int(replicasOf(rp))
-	if existing != nil && ptr.Deref(existing.Spec.Replicas, 1) == replicasOf(rp) {
+	fits := eligible >= int(specs.ReplicasOf(rp))
+	if existing != nil && ptr.Deref(existing.Spec.Replicas, 1) == specs.ReplicasOf(rp) {
 		switch antiAffinityOf(existing) {
 		case v1alpha1.AntiAffinityPreferred:
 			return v1alpha1.AntiAffinityPreferred
@@ -230,7 +214,7 @@ func antiAffinityOf(sts *appsv1.StatefulSet) v1alpha1.PodAntiAffinity {
 // buildSentinelStatefulSet runs the Sentinels: the server image's
 // valkey-sentinel, a writable configuration in an emptyDir, no volume (a
 // Sentinel relearns the instance from the others and the servers).
-func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in podInputs) *appsv1.StatefulSet {
+func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts specs.Options, in podInputs) *appsv1.StatefulSet {
 	s := sentinelSpecOf(rp)
 	resources := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
@@ -239,8 +223,8 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 	if s.Resources != nil {
 		resources = *s.Resources.DeepCopy()
 	}
-	cliEnv := append([]corev1.EnvVar{{Name: "REDISCLI_HISTFILE", Value: "/dev/null"}}, passwordEnv(rp, "REDISCLI_AUTH")...)
-	env := slices.Concat(cliEnv, passwordEnv(rp, "REDIS_PASSWORD"), sentinelStartEnv(rp))
+	cliEnv := append([]corev1.EnvVar{{Name: "REDISCLI_HISTFILE", Value: "/dev/null"}}, specs.PasswordEnv(rp, "REDISCLI_AUTH")...)
+	env := slices.Concat(cliEnv, specs.PasswordEnv(rp, "REDIS_PASSWORD"), sentinelStartEnv(rp))
 	sentinel := corev1.Container{
 		Name:    containerSentinel,
 		Image:   cmp.Or(rp.Spec.Image, opts.RedisImage),
@@ -255,7 +239,7 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 		},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-				Command: []string{"sh", "-c", valkeyCLI(rp) + " -p " + strconv.Itoa(sentinelPort) + " ping | grep -qx PONG"},
+				Command: []string{"sh", "-c", specs.ValkeyCLI(rp) + " -p " + strconv.Itoa(sentinelPort) + " ping | grep -qx PONG"},
 			}},
 			PeriodSeconds:  5,
 			TimeoutSeconds: 3,
@@ -270,10 +254,10 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 	// servers' configuration concerns it.
 	annotations := map[string]string{}
 	if in.authHash != "" {
-		annotations[annotationAuthHash] = in.authHash
+		annotations[specs.AnnotationAuthHash] = in.authHash
 	}
 	if in.tlsHash != "" {
-		annotations[annotationTLSHash] = in.tlsHash
+		annotations[specs.AnnotationTLSHash] = in.tlsHash
 	}
 	if len(annotations) == 0 {
 		annotations = nil
@@ -287,8 +271,8 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 			}}}},
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:   ptr.To(true),
-				RunAsUser:      ptr.To[int64](redisUID),
-				RunAsGroup:     ptr.To[int64](redisUID),
+				RunAsUser:      ptr.To[int64](specs.RedisUID),
+				RunAsGroup:     ptr.To[int64](specs.RedisUID),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			AutomountServiceAccountToken:  ptr.To(false),
@@ -300,19 +284,19 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 			Affinity: &corev1.Affinity{PodAntiAffinity: spreadOverNodes(sentinelSelectorLabels(rp), v1alpha1.AntiAffinityPreferred)},
 		},
 	}
-	if tlsEnabled(rp) {
+	if specs.TLSEnabled(rp) {
 		// The certificate files are readable by the server's group only.
-		template.Spec.SecurityContext.FSGroup = ptr.To[int64](redisUID)
-		template.Spec.Volumes = append(template.Spec.Volumes, tlsVolume(rp))
-		template.Spec.Containers[0].VolumeMounts = append(template.Spec.Containers[0].VolumeMounts, tlsVolumeMount)
+		template.Spec.SecurityContext.FSGroup = ptr.To[int64](specs.RedisUID)
+		template.Spec.Volumes = append(template.Spec.Volumes, specs.TLSVolume(rp))
+		template.Spec.Containers[0].VolumeMounts = append(template.Spec.Containers[0].VolumeMounts, specs.TLSVolumeMount)
 	}
-	opts.ImagePull.applyTo(&template.Spec)
+	opts.ImagePull.ApplyTo(&template.Spec)
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: sentinelObjectMeta(rp, sentinelName(rp)),
+		ObjectMeta: sentinelObjectMeta(rp, specs.SentinelName(rp)),
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:    ptr.To(s.Count),
-			ServiceName: headlessServiceName(rp),
+			ServiceName: specs.HeadlessServiceName(rp),
 			Selector:    &metav1.LabelSelector{MatchLabels: sentinelSelectorLabels(rp)},
 			// Each Sentinel finds the others by asking them; none waits for another.
 			PodManagementPolicy: appsv1.ParallelPodManagement,
@@ -325,8 +309,8 @@ func buildSentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in po
 // buildReplicasService selects the replicas, for reads that may lag.
 func buildReplicasService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	svc := buildClientService(rp)
-	svc.Name = replicasServiceName(rp)
-	svc.Spec.Selector = withRole(selectorLabels(rp), v1alpha1.RoleReplica)
+	svc.Name = specs.ReplicasServiceName(rp)
+	svc.Spec.Selector = withRole(specs.SelectorLabels(rp), v1alpha1.RoleReplica)
 	return svc
 }
 
@@ -334,7 +318,7 @@ func buildReplicasService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 func buildSentinelService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: sentinelObjectMeta(rp, sentinelName(rp)),
+		ObjectMeta: sentinelObjectMeta(rp, specs.SentinelName(rp)),
 		Spec: corev1.ServiceSpec{
 			Selector: sentinelSelectorLabels(rp),
 			Ports:    []corev1.ServicePort{{Name: "sentinel", Port: sentinelPort, TargetPort: intstr.FromString("sentinel"), Protocol: corev1.ProtocolTCP}},
@@ -362,8 +346,8 @@ func buildPodDisruptionBudgets(rp *v1alpha1.RedisPersistence) []*policyv1.PodDis
 		}
 	}
 	return []*policyv1.PodDisruptionBudget{
-		pdb(objectMeta(rp, rp.Name), selectorLabels(rp)),
-		pdb(sentinelObjectMeta(rp, sentinelName(rp)), sentinelSelectorLabels(rp)),
+		pdb(specs.ObjectMeta(rp, rp.Name), specs.SelectorLabels(rp)),
+		pdb(sentinelObjectMeta(rp, specs.SentinelName(rp)), sentinelSelectorLabels(rp)),
 	}
 }
 
@@ -372,7 +356,7 @@ func buildPodDisruptionBudgets(rp *v1alpha1.RedisPersistence) []*policyv1.PodDis
 // Sentinels (monitoring, failover).
 func replicationPeers(rp *v1alpha1.RedisPersistence) []networkingv1.NetworkPolicyPeer {
 	return []networkingv1.NetworkPolicyPeer{
-		{PodSelector: &metav1.LabelSelector{MatchLabels: selectorLabels(rp)}},
+		{PodSelector: &metav1.LabelSelector{MatchLabels: specs.SelectorLabels(rp)}},
 		{PodSelector: &metav1.LabelSelector{MatchLabels: sentinelSelectorLabels(rp)}},
 	}
 }
@@ -380,9 +364,9 @@ func replicationPeers(rp *v1alpha1.RedisPersistence) []networkingv1.NetworkPolic
 // buildSentinelNetworkPolicy admits to the Sentinel port the instance's
 // clients (Sentinel-aware clients ask it for the primary), the operator, the
 // servers and the other Sentinels.
-func buildSentinelNetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) *networkingv1.NetworkPolicy {
+func buildSentinelNetworkPolicy(rp *v1alpha1.RedisPersistence, opts specs.NetworkPolicyOptions) *networkingv1.NetworkPolicy {
 	np := buildNetworkPolicy(rp, opts)
-	np.ObjectMeta = sentinelObjectMeta(rp, sentinelName(rp))
+	np.ObjectMeta = sentinelObjectMeta(rp, specs.SentinelName(rp))
 	np.Spec.PodSelector = metav1.LabelSelector{MatchLabels: sentinelSelectorLabels(rp)}
 	rule := np.Spec.Ingress[0]
 	rule.Ports[0].Port = ptr.To(intstr.FromInt32(sentinelPort))

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -387,11 +388,11 @@ func TestStartScriptsFailOver(t *testing.T) {
 		// into the test's directory; every server binds its own address.
 		conf := strings.NewReplacer(
 			"bind * -::*", fmt.Sprintf("bind 127.0.0.1%d", i),
-			"dir "+dataDir, "dir "+data,
-			"include "+runDir+"/auth.conf", fmt.Sprintf("requirepass \"%s\"\nprimaryauth \"%s\"", escaped, escaped),
-		).Replace(renderConfig(rp))
+			"dir "+specs.DataDir, "dir "+data,
+			"include "+specs.RunDir+"/auth.conf", fmt.Sprintf("requirepass \"%s\"\nprimaryauth \"%s\"", escaped, escaped),
+		).Replace(specs.RenderConfig(rp))
 		files[fmt.Sprintf("redis-%d.conf", i)] = conf
-		files[fmt.Sprintf("server-%d.sh", i)] = exports(containerNamed(t, servers, containerRedis).Env, map[string]string{
+		files[fmt.Sprintf("server-%d.sh", i)] = exports(containerNamed(t, servers, specs.ContainerRedis).Env, map[string]string{
 			"CONFIG_FILE": filepath.Join(w, fmt.Sprintf("redis-%d.conf", i)),
 			"DATA_DIR":    data,
 		}) + serverStartScript

@@ -18,17 +18,18 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-var testOptions = Options{
+var testOptions = specs.Options{
 	RedisImage:            "redis-uring:test",
 	ExporterImage:         "oliver006/redis_exporter:test",
 	UringSeccompProfile:   "uring-redis/io_uring.json",
 	LocalNVMeStorageClass: "uring-local-nvme",
 	GP3StorageClass:       "uring-gp3",
-	ImagePull:             ImagePull{Policy: corev1.PullIfNotPresent, Secrets: []string{"registry-pull"}},
+	ImagePull:             specs.ImagePull{Policy: corev1.PullIfNotPresent, Secrets: []string{"registry-pull"}},
 	NetworkPolicy:         networkPolicyOptions,
 }
 
@@ -83,7 +84,7 @@ var goldenCases = map[string]v1alpha1.RedisPersistenceSpec{
 func renderGolden(t *testing.T, spec v1alpha1.RedisPersistenceSpec) (config, statefulSet []byte) {
 	t.Helper()
 	rp := newRedisPersistence(spec)
-	conf := renderConfig(rp)
+	conf := specs.RenderConfig(rp)
 	out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, testPassword(rp))))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func renderGolden(t *testing.T, spec v1alpha1.RedisPersistenceSpec) (config, sta
 
 // testPassword stands for the auth Secret's password in the golden files.
 func testPassword(rp *v1alpha1.RedisPersistence) string {
-	if authSecretRef(rp) == nil {
+	if specs.AuthSecretRef(rp) == nil {
 		return ""
 	}
 	return "golden-password"
@@ -149,7 +150,7 @@ func TestRenderConfigUsesServerOptionNames(t *testing.T) {
 func TestAuthHashFollowsPassword(t *testing.T) {
 	rp := newRedisPersistence(goldenCases["uring-durable"])
 	hash := func(rp *v1alpha1.RedisPersistence, password string) string {
-		return buildStatefulSet(rp, testOptions, newPodInputs(rp, password)).Spec.Template.Annotations[annotationAuthHash]
+		return buildStatefulSet(rp, testOptions, newPodInputs(rp, password)).Spec.Template.Annotations[specs.AnnotationAuthHash]
 	}
 	first, second := hash(rp, "first"), hash(rp, "second")
 	if first == "" || first == second {
@@ -219,13 +220,13 @@ func TestImagePullIsAnOperatorDefault(t *testing.T) {
 	if len(spec.ImagePullSecrets) != 1 || spec.ImagePullSecrets[0].Name != "registry-pull" {
 		t.Errorf("pull secrets %v, want registry-pull", spec.ImagePullSecrets)
 	}
-	if unset := buildStatefulSet(rp, Options{}, newPodInputs(rp, "")).Spec.Template.Spec; unset.ImagePullSecrets != nil || unset.Containers[0].ImagePullPolicy != "" {
+	if unset := buildStatefulSet(rp, specs.Options{}, newPodInputs(rp, "")).Spec.Template.Spec; unset.ImagePullSecrets != nil || unset.Containers[0].ImagePullPolicy != "" {
 		t.Errorf("without --image-pull-* the pod has pull secrets %v and policy %q; want the API server's defaults", unset.ImagePullSecrets, unset.Containers[0].ImagePullPolicy)
 	}
 
 	in := newPodInputs(rp, "")
 	changed := testOptions
-	changed.ImagePull = ImagePull{Policy: corev1.PullAlways, Secrets: []string{"other"}}
+	changed.ImagePull = specs.ImagePull{Policy: corev1.PullAlways, Secrets: []string{"other"}}
 	before := rolloutAnnotations(rp, testOptions, in, buildPodTemplate(rp, testOptions, in))
 	after := rolloutAnnotations(rp, changed, in, buildPodTemplate(rp, changed, in))
 	if before[annotationTemplateHash] == after[annotationTemplateHash] || before[annotationSpecTemplateHash] != after[annotationSpecTemplateHash] {
@@ -234,8 +235,8 @@ func TestImagePullIsAnOperatorDefault(t *testing.T) {
 	}
 }
 
-// networkPolicyOptions are the options the chart's defaults give the operator.
-var networkPolicyOptions = func() NetworkPolicyOptions {
+// NetworkPolicyOptions are the options the chart's defaults give the operator.
+var networkPolicyOptions = func() specs.NetworkPolicyOptions {
 	opts, err := ParseNetworkPolicyOptions(true, "uring-redis", "app.kubernetes.io/name=uring-redis-operator,app.kubernetes.io/instance=uring-redis", "", "app.kubernetes.io/name=prometheus")
 	if err != nil {
 		panic(err)
@@ -270,16 +271,16 @@ func TestNetworkPolicyGolden(t *testing.T) {
 }
 
 func TestNetworkPolicyEnabled(t *testing.T) {
-	on, off := NetworkPolicyOptions{Enabled: true}, NetworkPolicyOptions{}
+	on, off := specs.NetworkPolicyOptions{Enabled: true}, specs.NetworkPolicyOptions{}
 	predates := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
-	predates.Annotations = map[string]string{annotationPredatesClosedDefaults: "password,networkPolicy"}
+	predates.Annotations = map[string]string{specs.AnnotationPredatesClosedDefaults: "password,networkPolicy"}
 	explicit := predates.DeepCopy()
 	explicit.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Enabled: ptr.To(true)}
 	optOut := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, NetworkPolicy: &v1alpha1.NetworkPolicySpec{Enabled: ptr.To(false)}})
 	for _, c := range []struct {
 		desc string
 		rp   *v1alpha1.RedisPersistence
-		opts NetworkPolicyOptions
+		opts specs.NetworkPolicyOptions
 		want bool
 	}{
 		{"the operator's default on", newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}), on, true},
@@ -345,18 +346,18 @@ func TestReplicatedGolden(t *testing.T) {
 	// The servers' redis.conf is a single server's: what differs is decided at start.
 	single := replicatedSpec
 	single.Replicas, single.Sentinel = 1, nil
-	if a, b := renderConfig(newRedisPersistence(replicatedSpec)), renderConfig(newRedisPersistence(single)); a != b {
+	if a, b := specs.RenderConfig(newRedisPersistence(replicatedSpec)), specs.RenderConfig(newRedisPersistence(single)); a != b {
 		t.Errorf("redis.conf of a replicated instance differs from a single server's:\n%s\n---\n%s", a, b)
 	}
 
 	// uring.ackReplicas reaches every server's redis.conf (a replica ignores
 	// it until promoted); 0 is left out, so an image without it still starts.
-	if conf := renderConfig(newRedisPersistence(replicatedSpec)); strings.Contains(conf, "aof-uring-ack-replicas") {
+	if conf := specs.RenderConfig(newRedisPersistence(replicatedSpec)); strings.Contains(conf, "aof-uring-ack-replicas") {
 		t.Errorf("ackReplicas 0 rendered:\n%s", conf)
 	}
 	acks := replicatedSpec
 	acks.Uring = &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2, AckReplicas: 1}
-	if conf := renderConfig(newRedisPersistence(acks)); !strings.Contains(conf, "\naof-uring-ack-replicas 1\n") {
+	if conf := specs.RenderConfig(newRedisPersistence(acks)); !strings.Contains(conf, "\naof-uring-ack-replicas 1\n") {
 		t.Errorf("ackReplicas 1 not rendered:\n%s", conf)
 	}
 }

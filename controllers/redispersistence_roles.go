@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // The operator follows the Sentinels' view of a replicated instance; it never
@@ -159,7 +160,7 @@ func decideReplication(rp *v1alpha1.RedisPersistence, pods []corev1.Pod, answers
 		view.servers = append(view.servers, st)
 	}
 
-	want := int(replicasOf(rp)) - 1
+	want := int(specs.ReplicasOf(rp)) - 1
 	switch {
 	case answered == 0:
 		view.condition = condition{metav1.ConditionFalse, ReasonSentinelsUnreachable, "no Sentinel answered; the server pods keep their role labels"}
@@ -193,7 +194,7 @@ func ackReplicasOf(rp *v1alpha1.RedisPersistence) int32 {
 // reconcile one timeout, and no other instance anything.
 func (r *RedisPersistenceReconciler) observeReplication(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials) (replicationView, []corev1.Pod, error) {
 	var servers, sentinels corev1.PodList
-	if err := r.List(ctx, &servers, client.InNamespace(rp.Namespace), client.MatchingLabels(selectorLabels(rp))); err != nil {
+	if err := r.List(ctx, &servers, client.InNamespace(rp.Namespace), client.MatchingLabels(specs.SelectorLabels(rp))); err != nil {
 		return replicationView{}, nil, fmt.Errorf("listing the server pods: %w", err)
 	}
 	if err := r.List(ctx, &sentinels, client.InNamespace(rp.Namespace), client.MatchingLabels(sentinelSelectorLabels(rp))); err != nil {
@@ -309,7 +310,7 @@ const replicationBudget = 2 * serverRequestTimeout
 // and labels the server pods by role.
 func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs, obs *observation) error {
 	sts := buildSentinelStatefulSet(rp, r.Options, in)
-	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
 		return fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)
 	}
@@ -334,7 +335,7 @@ func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1
 // spec.replicas made.
 func (r *RedisPersistenceReconciler) replicationObjects(ctx context.Context, rp *v1alpha1.RedisPersistence) ([]client.Object, error) {
 	withPolicy := networkPolicyEnabled(rp, r.Options.NetworkPolicy)
-	if replicated(rp) {
+	if specs.Replicated(rp) {
 		objects := []client.Object{buildReplicasService(rp), buildSentinelService(rp)}
 		for _, pdb := range buildPodDisruptionBudgets(rp) {
 			objects = append(objects, pdb)
@@ -342,18 +343,18 @@ func (r *RedisPersistenceReconciler) replicationObjects(ctx context.Context, rp 
 		if withPolicy {
 			return append(objects, buildSentinelNetworkPolicy(rp, r.Options.NetworkPolicy)), nil
 		}
-		return objects, r.deleteOwned(ctx, rp, &networkingv1.NetworkPolicy{}, sentinelName(rp))
+		return objects, r.deleteOwned(ctx, rp, &networkingv1.NetworkPolicy{}, specs.SentinelName(rp))
 	}
 	for _, gone := range []struct {
 		obj  client.Object
 		name string
 	}{
-		{&appsv1.StatefulSet{}, sentinelName(rp)},
-		{&corev1.Service{}, sentinelName(rp)},
-		{&corev1.Service{}, replicasServiceName(rp)},
-		{&policyv1.PodDisruptionBudget{}, sentinelName(rp)},
+		{&appsv1.StatefulSet{}, specs.SentinelName(rp)},
+		{&corev1.Service{}, specs.SentinelName(rp)},
+		{&corev1.Service{}, specs.ReplicasServiceName(rp)},
+		{&policyv1.PodDisruptionBudget{}, specs.SentinelName(rp)},
 		{&policyv1.PodDisruptionBudget{}, rp.Name},
-		{&networkingv1.NetworkPolicy{}, sentinelName(rp)},
+		{&networkingv1.NetworkPolicy{}, specs.SentinelName(rp)},
 	} {
 		if err := r.deleteOwned(ctx, rp, gone.obj, gone.name); err != nil {
 			return nil, err

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // What the operator does on the running server, over the network: mode
@@ -45,7 +46,7 @@ import (
 //   - aof <-> uring: nothing to prepare; the engine is a runtime option.
 //
 // Only when the server confirmed does the operator write the new mode to the
-// ConfigMap (annotationMode, the record of which files hold the data) and the
+// ConfigMap (AnnotationMode, the record of which files hold the data) and the
 // StatefulSet, which rolls the pod where the pod template changed. While the
 // server cannot be reached the old objects stay, Ready says why, and the
 // operator retries.
@@ -76,7 +77,7 @@ func (c modeChange) needsServer() bool {
 }
 
 // renderedModeHeader finds the mode in the header of a redis.conf rendered
-// before the ConfigMap carried annotationMode.
+// before the ConfigMap carried AnnotationMode.
 var renderedModeHeader = regexp.MustCompile(`^# Rendered by uring-redis-operator from RedisPersistence \S+ \(mode (none|rdb|aof|uring)\)`)
 
 // appliedMode is the mode of the configuration the server was last given:
@@ -85,7 +86,7 @@ func appliedMode(cm *corev1.ConfigMap) v1alpha1.PersistenceMode {
 	if cm == nil {
 		return ""
 	}
-	if mode, ok := cm.Annotations[annotationMode]; ok {
+	if mode, ok := cm.Annotations[specs.AnnotationMode]; ok {
 		return v1alpha1.PersistenceMode(mode)
 	}
 	if m := renderedModeHeader.FindStringSubmatch(cm.Data["redis.conf"]); m != nil {
@@ -170,7 +171,7 @@ func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, client *re
 	if !taken || err != nil {
 		return false, "taking a snapshot of the dataset", err
 	}
-	if err := configSet(ctx, client, "save", saveRules(rp)); err != nil {
+	if err := configSet(ctx, client, "save", specs.SaveRules(rp)); err != nil {
 		return false, "", err
 	}
 	if info.aofEnabled {
@@ -211,18 +212,18 @@ func configSet(ctx context.Context, client *redis.Client, name, value string) er
 
 // applyRuntimeSettings sets every runtime option whose value on the running
 // server differs from settings, and returns the names it changed.
-func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredentials, settings []serverSetting) ([]string, error) {
+func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredentials, settings []specs.ServerSetting) ([]string, error) {
 	client := dialServer(addr, creds)
 	defer func() { _ = client.Close() }()
 	var changed []string
 	for _, s := range settings {
 		getCtx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
-		values, err := client.ConfigGet(getCtx, s.name).Result()
+		values, err := client.ConfigGet(getCtx, s.Name).Result()
 		cancel()
 		if err != nil {
-			return changed, fmt.Errorf("CONFIG GET %s: %w", s.name, err)
+			return changed, fmt.Errorf("CONFIG GET %s: %w", s.Name, err)
 		}
-		current, known := values[s.name]
+		current, known := values[s.Name]
 		if !known && len(values) == 1 {
 			// An alias (slave-read-only) answers under its canonical name.
 			for _, v := range values {
@@ -230,17 +231,17 @@ func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredenti
 			}
 		}
 		switch {
-		case !known && s.implicit:
+		case !known && s.Implicit:
 			continue
 		case !known:
-			return changed, fmt.Errorf("the server does not know the option %s", s.name)
-		case current == s.value:
+			return changed, fmt.Errorf("the server does not know the option %s", s.Name)
+		case current == s.Value:
 			continue
 		}
-		if err := configSet(ctx, client, s.name, s.value); err != nil {
+		if err := configSet(ctx, client, s.Name, s.Value); err != nil {
 			return changed, err
 		}
-		changed = append(changed, s.name)
+		changed = append(changed, s.Name)
 	}
 	return changed, nil
 }
@@ -321,7 +322,7 @@ func (r *RedisPersistenceReconciler) convergeRuntimeConfig(ctx context.Context, 
 	if obs.info == nil || !runsCurrentRevision(obs.pod, obs.statefulSet) {
 		return
 	}
-	if rp.Status.AppliedConfigHash != runtimeConfigHash(rp) || !r.probes.appliedOn(client.ObjectKeyFromObject(rp), obs.info.runID) {
+	if rp.Status.AppliedConfigHash != specs.RuntimeConfigHash(rp) || !r.probes.appliedOn(client.ObjectKeyFromObject(rp), obs.info.runID) {
 		r.applyRuntimeConfig(ctx, rp, creds, obs.pod, obs.info.runID)
 	}
 }
@@ -333,8 +334,8 @@ func (r *RedisPersistenceReconciler) convergeRuntimeConfig(ctx context.Context, 
 // starts later reads them from the ConfigMap.
 func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pod *corev1.Pod, runID string) {
 	key := client.ObjectKeyFromObject(rp)
-	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, runtimeSettings(rp))
-	if err == nil && replicated(rp) {
+	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, specs.RuntimeSettings(rp))
+	if err == nil && specs.Replicated(rp) {
 		var others []string
 		others, err = r.applyRuntimeConfigToReplicas(ctx, rp, creds, pod.Name)
 		changed = append(changed, others...)
@@ -350,7 +351,7 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp 
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApplyConfig", "setting runtime options on the running server: %v", err)
 		return
 	}
-	rp.Status.AppliedConfigHash = runtimeConfigHash(rp)
+	rp.Status.AppliedConfigHash = specs.RuntimeConfigHash(rp)
 	r.probes.setAppliedOn(key, runID)
 }
 
@@ -359,7 +360,7 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp 
 // any of them changed.
 func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, done string) ([]string, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(selectorLabels(rp))); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(specs.SelectorLabels(rp))); err != nil {
 		return nil, fmt.Errorf("listing the server pods: %w", err)
 	}
 	var changed []string
@@ -368,7 +369,7 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Co
 		if pod.Name == done || !podReady(pod) || pod.Status.PodIP == "" {
 			continue
 		}
-		names, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, runtimeSettings(rp))
+		names, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, specs.RuntimeSettings(rp))
 		changed = append(changed, names...)
 		if err != nil {
 			return changed, fmt.Errorf("%s: %w", pod.Name, err)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // Condition reasons.
@@ -179,7 +180,7 @@ func serverContainer(pod *corev1.Pod) *corev1.ContainerStatus {
 		return nil
 	}
 	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == containerRedis {
+		if pod.Status.ContainerStatuses[i].Name == specs.ContainerRedis {
 			return &pod.Status.ContainerStatuses[i]
 		}
 	}
@@ -318,7 +319,7 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	}
 
 	st := &rp.Status
-	st.Endpoint = net.JoinHostPort(fmt.Sprintf("%s.%s.svc", rp.Name, rp.Namespace), strconv.Itoa(redisPort))
+	st.Endpoint = net.JoinHostPort(fmt.Sprintf("%s.%s.svc", rp.Name, rp.Namespace), strconv.Itoa(specs.RedisPort))
 	st.Node, st.KernelVersion = "", ""
 	if obs.pod != nil {
 		st.Node = obs.pod.Spec.NodeName
@@ -337,10 +338,10 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	if obs.replication != nil {
 		st.Primary, st.Replicas = obs.replication.primary, obs.replication.servers
 	}
-	if image, ok := runningImage(obs.pod, containerRedis); ok {
+	if image, ok := runningImage(obs.pod, specs.ContainerRedis); ok {
 		st.Image = image
 	}
-	if image, ok := runningImage(obs.pod, containerExporter); ok {
+	if image, ok := runningImage(obs.pod, specs.ContainerExporter); ok {
 		st.ExporterImage = image
 	}
 	exportInstanceMetrics(rp)

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // The data volume is measured by the prepare container (prepareScript): the
@@ -122,7 +123,7 @@ func storageReportFromPod(pod *corev1.Pod) storageReport {
 		return storageReport{}
 	}
 	for _, s := range pod.Status.InitContainerStatuses {
-		if s.Name != containerPrepare || s.State.Terminated == nil {
+		if s.Name != specs.ContainerPrepare || s.State.Terminated == nil {
 			continue
 		}
 		r := parseStorageReport(s.State.Terminated.Message)
@@ -308,10 +309,10 @@ func storageProbeJobName(rp *v1alpha1.RedisPersistence) string { return rp.Name 
 
 func storageProbeLabels(rp *v1alpha1.RedisPersistence) map[string]string {
 	return map[string]string{
-		labelName:      "redis-storage-probe",
-		labelInstance:  rp.Name,
-		labelManagedBy: fieldOwner,
-		labelComponent: "storage-probe",
+		specs.LabelName:      "redis-storage-probe",
+		specs.LabelInstance:  rp.Name,
+		specs.LabelManagedBy: specs.FieldOwner,
+		specs.LabelComponent: "storage-probe",
 	}
 }
 
@@ -346,7 +347,7 @@ func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1a
 	} else if !apierrors.IsNotFound(err) {
 		return 0, fmt.Errorf("reading Job %s: %w", storageProbeJobName(rp), err)
 	}
-	image, _ := runningImage(pod, containerRedis)
+	image, _ := runningImage(pod, specs.ContainerRedis)
 	job = buildStorageProbeJob(rp, r.Options, cmp.Or(image, cmp.Or(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
 	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedCreate", "creating the storage probe Job %s: %v", job.Name, err)
@@ -357,13 +358,13 @@ func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1a
 
 // buildStorageProbeJob runs image's probe on node, on the claim of rp's
 // server pod, as the server's user.
-func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, node string) *batchv1.Job {
+func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, opts specs.Options, image, node string) *batchv1.Job {
 	labels := storageProbeLabels(rp)
 	job := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: storageProbeJobName(rp), Namespace: rp.Namespace, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{ownerReference(rp)},
+			OwnerReferences: []metav1.OwnerReference{specs.OwnerReference(rp)},
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptr.To[int32](0),
@@ -380,7 +381,7 @@ func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, no
 						Image:                    image,
 						Command:                  shellCommand(measureScript),
 						Env:                      measureEnv(),
-						VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: dataDir}},
+						VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: specs.DataDir}},
 						SecurityContext:          restrictedSecurityContext(),
 						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 						Resources: corev1.ResourceRequirements{
@@ -398,7 +399,7 @@ func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, no
 			},
 		},
 	}
-	opts.ImagePull.applyTo(&job.Spec.Template.Spec)
+	opts.ImagePull.ApplyTo(&job.Spec.Template.Spec)
 	return job
 }
 

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 	"github.com/uring-redis/uring-redis-operator/internal/tlsclient"
 )
@@ -41,7 +42,7 @@ func TestReplicatedTLSGolden(t *testing.T) {
 		in := newPodInputs(rp, testPassword(rp))
 		in.antiAffinity = v1alpha1.AntiAffinityRequired
 		in.tlsHash = "0123456789abcdef"
-		return documents(t, buildCertificate(rp).Object, buildSentinelStatefulSet(rp, testOptions, in), buildStatefulSet(rp, testOptions, in))
+		return documents(t, specs.Certificate(rp).Object, buildSentinelStatefulSet(rp, testOptions, in), buildStatefulSet(rp, testOptions, in))
 	}
 	got := render()
 	if !bytes.Equal(got, render()) {
@@ -63,15 +64,15 @@ func TestTLSReachesEveryClientInThePod(t *testing.T) {
 		t.Fatal("the start scripts called no valkey-cli")
 	}
 	for _, call := range calls {
-		if !strings.HasPrefix(call, "--tls --cacert "+tlsCAFile+" --cert "+tlsCertFile+" --key "+tlsKeyFile+" ") {
+		if !strings.HasPrefix(call, "--tls --cacert "+specs.TLSCAFile+" --cert "+specs.TLSCertFile+" --key "+specs.TLSKeyFile+" ") {
 			t.Errorf("a valkey-cli call without TLS and the client certificate: %s", call)
 		}
 	}
 	if !strings.Contains(sentinelConf, "port 0\n") || !strings.Contains(sentinelConf, "tls-port 26379\n") {
 		t.Errorf("the Sentinel does not listen on TLS only:\n%s", sentinelConf)
 	}
-	conf := renderConfig(rp)
-	for _, want := range []string{"port 0\n", "tls-port 6379\n", "tls-auth-clients yes\n", "tls-replication yes\n", "tls-cert-file " + tlsCertFile + "\n"} {
+	conf := specs.RenderConfig(rp)
+	for _, want := range []string{"port 0\n", "tls-port 6379\n", "tls-auth-clients yes\n", "tls-replication yes\n", "tls-cert-file " + specs.TLSCertFile + "\n"} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("redis.conf lacks %q", want)
 		}
@@ -82,17 +83,17 @@ func TestTLSReachesEveryClientInThePod(t *testing.T) {
 	pod := buildStatefulSet(rp, testOptions, in).Spec.Template.Spec
 	for _, c := range pod.Containers {
 		joined := strings.Join(append(append([]string{}, c.Command...), c.Args...), " ")
-		if c.Name == containerExporter && !strings.Contains(joined, "--redis.addr=rediss://localhost:6379") {
+		if c.Name == specs.ContainerExporter && !strings.Contains(joined, "--redis.addr=rediss://localhost:6379") {
 			t.Errorf("the exporter does not speak TLS: %s", joined)
 		}
-		if c.Name == containerRedis && !strings.Contains(strings.Join(c.ReadinessProbe.Exec.Command, " "), "valkey-cli --tls") {
+		if c.Name == specs.ContainerRedis && !strings.Contains(strings.Join(c.ReadinessProbe.Exec.Command, " "), "valkey-cli --tls") {
 			t.Errorf("the readiness probe does not speak TLS: %v", c.ReadinessProbe.Exec.Command)
 		}
 	}
 	// No TLS, no trace of it: instances from before keep their pods.
 	plain := newRedisPersistence(replicatedSpec)
 	calls, sentinelConf = runStartScripts(t, plain)
-	if s := renderConfig(plain) + strings.Join(calls, "\n") + sentinelConf; strings.Contains(s, "tls") {
+	if s := specs.RenderConfig(plain) + strings.Join(calls, "\n") + sentinelConf; strings.Contains(s, "tls") {
 		t.Errorf("a plain instance mentions TLS:\n%s", s)
 	}
 }
@@ -121,7 +122,7 @@ case "$*" in *get-master-addr-by-name*) echo "$POD_NAME.$DOMAIN" ;; esac`,
 		container corev1.Container
 		script    string
 	}{
-		{containerNamed(t, buildStatefulSet(rp, testOptions, in), containerRedis), serverStartScript},
+		{containerNamed(t, buildStatefulSet(rp, testOptions, in), specs.ContainerRedis), serverStartScript},
 		{containerNamed(t, buildSentinelStatefulSet(rp, testOptions, in), containerSentinel), sentinelStartScript},
 	} {
 		env := exports(run.container.Env, map[string]string{"DATA_DIR": dir, "SENTINEL_DIR": dir}) + "export POD_NAME=" + rp.Name + "-0\n"
@@ -146,7 +147,7 @@ func tlsSecret(ns, name string, certPEM, keyPEM, caPEM []byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, caCertKey: caPEM},
+		Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, specs.CACertKey: caPEM},
 	}
 }
 
@@ -185,7 +186,7 @@ func TestTLSServedAndRotated(t *testing.T) {
 	}
 	files := t.TempDir()
 	testenv.WriteTLSFiles(t, files, firstCert, firstKey, ca.PEM)
-	addr := testenv.StartServer(t, strings.ReplaceAll(renderedConfig(t, ns, "secure"), tlsDir, files))
+	addr := testenv.StartServer(t, strings.ReplaceAll(renderedConfig(t, ns, "secure"), specs.TLSDir, files))
 	serverAddrs.Store(ns+"/secure-0", addr)
 	actAsKubelet(t, ns, "secure-0", "ext4")
 	got := waitCondition(t, ns, "secure", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
@@ -316,7 +317,7 @@ func TestTLSIssuerNeedsCertManager(t *testing.T) {
 		t.Errorf("TLSReady %q does not name the Certificate", c.Message)
 	}
 	cert := &unstructured.Unstructured{}
-	cert.SetGroupVersionKind(certificateGVK)
+	cert.SetGroupVersionKind(specs.CertificateGVK)
 	if err := get(t, cert, ns, "issued-tls"); err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestTLSSecretInvalid(t *testing.T) {
 }
 
 // A RedisBenchmark runner reaches a TLS target with the target's files and,
-// with clientAuth, its certificate; a plain target's Job is unchanged.
+// with ClientAuth, its certificate; a plain target's Job is unchanged.
 func TestBenchmarkJobOverTLS(t *testing.T) {
 	rb := &v1alpha1.RedisBenchmark{
 		ObjectMeta: metav1.ObjectMeta{Name: "cmp", Namespace: "ns"},
@@ -393,7 +394,7 @@ func TestBenchmarkJobOverTLS(t *testing.T) {
 	}
 	pod := buildBenchmarkJob(rb, runAt(rb, 0), rp, BenchmarkOptions{Image: "uring-redis-bench:test"}).Spec.Template.Spec
 	args := strings.Join(pod.Containers[0].Args, " ")
-	for _, want := range []string{"--tls-ca-cert=" + tlsCAFile, "--tls-cert=" + tlsCertFile, "--tls-key=" + tlsKeyFile} {
+	for _, want := range []string{"--tls-ca-cert=" + specs.TLSCAFile, "--tls-cert=" + specs.TLSCertFile, "--tls-key=" + specs.TLSKeyFile} {
 		if !strings.Contains(args, want) {
 			t.Errorf("runner args %q lack %s", args, want)
 		}
@@ -436,7 +437,7 @@ func TestReplicationOverTLS(t *testing.T) {
 	files := t.TempDir()
 	testenv.WriteTLSFiles(t, files, firstCert, firstKey, ca.PEM)
 	password := instancePassword(t, ns, name)
-	config := strings.ReplaceAll(renderedConfig(t, ns, name), tlsDir, files) + fmt.Sprintf("primaryauth %q\n", password)
+	config := strings.ReplaceAll(renderedConfig(t, ns, name), specs.TLSDir, files) + fmt.Sprintf("primaryauth %q\n", password)
 	primary := testenv.StartServer(t, config)
 	serverAddrs.Store(ns+"/"+name+"-0", primary)
 	markRunning(t, ns, name+"-0")
@@ -445,7 +446,7 @@ func TestReplicationOverTLS(t *testing.T) {
 	serverAddrs.Store(ns+"/"+name+"-1", replica)
 	markRunning(t, ns, name+"-1")
 	rp := fetchRP(t, ns, name)
-	sentinel := testenv.StartSentinel(t, strings.ReplaceAll(sentinelListenConfig(rp), tlsDir, files)+fmt.Sprintf(`
+	sentinel := testenv.StartSentinel(t, strings.ReplaceAll(sentinelListenConfig(rp), specs.TLSDir, files)+fmt.Sprintf(`
 sentinel monitor %[1]s 127.0.0.1 %[2]s 1
 sentinel down-after-milliseconds %[1]s 1000
 sentinel failover-timeout %[1]s 10000
@@ -463,7 +464,7 @@ requirepass %[3]q
 	if err := get(t, sts, ns, name+"-sentinel"); err != nil {
 		t.Fatal(err)
 	}
-	firstHash := sts.Spec.Template.Annotations[annotationTLSHash]
+	firstHash := sts.Spec.Template.Annotations[specs.AnnotationTLSHash]
 	if firstHash == "" {
 		t.Fatal("the Sentinels' template carries no certificate hash: they would not restart for a new certificate")
 	}
@@ -504,14 +505,14 @@ requirepass %[3]q
 		if err := get(t, sts, ns, name+"-sentinel"); err != nil {
 			return err
 		}
-		if sts.Spec.Template.Annotations[annotationTLSHash] == firstHash {
+		if sts.Spec.Template.Annotations[specs.AnnotationTLSHash] == firstHash {
 			return errors.New("the Sentinels' template still carries the first certificate's hash")
 		}
 		return nil
 	})
 }
 
-// Without clientAuth the real server, run from the rendered redis.conf,
+// Without ClientAuth the real server, run from the rendered redis.conf,
 // serves a TLS client that presents no certificate, and still no plain one.
 func TestTLSWithoutClientCertificates(t *testing.T) {
 	ctx := context.Background()
@@ -520,7 +521,7 @@ func TestTLSWithoutClientCertificates(t *testing.T) {
 	files := t.TempDir()
 	testenv.WriteTLSFiles(t, files, certPEM, keyPEM, ca.PEM)
 	rp := newRedisPersistence(goldenCases["tls-secret"])
-	addr := testenv.StartServer(t, strings.ReplaceAll(renderConfig(rp), tlsDir, files))
+	addr := testenv.StartServer(t, strings.ReplaceAll(specs.RenderConfig(rp), specs.TLSDir, files))
 	noCert, err := tlsclient.Config(ca.PEM, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -76,6 +76,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // What the StatefulSet records about the pod template it runs.
@@ -109,10 +110,10 @@ const upgradeAnnounceDelay = 5 * time.Second
 const operatorDefault = "(operator default)"
 
 // rolloutAnnotations record what template was built from (see the file comment).
-func rolloutAnnotations(rp *v1alpha1.RedisPersistence, opts Options, in podInputs, template corev1.PodTemplateSpec) map[string]string {
+func rolloutAnnotations(rp *v1alpha1.RedisPersistence, opts specs.Options, in podInputs, template corev1.PodTemplateSpec) map[string]string {
 	withoutDefaults := opts
 	withoutDefaults.RedisImage, withoutDefaults.ExporterImage, withoutDefaults.UringSeccompProfile = operatorDefault, operatorDefault, operatorDefault
-	withoutDefaults.ImagePull = ImagePull{Policy: operatorDefault, Secrets: []string{operatorDefault}}
+	withoutDefaults.ImagePull = specs.ImagePull{Policy: operatorDefault, Secrets: []string{operatorDefault}}
 	annotations := map[string]string{
 		annotationTemplateHash:     templateHash(template),
 		annotationSpecTemplateHash: templateHash(buildPodTemplate(rp, withoutDefaults, in)),
@@ -172,8 +173,8 @@ func rolloutOriginOf(desired, existing *appsv1.StatefulSet) rolloutOrigin {
 // version that makes them, is not a change of their passwords.
 func passwordsChanged(desired, existing *appsv1.StatefulSet) bool {
 	want, have := desired.Spec.Template.Annotations, existing.Spec.Template.Annotations
-	return have[annotationAuthHash] != want[annotationAuthHash] ||
-		have[annotationACLHash] != "" && have[annotationACLHash] != want[annotationACLHash]
+	return have[specs.AnnotationAuthHash] != want[specs.AnnotationAuthHash] ||
+		have[specs.AnnotationACLHash] != "" && have[specs.AnnotationACLHash] != want[specs.AnnotationACLHash]
 }
 
 // upgradeInFlight is when the operator upgrade that sts rolls started, or nil
@@ -284,7 +285,7 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 				kept, storageOf(rp).Profile, wanted)
 		}
 	}
-	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
 		return nil, nil, fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)
 	}
@@ -319,7 +320,7 @@ func (r *RedisPersistenceReconciler) upgradeFleet(ctx context.Context) ([]upgrad
 		return nil, fmt.Errorf("listing RedisPersistences: %w", err)
 	}
 	var sets appsv1.StatefulSetList
-	if err := r.List(ctx, &sets, client.MatchingLabels{labelManagedBy: fieldOwner}); err != nil {
+	if err := r.List(ctx, &sets, client.MatchingLabels{specs.LabelManagedBy: specs.FieldOwner}); err != nil {
 		return nil, fmt.Errorf("listing StatefulSets: %w", err)
 	}
 	byKey := make(map[types.NamespacedName]*appsv1.StatefulSet, len(sets.Items))

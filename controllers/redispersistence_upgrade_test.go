@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // upgradeTestOperator labels the RedisPersistences of an upgrade test with
@@ -61,7 +62,7 @@ type testOperator struct {
 
 // startOperator runs an operator for the RedisPersistences labelled for ns,
 // with defaults opts, until the test ends or stop is called.
-func startOperator(t *testing.T, ns string, opts Options, maxConcurrentUpgrades int, clock *clocktesting.FakePassiveClock) *testOperator {
+func startOperator(t *testing.T, ns string, opts specs.Options, maxConcurrentUpgrades int, clock *clocktesting.FakePassiveClock) *testOperator {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.UserConfig(operatorUser), ctrl.Options{
 		Scheme:                 scheme.Scheme,
@@ -113,7 +114,7 @@ func (op *testOperator) reconcile(t *testing.T, ns, name string) {
 	}
 }
 
-func versionOptions(redisImage string) Options {
+func versionOptions(redisImage string) specs.Options {
 	opts := testOptions
 	opts.RedisImage = redisImage
 	opts.ExporterImage = "oliver006/redis_exporter:v1"
@@ -191,7 +192,7 @@ func templateImage(t *testing.T, ns, name string) (image string, upgrading bool)
 		t.Fatal(err)
 	}
 	for _, c := range sts.Spec.Template.Spec.Containers {
-		if c.Name == containerRedis {
+		if c.Name == specs.ContainerRedis {
 			image = c.Image
 		}
 	}
@@ -271,7 +272,7 @@ func TestUpgradeRollsOneInstanceAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// helm upgrade --set redisImage=redis-uring:v2: a new operator process.
+	// helm upgrade --set RedisImage=redis-uring:v2: a new operator process.
 	op.stop()
 	op = startOperator(t, ns, versionOptions("redis-uring:v2"), 1, clock)
 	waitTemplate(t, 30*time.Second, ns, "a", "redis-uring:v2")
@@ -475,12 +476,12 @@ func TestUpgradeRolloutOrigin(t *testing.T) {
 		return newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec},
 			Auth: &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "auth", Key: "password"}}})
 	}
-	build := func(rp *v1alpha1.RedisPersistence, opts Options, password string) *appsv1.StatefulSet {
+	build := func(rp *v1alpha1.RedisPersistence, opts specs.Options, password string) *appsv1.StatefulSet {
 		return buildStatefulSet(rp, opts, newPodInputs(rp, password))
 	}
-	withUsers := func(rp *v1alpha1.RedisPersistence, opts Options, password, users string) *appsv1.StatefulSet {
+	withUsers := func(rp *v1alpha1.RedisPersistence, opts specs.Options, password, users string) *appsv1.StatefulSet {
 		in := newPodInputs(rp, password)
-		in.aclHash = aclPasswords{exporter: users, benchmark: users}.hash(rp)
+		in.aclHash = specs.ACLPasswords{Exporter: users, Benchmark: users}.Hash(rp)
 		return buildStatefulSet(rp, opts, in)
 	}
 	existing := build(base(), v1, "secret")

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // A StatefulSet's volumeClaimTemplates cannot change, so spec.storage.size
@@ -77,7 +78,7 @@ func (r *RedisPersistenceReconciler) resizeVolume(ctx context.Context, rp *v1alp
 	// Every server's claim grows; the condition is the first one not done,
 	// else ordinal 0's.
 	var first *condition
-	for ordinal := range replicasOf(rp) {
+	for ordinal := range specs.ReplicasOf(rp) {
 		c, err := r.resizeClaim(ctx, rp, dataClaimName(rp, ordinal))
 		if err != nil {
 			return nil, err

@@ -4,6 +4,8 @@ import (
 	_ "embed"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // The shell the pods run lives in scripts/ as files shellcheck reads (make
@@ -48,9 +50,7 @@ var sentinelStartScript = lookupsScript + sentinelStart
 
 func shellCommand(script string) []string { return []string{"sh", "-c", script} }
 
-func envVar(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Value: value} }
-
 // measureEnv is what measureScript reads.
 func measureEnv() []corev1.EnvVar {
-	return []corev1.EnvVar{envVar("DATA_DIR", dataDir), envVar("FSPROBE_MILLIS", fsprobeMillis)}
+	return []corev1.EnvVar{specs.EnvVar("DATA_DIR", specs.DataDir), specs.EnvVar("FSPROBE_MILLIS", fsprobeMillis)}
 }
