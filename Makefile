@@ -76,7 +76,7 @@ lint: $(GOLANGCI_LINT) shellcheck ## Run golangci-lint and shellcheck.
 # are checked as POSIX sh, and carry no shebang for shellcheck to read.
 .PHONY: shellcheck
 shellcheck: ## Run shellcheck (Debian's, pinned in hack/shellcheck.sh) on the scripts the operator runs in pods and on hack/*.sh.
-	hack/shellcheck.sh --shell=sh controllers/scripts/*.sh
+	hack/shellcheck.sh --shell=sh internal/specs/scripts/*.sh
 	hack/shellcheck.sh hack/*.sh
 
 ##@ Test

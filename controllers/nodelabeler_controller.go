@@ -59,7 +59,7 @@ func (r *NodeLabeler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 }
 
 func kernelVersionLabels(kernelVersion string) (map[string]string, bool) {
-	major, minor, ok := parseMajorMinor(kernelVersion)
+	major, minor, ok := specs.ParseMajorMinor(kernelVersion)
 	if !ok {
 		return nil, false
 	}

@@ -6,23 +6,11 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/version"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
-
-// parseMajorMinor reads the leading "major.minor" of a version such as
-// "6.0" or a kernel release such as "6.8.0-1015-aws" or "6.18.44-fc-v782":
-// what follows the numeric fields is free-form in a kernel release.
-func parseMajorMinor(s string) (major, minor int, ok bool) {
-	v, err := version.ParseGeneric(s)
-	if err != nil {
-		return 0, 0, false
-	}
-	return int(v.Major()), int(v.Minor()), true
-}
 
 // eligibleNodes counts the nodes the pod template could be scheduled on by
 // its required node affinity, node selector and NoSchedule/NoExecute taints.

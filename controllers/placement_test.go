@@ -34,13 +34,13 @@ func TestParseMajorMinor(t *testing.T) {
 		// minKernelVersion's pattern refuses it before it gets here.
 		"v6.1": {6, 1},
 	} {
-		major, minor, ok := parseMajorMinor(in)
+		major, minor, ok := specs.ParseMajorMinor(in)
 		if !ok || major != want[0] || minor != want[1] {
 			t.Errorf("parseMajorMinor(%q) = %d.%d %v, want %v", in, major, minor, ok, want)
 		}
 	}
 	for _, in := range []string{"", "six", "6", "6.x", "-6.1"} {
-		if _, _, ok := parseMajorMinor(in); ok {
+		if _, _, ok := specs.ParseMajorMinor(in); ok {
 			t.Errorf("parseMajorMinor(%q) accepted", in)
 		}
 	}
@@ -73,7 +73,7 @@ func TestKernelEligibility(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
 			rp := newRedisPersistence(tc.spec)
-			sts := buildStatefulSet(rp, testOptions, newPodInputs(rp, ""))
+			sts := specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, ""))
 			if got := eligibleNodes(tc.nodes, &sts.Spec.Template.Spec); got != tc.want {
 				t.Errorf("eligible nodes = %d, want %d", got, tc.want)
 			}
@@ -87,7 +87,7 @@ func TestKernelAffinityFollowsVersionOrder(t *testing.T) {
 	kernels := []string{"5.15.0", "5.15.0-119-generic", "6.0.0", "6.1.0-28-cloud-amd64", "6.8.0-1015-aws", "6.18.44-fc-v782", "7.0.1"}
 	for _, minimum := range []string{"5.15", "5.16", "6.0", "6.1", "6.2", "6.18", "6.19", "7.0"} {
 		rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{MinKernelVersion: minimum}})
-		spec := buildStatefulSet(rp, testOptions, newPodInputs(rp, "")).Spec.Template.Spec
+		spec := specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, "")).Spec.Template.Spec
 		for _, kernel := range kernels {
 			admitted := eligibleNodes([]corev1.Node{node("n", kernel, nil)}, &spec) == 1
 			if want := version.MustParseGeneric(kernel).AtLeast(version.MustParseGeneric(minimum)); admitted != want {
@@ -106,7 +106,7 @@ func TestEitherKernelLabelSetQualifies(t *testing.T) {
 	both := node("both", "6.8.0", map[string]string{specs.NFDKernelLabels.Major: "6", specs.NFDKernelLabels.Minor: "8"})
 	oldNFD := node("old-nfd", "5.15.0", map[string]string{specs.NFDKernelLabels.Major: "5", specs.NFDKernelLabels.Minor: "15"})
 	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
-	sts := buildStatefulSet(rp, testOptions, newPodInputs(rp, ""))
+	sts := specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, ""))
 	for _, tc := range []struct {
 		node corev1.Node
 		want int

@@ -32,18 +32,18 @@ func TestPrepareScript(t *testing.T) {
 	script := strings.NewReplacer(
 		`-v dir="$DATA_DIR"`, "-v dir=/",
 		"/dev/termination-log", filepath.Join(dir, "termination-log"),
-	).Replace(prepareScript)
+	).Replace(specs.PrepareScript)
 	password, exporterPassword, benchPassword := `p"a\ss word$1`, `e"x\p ort`, "bench"
 	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "RUN_DIR="+dir, "FSPROBE_MILLIS="+fsprobeMillis, "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"),
+	cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "RUN_DIR="+dir, "FSPROBE_MILLIS="+specs.FsprobeMillis, "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"),
 		"EXPORTER_USER="+specs.ExporterUser, "EXPORTER_PASSWORD="+exporterPassword, "EXPORTER_ACL="+specs.ExporterACLRules,
 		"BENCHMARK_USER="+bench.User, "BENCHMARK_PASSWORD="+benchPassword, "BENCHMARK_ACL="+bench.ACLRules(false))
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("prepare script: %v\n%s", err, out)
 	}
-	if budget, _ := strconv.Atoi(fsprobeMillis); time.Since(start) > time.Duration(budget)*time.Millisecond+time.Second {
-		t.Errorf("the prepare script took %s, the probe's bound is %s ms", time.Since(start), fsprobeMillis)
+	if budget, _ := strconv.Atoi(specs.FsprobeMillis); time.Since(start) > time.Duration(budget)*time.Millisecond+time.Second {
+		t.Errorf("the prepare script took %s, the probe's bound is %s ms", time.Since(start), specs.FsprobeMillis)
 	}
 
 	message, err := os.ReadFile(filepath.Join(dir, "termination-log"))
@@ -126,7 +126,7 @@ func renderAuth(t *testing.T, ns, name string) string {
 	}
 	prepare := containerNamed(t, sts, specs.ContainerPrepare)
 	dir := t.TempDir()
-	cmd := exec.Command("sh", "-c", renderAuthScript)
+	cmd := exec.Command("sh", "-c", specs.RenderAuthScript)
 	cmd.Env = append(append(os.Environ(), resolveEnv(t, ns, prepare.Env)...), "RUN_DIR="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("prepare script: %v\n%s", err, out)

@@ -100,7 +100,7 @@ scrape_configs:
 		if err != nil {
 			t.Fatal(err)
 		}
-		job := benchmarkJobName(&v1alpha1.RedisBenchmark{ObjectMeta: metav1.ObjectMeta{Name: "dash"}}, i)
+		job := specs.BenchmarkJobName(&v1alpha1.RedisBenchmark{ObjectMeta: metav1.ObjectMeta{Name: "dash"}}, i)
 		waitJob(t, ns, job)
 		finishJobPod(t, ns, job, 0, string(msg))
 	}

@@ -25,7 +25,7 @@ func TestPersistenceMode(t *testing.T) {
 		{v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring}, "uring-durable"},
 		{v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast}}, "uring-fast"},
 	} {
-		if got := persistenceMode(&v1alpha1.RedisPersistence{Spec: tc.spec}); got != tc.want {
+		if got := specs.PersistenceMode(&v1alpha1.RedisPersistence{Spec: tc.spec}); got != tc.want {
 			t.Errorf("persistenceMode(%+v) = %q, want %q", tc.spec, got, tc.want)
 		}
 	}
@@ -52,7 +52,7 @@ func TestBenchmarkJobGolden(t *testing.T) {
 	}
 	render := func() []byte {
 		// The last repetition of the second target: the run with the crash check.
-		b, err := yaml.Marshal(buildBenchmarkJob(rb, runAt(rb, 5), rp, BenchmarkOptions{Image: "uring-redis-bench:test",
+		b, err := yaml.Marshal(specs.BenchmarkJob(rb, specs.RunAt(rb, 5), rp, specs.BenchmarkOptions{Image: "uring-redis-bench:test",
 			ImagePull: specs.ImagePull{Policy: corev1.PullIfNotPresent, Secrets: []string{"registry-pull"}}}))
 		if err != nil {
 			t.Fatal(err)

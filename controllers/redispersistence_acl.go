@@ -36,7 +36,7 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
-// aclPasswords creates the Secret <name>-acl unless it exists and returns
+// ACLPasswords creates the Secret <name>-acl unless it exists and returns
 // its passwords; zero without users. A Secret of that name that is not the
 // operator's, or lacks a password, is an errAuthSecret: deleting it has the
 // operator make a new one (and restart the pods with it).

@@ -364,7 +364,7 @@ func TestNetworkPolicy(t *testing.T) {
 	if ref := metav1.GetControllerOf(np); ref == nil || ref.UID != rp.UID {
 		t.Errorf("the NetworkPolicy is not controlled by the RedisPersistence: %v", ref)
 	}
-	want := buildNetworkPolicy(rp, testOptions.NetworkPolicy)
+	want := specs.NetworkPolicy(rp, testOptions.NetworkPolicy)
 	if !equality.Semantic.DeepEqual(np.Spec, want.Spec) {
 		t.Errorf("NetworkPolicy spec\n%+v\nwant\n%+v", np.Spec, want.Spec)
 	}

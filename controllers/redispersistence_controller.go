@@ -208,11 +208,11 @@ type credentials struct {
 
 // podInputs are the inputs of rp's pod templates, with the hashes of the
 // credentials they run with.
-func (c *credentials) podInputs(rp *v1alpha1.RedisPersistence) podInputs {
-	in := newPodInputs(rp, c.password)
-	in.aclHash = c.users.Hash(rp)
+func (c *credentials) podInputs(rp *v1alpha1.RedisPersistence) specs.PodInputs {
+	in := specs.NewPodInputs(rp, c.password)
+	in.ACLHash = c.users.Hash(rp)
 	if c.certs != nil {
-		in.tlsHash = c.certs.hash
+		in.TLSHash = c.certs.hash
 	}
 	return in
 }
@@ -271,7 +271,7 @@ func (r *RedisPersistenceReconciler) readCredentials(ctx context.Context, rp *v1
 
 // observe reads what runs: the nodes rp's pods may go to, the StatefulSet,
 // the mode of the ConfigMap last applied, and the server pod (observePod).
-func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs) (observation, error) {
+func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in specs.PodInputs) (observation, error) {
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
 		return observation{}, fmt.Errorf("listing nodes: %w", err)
@@ -289,14 +289,14 @@ func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp 
 		return observation{}, fmt.Errorf("reading ConfigMap %s: %w", specs.ConfigMapName(rp), err)
 	}
 
-	template := buildPodTemplate(rp, r.Options, in)
+	template := specs.PodTemplate(rp, r.Options, in)
 	obs := observation{
 		eligibleNodes: eligibleNodes(nodes.Items, &template.Spec),
 		requirement:   placementRequirement(specs.MinKernel(rp), rp.Spec.Placement.NodeSelector),
 		statefulSet:   existing,
 		appliedMode:   appliedMode(appliedConfig),
 	}
-	obs.antiAffinity = podAntiAffinityFor(rp, obs.eligibleNodes, existing)
+	obs.antiAffinity = specs.PodAntiAffinityFor(rp, obs.eligibleNodes, existing)
 	if err := r.observePod(ctx, serverCtx, rp, creds, &obs); err != nil {
 		return observation{}, err
 	}
@@ -314,7 +314,7 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 	var probe storageReport
 	if rp.Spec.Storage != nil && rp.Spec.Storage.ProbeInterval != nil {
 		var pods corev1.PodList
-		if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels{labelJobName: storageProbeJobName(rp)}); err != nil {
+		if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels{specs.LabelJobName: specs.StorageProbeJobName(rp)}); err != nil {
 			return fmt.Errorf("listing the storage probe's pods: %w", err)
 		}
 		probe = storageReportFromProbePods(pods.Items)
@@ -343,12 +343,12 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 // apply brings the objects to what rp asks, the data volumes' size too. An
 // operator upgrade that must wait for its turn leaves the server's
 // StatefulSet as it is and is returned, held.
-func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs, obs *observation) (*upgradeWait, error) {
+func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in specs.PodInputs, obs *observation) (*upgradeWait, error) {
 	if err := r.applyObjects(ctx, rp); err != nil {
 		return nil, err
 	}
 	// The StatefulSet goes last: its pods start from the ConfigMap applied above.
-	in.antiAffinity = obs.antiAffinity
+	in.AntiAffinity = obs.antiAffinity
 	sts, heldUpgrade, err := r.applyStatefulSet(ctx, rp, in, obs.statefulSet)
 	if err != nil {
 		return nil, err
@@ -379,12 +379,12 @@ func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.Red
 // deletes the ones it no longer asks for.
 func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alpha1.RedisPersistence) error {
 	desired := []client.Object{
-		buildConfigMap(rp, specs.RenderConfig(rp)),
-		buildHeadlessService(rp),
-		buildClientService(rp),
+		specs.ConfigMap(rp, specs.RenderConfig(rp)),
+		specs.HeadlessService(rp),
+		specs.ClientService(rp),
 	}
-	if networkPolicyEnabled(rp, r.Options.NetworkPolicy) {
-		desired = append(desired, buildNetworkPolicy(rp, r.Options.NetworkPolicy))
+	if specs.NetworkPolicyEnabled(rp, r.Options.NetworkPolicy) {
+		desired = append(desired, specs.NetworkPolicy(rp, r.Options.NetworkPolicy))
 	} else if err := r.removeNetworkPolicy(ctx, rp); err != nil {
 		return err
 	}
@@ -436,7 +436,7 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.SentinelAddress == nil {
 		r.SentinelAddress = func(pod *corev1.Pod) string {
-			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(sentinelPort))
+			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(specs.SentinelPort))
 		}
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisPersistence{}, secretIndex, usedSecretNames); err != nil {

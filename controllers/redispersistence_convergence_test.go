@@ -203,7 +203,7 @@ func TestNodeRelabellingKeepsThePodTemplate(t *testing.T) {
 
 	relabel := func(nfd bool) {
 		for name, kernel := range nodesOnce {
-			major, minor, _ := parseMajorMinor(kernel)
+			major, minor, _ := specs.ParseMajorMinor(kernel)
 			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, specs.NFDKernelLabels.Major, specs.NFDKernelLabels.Minor)
 			if nfd {
 				patch = fmt.Sprintf(`{"metadata":{"labels":{%q:"%d",%q:"%d"}}}`, specs.NFDKernelLabels.Major, major, specs.NFDKernelLabels.Minor, minor)

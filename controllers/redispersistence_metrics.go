@@ -1,10 +1,8 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"maps"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,14 +83,11 @@ func boolGauge(b bool) float64 {
 // The servers' own metrics come from their exporter sidecars; a PodMonitor
 // has the Prometheus Operator scrape them, where the cluster serves the kind.
 
-// podMonitorGVK is applied only when the cluster serves it.
-var podMonitorGVK = monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PodMonitorsKind)
-
 // podMonitor returns the PodMonitor to apply, or nil when the cluster does
 // not serve the kind or the spec turns it off; then it deletes the one the
 // operator made before.
 func (r *RedisPersistenceReconciler) podMonitor(ctx context.Context, rp *v1alpha1.RedisPersistence) (client.Object, error) {
-	if _, err := r.RESTMapper().RESTMapping(podMonitorGVK.GroupKind(), podMonitorGVK.Version); err != nil {
+	if _, err := r.RESTMapper().RESTMapping(specs.PodMonitorGVK.GroupKind(), specs.PodMonitorGVK.Version); err != nil {
 		if meta.IsNoMatchError(err) {
 			return nil, nil
 		}
@@ -102,7 +97,7 @@ func (r *RedisPersistenceReconciler) podMonitor(ctx context.Context, rp *v1alpha
 		return nil, err
 	}
 	if specs.ExporterEnabled(rp) && ptr.Deref(rp.Spec.Monitoring.PodMonitor.Enabled, true) {
-		return buildPodMonitor(rp), nil
+		return specs.PodMonitor(rp), nil
 	}
 	pm := &monitoringv1.PodMonitor{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, pm); apierrors.IsNotFound(err) {
@@ -145,26 +140,4 @@ func (r *RedisPersistenceReconciler) watchPodMonitors(ctx context.Context) error
 	}
 	r.watchingPodMonitor.Store(true)
 	return nil
-}
-
-func buildPodMonitor(rp *v1alpha1.RedisPersistence) *monitoringv1.PodMonitor {
-	meta := specs.ObjectMeta(rp, rp.Name)
-	// The operator's labels go last: the cache selects owned objects by them.
-	labels := maps.Clone(rp.Spec.Monitoring.PodMonitor.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	maps.Copy(labels, meta.Labels)
-	meta.Labels = labels
-	return &monitoringv1.PodMonitor{
-		TypeMeta:   metav1.TypeMeta{APIVersion: podMonitorGVK.GroupVersion().String(), Kind: podMonitorGVK.Kind},
-		ObjectMeta: meta,
-		Spec: monitoringv1.PodMonitorSpec{
-			Selector: metav1.LabelSelector{MatchLabels: specs.SelectorLabels(rp)},
-			PodMetricsEndpoints: []monitoringv1.PodMetricsEndpoint{{
-				Port:     "metrics",
-				Interval: monitoringv1.Duration(cmp.Or(rp.Spec.Monitoring.PodMonitor.Interval, "30s")),
-			}},
-		},
-	}
 }

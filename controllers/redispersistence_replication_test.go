@@ -143,7 +143,7 @@ func roleLabels(t *testing.T, ns string, pods ...string) map[string]string {
 		if err := get(t, pod, ns, name); err != nil {
 			t.Fatal(err)
 		}
-		roles[name] = pod.Labels[labelRole]
+		roles[name] = pod.Labels[specs.LabelRole]
 	}
 	return roles
 }
@@ -179,7 +179,7 @@ func TestReplicationFollowsTheSentinels(t *testing.T) {
 	if err := get(t, svc, ns, name); err != nil {
 		t.Fatal(err)
 	}
-	if svc.Spec.Selector[labelRole] != string(v1alpha1.RolePrimary) {
+	if svc.Spec.Selector[specs.LabelRole] != string(v1alpha1.RolePrimary) {
 		t.Fatalf("the Service %s does not select the primary: %v", name, svc.Spec.Selector)
 	}
 
@@ -377,8 +377,8 @@ func TestStartScriptsFailOver(t *testing.T) {
 	}
 	files := map[string]string{"hosts": hosts.String()}
 	escaped := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(password)
-	in := newPodInputs(rp, password)
-	servers, sentinels := buildStatefulSet(rp, testOptions, in), buildSentinelStatefulSet(rp, testOptions, in)
+	in := specs.NewPodInputs(rp, password)
+	servers, sentinels := specs.StatefulSet(rp, testOptions, in), specs.SentinelStatefulSet(rp, testOptions, in)
 	for i := range 3 {
 		data := filepath.Join(w, fmt.Sprintf("data-%d", i))
 		if err := os.Mkdir(data, 0o755); err != nil {
@@ -395,15 +395,15 @@ func TestStartScriptsFailOver(t *testing.T) {
 		files[fmt.Sprintf("server-%d.sh", i)] = exports(containerNamed(t, servers, specs.ContainerRedis).Env, map[string]string{
 			"CONFIG_FILE": filepath.Join(w, fmt.Sprintf("redis-%d.conf", i)),
 			"DATA_DIR":    data,
-		}) + serverStartScript
+		}) + specs.ServerStartScript
 		sentinelDirOf := filepath.Join(w, fmt.Sprintf("sentinel-%d", i))
 		if err := os.Mkdir(sentinelDirOf, 0o700); err != nil {
 			t.Fatal(err)
 		}
-		files[fmt.Sprintf("sentinel-%d.sh", i)] = exports(containerNamed(t, sentinels, containerSentinel).Env, map[string]string{
+		files[fmt.Sprintf("sentinel-%d.sh", i)] = exports(containerNamed(t, sentinels, specs.ContainerSentinel).Env, map[string]string{
 			"SENTINEL_DIR":    sentinelDirOf,
-			"SENTINEL_LISTEN": fmt.Sprintf("bind 127.0.0.2%d\n%s", i, sentinelListenConfig(rp)),
-		}) + sentinelStartScript
+			"SENTINEL_LISTEN": fmt.Sprintf("bind 127.0.0.2%d\n%s", i, specs.SentinelListenConfig(rp)),
+		}) + specs.SentinelStartScript
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(w, name), []byte(content), 0o600); err != nil {

@@ -85,7 +85,7 @@ func renderGolden(t *testing.T, spec v1alpha1.RedisPersistenceSpec) (config, sta
 	t.Helper()
 	rp := newRedisPersistence(spec)
 	conf := specs.RenderConfig(rp)
-	out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, testPassword(rp))))
+	out, err := yaml.Marshal(specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, testPassword(rp))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestRenderConfigUsesServerOptionNames(t *testing.T) {
 func TestAuthHashFollowsPassword(t *testing.T) {
 	rp := newRedisPersistence(goldenCases["uring-durable"])
 	hash := func(rp *v1alpha1.RedisPersistence, password string) string {
-		return buildStatefulSet(rp, testOptions, newPodInputs(rp, password)).Spec.Template.Annotations[specs.AnnotationAuthHash]
+		return specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, password)).Spec.Template.Annotations[specs.AnnotationAuthHash]
 	}
 	first, second := hash(rp, "first"), hash(rp, "second")
 	if first == "" || first == second {
@@ -172,7 +172,7 @@ func TestAuthHashFollowsPassword(t *testing.T) {
 func TestSeccompProfilePerMode(t *testing.T) {
 	for name, spec := range goldenCases {
 		rp := newRedisPersistence(spec)
-		sc := buildStatefulSet(rp, testOptions, newPodInputs(rp, "")).Spec.Template.Spec.SecurityContext.SeccompProfile
+		sc := specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, "")).Spec.Template.Spec.SecurityContext.SeccompProfile
 		wantLocalhost := spec.Mode == v1alpha1.ModeUring
 		if (sc.Type == corev1.SeccompProfileTypeLocalhost) != wantLocalhost {
 			t.Errorf("%s: seccomp %s, want Localhost=%v", name, sc.Type, wantLocalhost)
@@ -182,26 +182,26 @@ func TestSeccompProfilePerMode(t *testing.T) {
 		}
 	}
 	spo := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{LocalhostProfile: "operator/apps/io-uring.json"}})
-	if got := buildStatefulSet(spo, testOptions, newPodInputs(spo, "")).Spec.Template.Spec.SecurityContext.SeccompProfile.LocalhostProfile; ptr.Deref(got, "") != "operator/apps/io-uring.json" {
+	if got := specs.StatefulSet(spo, testOptions, specs.NewPodInputs(spo, "")).Spec.Template.Spec.SecurityContext.SeccompProfile.LocalhostProfile; ptr.Deref(got, "") != "operator/apps/io-uring.json" {
 		t.Errorf("spec.uring.localhostProfile not honoured: %v", got)
 	}
 }
 
 func TestExistingVolumeKeepsItsClass(t *testing.T) {
 	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}})
-	existing := buildStatefulSet(rp, testOptions, newPodInputs(rp, ""))
+	existing := specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, ""))
 	moved := testOptions
 	moved.LocalNVMeStorageClass = "renamed-nvme"
-	sts := buildStatefulSet(rp, moved, newPodInputs(rp, ""))
+	sts := specs.StatefulSet(rp, moved, specs.NewPodInputs(rp, ""))
 
-	kept, wanted, differ := keepClaimClass(sts, existing)
+	kept, wanted, differ := specs.KeepClaimClass(sts, existing)
 	if !differ || kept != "uring-local-nvme" || wanted != "renamed-nvme" {
 		t.Errorf("keepClaimClass = %q, %q, %v; want the old class kept over the new one", kept, wanted, differ)
 	}
 	if got := ptr.Deref(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName, ""); got != "uring-local-nvme" {
 		t.Errorf("the claim template asks for %q; an existing volume cannot change class", got)
 	}
-	if _, _, differ := keepClaimClass(buildStatefulSet(rp, testOptions, newPodInputs(rp, "")), existing); differ {
+	if _, _, differ := specs.KeepClaimClass(specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, "")), existing); differ {
 		t.Error("an unchanged class is reported as changed")
 	}
 }
@@ -211,7 +211,7 @@ func TestExistingVolumeKeepsItsClass(t *testing.T) {
 // like a new default image), not the user's.
 func TestImagePullIsAnOperatorDefault(t *testing.T) {
 	rp := newRedisPersistence(goldenCases["uring-durable"])
-	spec := buildStatefulSet(rp, testOptions, newPodInputs(rp, testPassword(rp))).Spec.Template.Spec
+	spec := specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, testPassword(rp))).Spec.Template.Spec
 	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
 		if c.ImagePullPolicy != corev1.PullIfNotPresent {
 			t.Errorf("container %s pull policy %q, want IfNotPresent", c.Name, c.ImagePullPolicy)
@@ -220,24 +220,24 @@ func TestImagePullIsAnOperatorDefault(t *testing.T) {
 	if len(spec.ImagePullSecrets) != 1 || spec.ImagePullSecrets[0].Name != "registry-pull" {
 		t.Errorf("pull secrets %v, want registry-pull", spec.ImagePullSecrets)
 	}
-	if unset := buildStatefulSet(rp, specs.Options{}, newPodInputs(rp, "")).Spec.Template.Spec; unset.ImagePullSecrets != nil || unset.Containers[0].ImagePullPolicy != "" {
+	if unset := specs.StatefulSet(rp, specs.Options{}, specs.NewPodInputs(rp, "")).Spec.Template.Spec; unset.ImagePullSecrets != nil || unset.Containers[0].ImagePullPolicy != "" {
 		t.Errorf("without --image-pull-* the pod has pull secrets %v and policy %q; want the API server's defaults", unset.ImagePullSecrets, unset.Containers[0].ImagePullPolicy)
 	}
 
-	in := newPodInputs(rp, "")
+	in := specs.NewPodInputs(rp, "")
 	changed := testOptions
 	changed.ImagePull = specs.ImagePull{Policy: corev1.PullAlways, Secrets: []string{"other"}}
-	before := rolloutAnnotations(rp, testOptions, in, buildPodTemplate(rp, testOptions, in))
-	after := rolloutAnnotations(rp, changed, in, buildPodTemplate(rp, changed, in))
-	if before[annotationTemplateHash] == after[annotationTemplateHash] || before[annotationSpecTemplateHash] != after[annotationSpecTemplateHash] {
+	before := specs.RolloutAnnotations(rp, testOptions, in, specs.PodTemplate(rp, testOptions, in))
+	after := specs.RolloutAnnotations(rp, changed, in, specs.PodTemplate(rp, changed, in))
+	if before[specs.AnnotationTemplateHash] == after[specs.AnnotationTemplateHash] || before[specs.AnnotationSpecTemplateHash] != after[specs.AnnotationSpecTemplateHash] {
 		t.Errorf("new pull settings: template hash %s -> %s, spec template hash %s -> %s; want a new template with the same spec hash (an operator upgrade)",
-			before[annotationTemplateHash], after[annotationTemplateHash], before[annotationSpecTemplateHash], after[annotationSpecTemplateHash])
+			before[specs.AnnotationTemplateHash], after[specs.AnnotationTemplateHash], before[specs.AnnotationSpecTemplateHash], after[specs.AnnotationSpecTemplateHash])
 	}
 }
 
 // NetworkPolicyOptions are the options the chart's defaults give the operator.
 var networkPolicyOptions = func() specs.NetworkPolicyOptions {
-	opts, err := ParseNetworkPolicyOptions(true, "uring-redis", "app.kubernetes.io/name=uring-redis-operator,app.kubernetes.io/instance=uring-redis", "", "app.kubernetes.io/name=prometheus")
+	opts, err := specs.ParseNetworkPolicyOptions(true, "uring-redis", "app.kubernetes.io/name=uring-redis-operator,app.kubernetes.io/instance=uring-redis", "", "app.kubernetes.io/name=prometheus")
 	if err != nil {
 		panic(err)
 	}
@@ -255,7 +255,7 @@ func TestNetworkPolicyGolden(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			render := func() []byte {
-				out, err := yaml.Marshal(buildNetworkPolicy(newRedisPersistence(spec), networkPolicyOptions))
+				out, err := yaml.Marshal(specs.NetworkPolicy(newRedisPersistence(spec), networkPolicyOptions))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -289,7 +289,7 @@ func TestNetworkPolicyEnabled(t *testing.T) {
 		{"its owner turned it on", explicit, off, true},
 		{"opted out", optOut, on, false},
 	} {
-		if got := networkPolicyEnabled(c.rp, c.opts); got != c.want {
+		if got := specs.NetworkPolicyEnabled(c.rp, c.opts); got != c.want {
 			t.Errorf("%s: %v, want %v", c.desc, got, c.want)
 		}
 	}
@@ -308,16 +308,16 @@ var replicatedSpec = v1alpha1.RedisPersistenceSpec{
 func renderReplicated(t *testing.T, antiAffinity v1alpha1.PodAntiAffinity) []byte {
 	t.Helper()
 	rp := newRedisPersistence(replicatedSpec)
-	in := newPodInputs(rp, testPassword(rp))
-	in.antiAffinity = antiAffinity
+	in := specs.NewPodInputs(rp, testPassword(rp))
+	in.AntiAffinity = antiAffinity
 	objects := []any{
-		buildHeadlessService(rp), buildClientService(rp), buildReplicasService(rp), buildSentinelService(rp),
-		buildNetworkPolicy(rp, networkPolicyOptions), buildSentinelNetworkPolicy(rp, networkPolicyOptions),
+		specs.HeadlessService(rp), specs.ClientService(rp), specs.ReplicasService(rp), specs.SentinelService(rp),
+		specs.NetworkPolicy(rp, networkPolicyOptions), specs.SentinelNetworkPolicy(rp, networkPolicyOptions),
 	}
-	for _, pdb := range buildPodDisruptionBudgets(rp) {
+	for _, pdb := range specs.PodDisruptionBudgets(rp) {
 		objects = append(objects, pdb)
 	}
-	objects = append(objects, buildSentinelStatefulSet(rp, testOptions, in), buildStatefulSet(rp, testOptions, in))
+	objects = append(objects, specs.SentinelStatefulSet(rp, testOptions, in), specs.StatefulSet(rp, testOptions, in))
 	return documents(t, objects...)
 }
 
@@ -375,7 +375,7 @@ func TestOneReplicaIsASingleServer(t *testing.T) {
 			t.Errorf("%s: replicas: 1 renders another StatefulSet than no replicas", name)
 		}
 		rp := newRedisPersistence(explicit)
-		if sel := buildClientService(rp).Spec.Selector; sel[labelRole] != "" {
+		if sel := specs.ClientService(rp).Spec.Selector; sel[specs.LabelRole] != "" {
 			t.Errorf("%s: the client Service of a single server selects a role: %v", name, sel)
 		}
 	}
@@ -386,9 +386,9 @@ func TestPodAntiAffinityFor(t *testing.T) {
 	with := func(replicas int32, how v1alpha1.PodAntiAffinity) *appsv1.StatefulSet {
 		r := rp.DeepCopy()
 		r.Spec.Replicas = replicas
-		in := newPodInputs(r, "")
-		in.antiAffinity = how
-		return buildStatefulSet(r, testOptions, in)
+		in := specs.NewPodInputs(r, "")
+		in.AntiAffinity = how
+		return specs.StatefulSet(r, testOptions, in)
 	}
 	for _, tc := range []struct {
 		desc     string
@@ -403,18 +403,18 @@ func TestPodAntiAffinityFor(t *testing.T) {
 		{"required gives way when a node is lost", 2, with(3, v1alpha1.AntiAffinityRequired), v1alpha1.AntiAffinityPreferred},
 		{"decided again when the replica count changes", 5, with(2, v1alpha1.AntiAffinityPreferred), v1alpha1.AntiAffinityRequired},
 	} {
-		if got := podAntiAffinityFor(rp, tc.eligible, tc.existing); got != tc.want {
+		if got := specs.PodAntiAffinityFor(rp, tc.eligible, tc.existing); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.desc, got, tc.want)
 		}
 	}
-	if got := podAntiAffinityFor(newRedisPersistence(goldenCases["aof-always"]), 5, nil); got != "" {
+	if got := specs.PodAntiAffinityFor(newRedisPersistence(goldenCases["aof-always"]), 5, nil); got != "" {
 		t.Errorf("a single server got anti-affinity %q", got)
 	}
 }
 
 // The start scripts run under the image's /bin/sh (dash): they must at least parse there.
 func TestStartScriptsParse(t *testing.T) {
-	for name, script := range map[string]string{"server": serverStartScript, "sentinel": sentinelStartScript} {
+	for name, script := range map[string]string{"server": specs.ServerStartScript, "sentinel": specs.SentinelStartScript} {
 		cmd := exec.Command("dash", "-n", "-c", script)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("%s start script: %v\n%s", name, err, out)

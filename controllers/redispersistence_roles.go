@@ -197,7 +197,7 @@ func (r *RedisPersistenceReconciler) observeReplication(ctx context.Context, rp 
 	if err := r.List(ctx, &servers, client.InNamespace(rp.Namespace), client.MatchingLabels(specs.SelectorLabels(rp))); err != nil {
 		return replicationView{}, nil, fmt.Errorf("listing the server pods: %w", err)
 	}
-	if err := r.List(ctx, &sentinels, client.InNamespace(rp.Namespace), client.MatchingLabels(sentinelSelectorLabels(rp))); err != nil {
+	if err := r.List(ctx, &sentinels, client.InNamespace(rp.Namespace), client.MatchingLabels(specs.SentinelSelectorLabels(rp))); err != nil {
 		return replicationView{}, nil, fmt.Errorf("listing the Sentinel pods: %w", err)
 	}
 
@@ -275,10 +275,10 @@ func (r *RedisPersistenceReconciler) labelRoles(ctx context.Context, rp *v1alpha
 		return nil
 	}
 	label := func(pod *corev1.Pod, role v1alpha1.ServerRole) error {
-		if pod.Labels[labelRole] == string(role) || !pod.DeletionTimestamp.IsZero() {
+		if pod.Labels[specs.LabelRole] == string(role) || !pod.DeletionTimestamp.IsZero() {
 			return nil
 		}
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, labelRole, role)
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, specs.LabelRole, role)
 		if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("labelling pod %s %s: %w", pod.Name, role, err)
 		}
@@ -292,7 +292,7 @@ func (r *RedisPersistenceReconciler) labelRoles(ctx context.Context, rp *v1alpha
 			return err
 		}
 	}
-	if promote == nil || promote.Labels[labelRole] == string(v1alpha1.RolePrimary) {
+	if promote == nil || promote.Labels[specs.LabelRole] == string(v1alpha1.RolePrimary) {
 		return nil
 	}
 	if err := label(promote, v1alpha1.RolePrimary); err != nil {
@@ -308,8 +308,8 @@ const replicationBudget = 2 * serverRequestTimeout
 
 // followSentinels applies the Sentinels' StatefulSet, reads who is primary
 // and labels the server pods by role.
-func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs, obs *observation) error {
-	sts := buildSentinelStatefulSet(rp, r.Options, in)
+func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in specs.PodInputs, obs *observation) error {
+	sts := specs.SentinelStatefulSet(rp, r.Options, in)
 	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
 		return fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)
@@ -334,14 +334,14 @@ func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1
 // StatefulSets; for a single server it deletes the ones an earlier
 // spec.replicas made.
 func (r *RedisPersistenceReconciler) replicationObjects(ctx context.Context, rp *v1alpha1.RedisPersistence) ([]client.Object, error) {
-	withPolicy := networkPolicyEnabled(rp, r.Options.NetworkPolicy)
+	withPolicy := specs.NetworkPolicyEnabled(rp, r.Options.NetworkPolicy)
 	if specs.Replicated(rp) {
-		objects := []client.Object{buildReplicasService(rp), buildSentinelService(rp)}
-		for _, pdb := range buildPodDisruptionBudgets(rp) {
+		objects := []client.Object{specs.ReplicasService(rp), specs.SentinelService(rp)}
+		for _, pdb := range specs.PodDisruptionBudgets(rp) {
 			objects = append(objects, pdb)
 		}
 		if withPolicy {
-			return append(objects, buildSentinelNetworkPolicy(rp, r.Options.NetworkPolicy)), nil
+			return append(objects, specs.SentinelNetworkPolicy(rp, r.Options.NetworkPolicy)), nil
 		}
 		return objects, r.deleteOwned(ctx, rp, &networkingv1.NetworkPolicy{}, specs.SentinelName(rp))
 	}

@@ -302,7 +302,7 @@ func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha
 // volumeInUse is true when the data volume's claim is bound: it may hold data
 // written in the previous mode.
 func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alpha1.RedisPersistence) (bool, error) {
-	if !hasVolume(rp) {
+	if !specs.HasVolume(rp) {
 		return false, nil
 	}
 	claim := &corev1.PersistentVolumeClaim{}

@@ -57,7 +57,7 @@ func TestModeChangeNeedsServer(t *testing.T) {
 
 func TestAppliedMode(t *testing.T) {
 	rp := newRedisPersistence(specOfMode[v1alpha1.ModeRDB])
-	if got := appliedMode(buildConfigMap(rp, specs.RenderConfig(rp))); got != v1alpha1.ModeRDB {
+	if got := appliedMode(specs.ConfigMap(rp, specs.RenderConfig(rp))); got != v1alpha1.ModeRDB {
 		t.Errorf("annotated ConfigMap: %q", got)
 	}
 	// A ConfigMap an earlier operator rendered has the mode in its header only.
@@ -74,7 +74,7 @@ func TestAppliedMode(t *testing.T) {
 // server reads only at start changes the template, so the pod restarts.
 func TestRuntimeOptionsKeepThePodTemplate(t *testing.T) {
 	template := func(rp *v1alpha1.RedisPersistence) string {
-		out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, testPassword(rp))).Spec.Template)
+		out, err := yaml.Marshal(specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, testPassword(rp))).Spec.Template)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -364,7 +364,7 @@ func serverAddress(t *testing.T, ns, pod string) string {
 // SET, no restart); the ones it reads only at start restart it.
 func TestServerOptionsLiveOrAtStart(t *testing.T) {
 	template := func(rp *v1alpha1.RedisPersistence) string {
-		out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, "")).Spec.Template)
+		out, err := yaml.Marshal(specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, "")).Spec.Template)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -79,7 +79,7 @@ type observation struct {
 	// replication is what the Sentinels and servers of a replicated
 	// instance said; nil for a single server.
 	replication *replicationView
-	// antiAffinity keeps a replicated instance's servers apart.
+	// AntiAffinity keeps a replicated instance's servers apart.
 	antiAffinity v1alpha1.PodAntiAffinity
 }
 

@@ -39,10 +39,10 @@ func TestReplicatedTLSGolden(t *testing.T) {
 		spec := replicatedSpec
 		spec.TLS = &v1alpha1.TLSSpec{IssuerRef: &v1alpha1.IssuerRef{Name: "ca", Kind: v1alpha1.IssuerNamespaced, Group: "cert-manager.io"}, ClientAuth: true}
 		rp := newRedisPersistence(spec)
-		in := newPodInputs(rp, testPassword(rp))
-		in.antiAffinity = v1alpha1.AntiAffinityRequired
-		in.tlsHash = "0123456789abcdef"
-		return documents(t, specs.Certificate(rp).Object, buildSentinelStatefulSet(rp, testOptions, in), buildStatefulSet(rp, testOptions, in))
+		in := specs.NewPodInputs(rp, testPassword(rp))
+		in.AntiAffinity = v1alpha1.AntiAffinityRequired
+		in.TLSHash = "0123456789abcdef"
+		return documents(t, specs.Certificate(rp).Object, specs.SentinelStatefulSet(rp, testOptions, in), specs.StatefulSet(rp, testOptions, in))
 	}
 	got := render()
 	if !bytes.Equal(got, render()) {
@@ -58,7 +58,7 @@ func TestTLSReachesEveryClientInThePod(t *testing.T) {
 	spec := replicatedSpec
 	spec.TLS = &v1alpha1.TLSSpec{SecretName: "cache-certs", ClientAuth: true}
 	rp := newRedisPersistence(spec)
-	in := newPodInputs(rp, testPassword(rp))
+	in := specs.NewPodInputs(rp, testPassword(rp))
 	calls, sentinelConf := runStartScripts(t, rp)
 	if len(calls) == 0 {
 		t.Fatal("the start scripts called no valkey-cli")
@@ -80,7 +80,7 @@ func TestTLSReachesEveryClientInThePod(t *testing.T) {
 	if strings.Contains(conf, "port 6379\n") && !strings.Contains(conf, "tls-port 6379\n") {
 		t.Error("redis.conf listens in plain TCP")
 	}
-	pod := buildStatefulSet(rp, testOptions, in).Spec.Template.Spec
+	pod := specs.StatefulSet(rp, testOptions, in).Spec.Template.Spec
 	for _, c := range pod.Containers {
 		joined := strings.Join(append(append([]string{}, c.Command...), c.Args...), " ")
 		if c.Name == specs.ContainerExporter && !strings.Contains(joined, "--redis.addr=rediss://localhost:6379") {
@@ -117,13 +117,13 @@ case "$*" in *get-master-addr-by-name*) echo "$POD_NAME.$DOMAIN" ;; esac`,
 			t.Fatal(err)
 		}
 	}
-	in := newPodInputs(rp, testPassword(rp))
+	in := specs.NewPodInputs(rp, testPassword(rp))
 	for _, run := range []struct {
 		container corev1.Container
 		script    string
 	}{
-		{containerNamed(t, buildStatefulSet(rp, testOptions, in), specs.ContainerRedis), serverStartScript},
-		{containerNamed(t, buildSentinelStatefulSet(rp, testOptions, in), containerSentinel), sentinelStartScript},
+		{containerNamed(t, specs.StatefulSet(rp, testOptions, in), specs.ContainerRedis), specs.ServerStartScript},
+		{containerNamed(t, specs.SentinelStatefulSet(rp, testOptions, in), specs.ContainerSentinel), specs.SentinelStartScript},
 	} {
 		env := exports(run.container.Env, map[string]string{"DATA_DIR": dir, "SENTINEL_DIR": dir}) + "export POD_NAME=" + rp.Name + "-0\n"
 		cmd := exec.Command("sh", "-c", env+run.script)
@@ -392,7 +392,7 @@ func TestBenchmarkJobOverTLS(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "secure", Namespace: "ns"},
 		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, TLS: &v1alpha1.TLSSpec{SecretName: "secure-certs", ClientAuth: true}},
 	}
-	pod := buildBenchmarkJob(rb, runAt(rb, 0), rp, BenchmarkOptions{Image: "uring-redis-bench:test"}).Spec.Template.Spec
+	pod := specs.BenchmarkJob(rb, specs.RunAt(rb, 0), rp, specs.BenchmarkOptions{Image: "uring-redis-bench:test"}).Spec.Template.Spec
 	args := strings.Join(pod.Containers[0].Args, " ")
 	for _, want := range []string{"--tls-ca-cert=" + specs.TLSCAFile, "--tls-cert=" + specs.TLSCertFile, "--tls-key=" + specs.TLSKeyFile} {
 		if !strings.Contains(args, want) {
@@ -406,7 +406,7 @@ func TestBenchmarkJobOverTLS(t *testing.T) {
 		t.Error("the runner's group cannot read the mounted certificate files")
 	}
 	rp.Spec.TLS = nil
-	if plain := buildBenchmarkJob(rb, runAt(rb, 0), rp, BenchmarkOptions{Image: "uring-redis-bench:test"}).Spec.Template.Spec; strings.Contains(strings.Join(plain.Containers[0].Args, " "), "tls") || len(plain.Volumes) != 0 {
+	if plain := specs.BenchmarkJob(rb, specs.RunAt(rb, 0), rp, specs.BenchmarkOptions{Image: "uring-redis-bench:test"}).Spec.Template.Spec; strings.Contains(strings.Join(plain.Containers[0].Args, " "), "tls") || len(plain.Volumes) != 0 {
 		t.Errorf("a plain target's runner mentions TLS: %+v", plain)
 	}
 }
@@ -446,7 +446,7 @@ func TestReplicationOverTLS(t *testing.T) {
 	serverAddrs.Store(ns+"/"+name+"-1", replica)
 	markRunning(t, ns, name+"-1")
 	rp := fetchRP(t, ns, name)
-	sentinel := testenv.StartSentinel(t, strings.ReplaceAll(sentinelListenConfig(rp), specs.TLSDir, files)+fmt.Sprintf(`
+	sentinel := testenv.StartSentinel(t, strings.ReplaceAll(specs.SentinelListenConfig(rp), specs.TLSDir, files)+fmt.Sprintf(`
 sentinel monitor %[1]s 127.0.0.1 %[2]s 1
 sentinel down-after-milliseconds %[1]s 1000
 sentinel failover-timeout %[1]s 10000

@@ -13,7 +13,7 @@ package controllers
 // UpgradePending.
 //
 // Whose change it is follows from what the StatefulSet records about the
-// template it runs (rolloutAnnotations): the hash of that template, the hash
+// template it runs (RolloutAnnotations): the hash of that template, the hash
 // of the template with the operator's defaults left out, and the
 // RedisPersistence generation it was built for. A new template is the
 // operator's when the second hash is unchanged (only defaults moved), or when
@@ -53,12 +53,8 @@ package controllers
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -79,21 +75,6 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
-// What the StatefulSet records about the pod template it runs.
-const (
-	// annotationTemplateHash identifies the pod template as built.
-	annotationTemplateHash = "uringredis.io/template-hash"
-	// annotationSpecTemplateHash identifies the pod template built with the
-	// operator's defaults left out: what the RedisPersistence and its
-	// password make of it.
-	annotationSpecTemplateHash = "uringredis.io/spec-template-hash"
-	// annotationGeneration is the RedisPersistence generation the template was built for.
-	annotationGeneration = "uringredis.io/generation"
-	// annotationUpgradeStarted marks an operator upgrade that holds a turn,
-	// with the time it started (RFC 3339); it goes once the pod rolled out.
-	annotationUpgradeStarted = "uringredis.io/upgrade-started"
-)
-
 // upgradeProgressDeadline is how long an operator upgrade holds its turn
 // before the next one starts anyway: twice what the startup probe gives a
 // server to load its data, with room for pulling the image.
@@ -104,33 +85,6 @@ const upgradeProgressDeadline = 10 * time.Minute
 // (the operator reconciles every instance when it starts), so that the first
 // turns, too, go in namespace/name order.
 const upgradeAnnounceDelay = 5 * time.Second
-
-// operatorDefault stands for every value the operator's defaults supply in
-// the template that annotationSpecTemplateHash identifies.
-const operatorDefault = "(operator default)"
-
-// rolloutAnnotations record what template was built from (see the file comment).
-func rolloutAnnotations(rp *v1alpha1.RedisPersistence, opts specs.Options, in podInputs, template corev1.PodTemplateSpec) map[string]string {
-	withoutDefaults := opts
-	withoutDefaults.RedisImage, withoutDefaults.ExporterImage, withoutDefaults.UringSeccompProfile = operatorDefault, operatorDefault, operatorDefault
-	withoutDefaults.ImagePull = specs.ImagePull{Policy: operatorDefault, Secrets: []string{operatorDefault}}
-	annotations := map[string]string{
-		annotationTemplateHash:     templateHash(template),
-		annotationSpecTemplateHash: templateHash(buildPodTemplate(rp, withoutDefaults, in)),
-		annotationGeneration:       strconv.FormatInt(rp.Generation, 10),
-	}
-	if in.upgradeStarted != nil {
-		annotations[annotationUpgradeStarted] = in.upgradeStarted.UTC().Format(time.RFC3339)
-	}
-	return annotations
-}
-
-func templateHash(template corev1.PodTemplateSpec) string {
-	// A PodTemplateSpec always marshals; map keys come out sorted.
-	data, _ := json.Marshal(template)
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:8])
-}
 
 // rolloutOrigin is whose change a new pod template carries.
 type rolloutOrigin int
@@ -151,16 +105,16 @@ func rolloutOriginOf(desired, existing *appsv1.StatefulSet) rolloutOrigin {
 	}
 	want, have := desired.Annotations, existing.Annotations
 	switch {
-	case have[annotationTemplateHash] == want[annotationTemplateHash]:
+	case have[specs.AnnotationTemplateHash] == want[specs.AnnotationTemplateHash]:
 		return noRollout
-	case have[annotationTemplateHash] == "":
+	case have[specs.AnnotationTemplateHash] == "":
 		// Built by an operator from before staged upgrades: upgrading to
 		// this one is the operator's change.
 		return operatorRollout
-	case have[annotationSpecTemplateHash] == want[annotationSpecTemplateHash]:
+	case have[specs.AnnotationSpecTemplateHash] == want[specs.AnnotationSpecTemplateHash]:
 		// Only the operator's defaults moved.
 		return operatorRollout
-	case have[annotationGeneration] == want[annotationGeneration] && !passwordsChanged(desired, existing):
+	case have[specs.AnnotationGeneration] == want[specs.AnnotationGeneration] && !passwordsChanged(desired, existing):
 		// Neither the spec nor a password changed: a new operator
 		// version builds the template differently.
 		return operatorRollout
@@ -184,7 +138,7 @@ func upgradeInFlight(sts *appsv1.StatefulSet) *metav1.Time {
 	if sts == nil || rolledOut(sts) {
 		return nil
 	}
-	started, err := time.Parse(time.RFC3339, sts.Annotations[annotationUpgradeStarted])
+	started, err := time.Parse(time.RFC3339, sts.Annotations[specs.AnnotationUpgradeStarted])
 	if err != nil {
 		return nil
 	}
@@ -194,7 +148,7 @@ func upgradeInFlight(sts *appsv1.StatefulSet) *metav1.Time {
 // upgradeCandidate is what a turn decision knows of one RedisPersistence.
 type upgradeCandidate struct {
 	key types.NamespacedName
-	// upgradeStarted is set while it rolls an operator upgrade.
+	// UpgradeStarted is set while it rolls an operator upgrade.
 	upgradeStarted *metav1.Time
 	// waiting is true while it is Ready and its operator upgrade waits for a turn.
 	waiting bool
@@ -251,9 +205,9 @@ type upgradeWait struct {
 // operator upgrade that must wait for its turn: then it leaves the existing
 // one as it is and says so. It returns the StatefulSet as the API server has
 // it.
-func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v1alpha1.RedisPersistence, in podInputs, existing *appsv1.StatefulSet) (*appsv1.StatefulSet, *upgradeWait, error) {
-	in.upgradeStarted = upgradeInFlight(existing) // an upgrade keeps its turn until its pod is Ready
-	sts := buildStatefulSet(rp, r.Options, in)
+func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v1alpha1.RedisPersistence, in specs.PodInputs, existing *appsv1.StatefulSet) (*appsv1.StatefulSet, *upgradeWait, error) {
+	in.UpgradeStarted = upgradeInFlight(existing) // an upgrade keeps its turn until its pod is Ready
+	sts := specs.StatefulSet(rp, r.Options, in)
 	origin := rolloutOriginOf(sts, existing)
 	takesTurn := origin == operatorRollout && rolledOut(existing)
 	if takesTurn {
@@ -273,16 +227,16 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 			}
 			return existing, &upgradeWait{condition{metav1.ConditionFalse, reason, message}, retry}, nil
 		}
-		in.upgradeStarted = ptr.To(metav1.NewTime(now))
-		sts = buildStatefulSet(rp, r.Options, in)
+		in.UpgradeStarted = ptr.To(metav1.NewTime(now))
+		sts = specs.StatefulSet(rp, r.Options, in)
 	}
 
 	if existing != nil {
-		keepClaimSize(sts, existing)
-		if kept, wanted, differ := keepClaimClass(sts, existing); differ {
+		specs.KeepClaimSize(sts, existing)
+		if kept, wanted, differ := specs.KeepClaimClass(sts, existing); differ {
 			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "StorageClassKept",
 				"the volume keeps StorageClass %s; storage profile %q now maps to %s, which only a new RedisPersistence uses",
-				kept, storageOf(rp).Profile, wanted)
+				kept, specs.StorageOf(rp).Profile, wanted)
 		}
 	}
 	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
@@ -301,7 +255,7 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 			if err := r.Get(ctx, client.ObjectKeyFromObject(sts), cached); err != nil {
 				return false, client.IgnoreNotFound(err)
 			}
-			return cached.Generation >= sts.Generation && cached.Annotations[annotationUpgradeStarted] == sts.Annotations[annotationUpgradeStarted], nil
+			return cached.Generation >= sts.Generation && cached.Annotations[specs.AnnotationUpgradeStarted] == sts.Annotations[specs.AnnotationUpgradeStarted], nil
 		}); err != nil {
 			return nil, nil, fmt.Errorf("waiting for the cache to show the upgrade of StatefulSet %s: %w", sts.Name, err)
 		}
@@ -351,8 +305,8 @@ var upgradeTurnFreed = predicate.Funcs{
 		if !oldOK || !newOK || upgradeInFlight(updated) != nil {
 			return false
 		}
-		_, marked := updated.Annotations[annotationUpgradeStarted]
-		_, wasMarked := old.Annotations[annotationUpgradeStarted]
+		_, marked := updated.Annotations[specs.AnnotationUpgradeStarted]
+		_, wasMarked := old.Annotations[specs.AnnotationUpgradeStarted]
 		return upgradeInFlight(old) != nil || marked && !wasMarked
 	},
 	DeleteFunc: func(e event.DeleteEvent) bool {

@@ -196,7 +196,7 @@ func templateImage(t *testing.T, ns, name string) (image string, upgrading bool)
 			image = c.Image
 		}
 	}
-	_, upgrading = sts.Annotations[annotationUpgradeStarted]
+	_, upgrading = sts.Annotations[specs.AnnotationUpgradeStarted]
 	return image, upgrading
 }
 
@@ -436,7 +436,7 @@ func TestUpgradeFromAnOperatorBeforeStagedUpgrades(t *testing.T) {
 		if err := get(t, sts, ns, name); err != nil {
 			t.Fatal(err)
 		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null,%q:null}}}`, annotationTemplateHash, annotationSpecTemplateHash, annotationGeneration)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null,%q:null}}}`, specs.AnnotationTemplateHash, specs.AnnotationSpecTemplateHash, specs.AnnotationGeneration)
 		if err := k8s.Patch(context.Background(), sts, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
@@ -451,7 +451,7 @@ func TestUpgradeFromAnOperatorBeforeStagedUpgrades(t *testing.T) {
 			if err := get(t, sts, ns, name); err != nil {
 				return err
 			}
-			if sts.Annotations[annotationTemplateHash] == "" || sts.Annotations[annotationUpgradeStarted] != "" {
+			if sts.Annotations[specs.AnnotationTemplateHash] == "" || sts.Annotations[specs.AnnotationUpgradeStarted] != "" {
 				return fmt.Errorf("%s: annotations %v", name, sts.Annotations)
 			}
 		}
@@ -477,17 +477,17 @@ func TestUpgradeRolloutOrigin(t *testing.T) {
 			Auth: &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "auth", Key: "password"}}})
 	}
 	build := func(rp *v1alpha1.RedisPersistence, opts specs.Options, password string) *appsv1.StatefulSet {
-		return buildStatefulSet(rp, opts, newPodInputs(rp, password))
+		return specs.StatefulSet(rp, opts, specs.NewPodInputs(rp, password))
 	}
 	withUsers := func(rp *v1alpha1.RedisPersistence, opts specs.Options, password, users string) *appsv1.StatefulSet {
-		in := newPodInputs(rp, password)
-		in.aclHash = specs.ACLPasswords{Exporter: users, Benchmark: users}.Hash(rp)
-		return buildStatefulSet(rp, opts, in)
+		in := specs.NewPodInputs(rp, password)
+		in.ACLHash = specs.ACLPasswords{Exporter: users, Benchmark: users}.Hash(rp)
+		return specs.StatefulSet(rp, opts, in)
 	}
 	existing := build(base(), v1, "secret")
 	// What an older operator version built: another template for the same spec.
 	older := existing.DeepCopy()
-	older.Annotations[annotationTemplateHash], older.Annotations[annotationSpecTemplateHash] = "older", "older"
+	older.Annotations[specs.AnnotationTemplateHash], older.Annotations[specs.AnnotationSpecTemplateHash] = "older", "older"
 	legacy := existing.DeepCopy()
 	legacy.Annotations = nil
 

@@ -20,7 +20,7 @@ import (
 // A StatefulSet's volumeClaimTemplates cannot change, so spec.storage.size
 // grows the volume by expanding the claim the StatefulSet made
 // (data-<name>-0), where its StorageClass allows it. The claim template keeps
-// the size the instance was created with (keepClaimSize); the API refuses a
+// the size the instance was created with (KeepClaimSize); the API refuses a
 // smaller spec.storage.size.
 
 // Reasons of the StorageResized condition.
@@ -72,7 +72,7 @@ func planVolumeResize(want resource.Quantity, claim *corev1.PersistentVolumeClai
 // where their class allows it and returns the StorageResized condition, or
 // nil while there is no claim to speak of.
 func (r *RedisPersistenceReconciler) resizeVolume(ctx context.Context, rp *v1alpha1.RedisPersistence) (*condition, error) {
-	if !hasVolume(rp) {
+	if !specs.HasVolume(rp) {
 		return nil, nil
 	}
 	// Every server's claim grows; the condition is the first one not done,
@@ -111,7 +111,7 @@ func (r *RedisPersistenceReconciler) resizeClaim(ctx context.Context, rp *v1alph
 			return nil, fmt.Errorf("reading StorageClass %s: %w", name, err)
 		}
 	}
-	plan := planVolumeResize(volumeSize(rp), claim, class)
+	plan := planVolumeResize(specs.VolumeSize(rp), claim, class)
 	if plan.expandTo != nil {
 		patch := client.MergeFrom(claim.DeepCopy())
 		if claim.Spec.Resources.Requests == nil {

@@ -18,6 +18,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -92,7 +93,7 @@ func TestMain(m *testing.M) {
 	if err := (&RedisBenchmarkReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
-		Options:                 BenchmarkOptions{Image: "uring-redis-bench:test"},
+		Options:                 specs.BenchmarkOptions{Image: "uring-redis-bench:test"},
 		MaxConcurrentReconciles: 4,
 		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
 		Clock:                   clocktesting.NewFakePassiveClock(testNow),

@@ -30,7 +30,7 @@ func main() {
 		maxConcurrentReconciles int
 		maxConcurrentUpgrades   int
 		opts                    specs.Options
-		benchOpts               controllers.BenchmarkOptions
+		benchOpts               specs.BenchmarkOptions
 		operatorNamespace       string
 		operatorPodLabels       string
 		prometheusPodLabels     string
@@ -91,7 +91,7 @@ func main() {
 	}
 
 	var err error
-	if opts.NetworkPolicy, err = controllers.ParseNetworkPolicyOptions(opts.NetworkPolicy.Enabled, operatorNamespace, operatorPodLabels, prometheusNSLabels, prometheusPodLabels); err != nil {
+	if opts.NetworkPolicy, err = specs.ParseNetworkPolicyOptions(opts.NetworkPolicy.Enabled, operatorNamespace, operatorPodLabels, prometheusNSLabels, prometheusPodLabels); err != nil {
 		setupLog.Error(err, "parsing the NetworkPolicy flags")
 		os.Exit(1)
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -251,4 +252,14 @@ func AuthHash(rp *v1alpha1.RedisPersistence, password string) string {
 	}
 	sum := sha256.Sum256([]byte(string(rp.UID) + "\x00" + password))
 	return hex.EncodeToString(sum[:8])
+}
+
+func ConfigMap(rp *v1alpha1.RedisPersistence, config string) *corev1.ConfigMap {
+	meta := ObjectMeta(rp, ConfigMapName(rp))
+	meta.Annotations = map[string]string{AnnotationMode: string(rp.Spec.Mode), AnnotationRuntimeConfigHash: RuntimeConfigHash(rp)}
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: meta,
+		Data:       map[string]string{"redis.conf": config, ExporterScriptFile: ExporterScript},
+	}
 }

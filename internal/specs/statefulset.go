@@ -1,121 +1,93 @@
-package controllers
+package specs
 
 import (
 	"cmp"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"strconv"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
-	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
-// podInputs are what the StatefulSet depends on besides the RedisPersistence
+// ParseMajorMinor reads the leading "major.minor" of a version such as
+// "6.0" or a kernel release such as "6.8.0-1015-aws" or "6.18.44-fc-v782":
+// what follows the numeric fields is free-form in a kernel release.
+func ParseMajorMinor(s string) (major, minor int, ok bool) {
+	v, err := version.ParseGeneric(s)
+	if err != nil {
+		return 0, 0, false
+	}
+	return int(v.Major()), int(v.Minor()), true
+}
+
+// PodInputs are what the StatefulSet depends on besides the RedisPersistence
 // and the operator's options.
-type podInputs struct {
+type PodInputs struct {
 	// ConfigHash is the hash of what the server reads only at start.
 	configHash string
 	// AuthHash is the salted hash of the password, "" without auth.
 	authHash string
-	// aclHash is the salted hash of the ACL users' passwords, "" without
+	// ACLHash is the salted hash of the ACL users' passwords, "" without
 	// users.
-	aclHash string
-	// upgradeStarted, when set, marks the StatefulSet as one of the
+	ACLHash string
+	// UpgradeStarted, when set, marks the StatefulSet as one of the
 	// upgrades the operator rolls at a time, started then
-	// (redispersistence_upgrade.go).
-	upgradeStarted *metav1.Time
-	// antiAffinity keeps a replicated instance's servers apart
-	// (podAntiAffinityFor); "" for a single server.
-	antiAffinity v1alpha1.PodAntiAffinity
-	// tlsHash identifies the certificate files of spec.tls: the Sentinels,
+	// (controllers/redispersistence_upgrade.go).
+	UpgradeStarted *metav1.Time
+	// AntiAffinity keeps a replicated instance's servers apart
+	// (PodAntiAffinityFor); "" for a single server.
+	AntiAffinity v1alpha1.PodAntiAffinity
+	// TLSHash identifies the certificate files of spec.tls: the Sentinels,
 	// which cannot reload them, restart when they change. The servers
 	// reload them without a restart (serveCertificate).
-	tlsHash string
+	TLSHash string
 }
 
-func newPodInputs(rp *v1alpha1.RedisPersistence, password string) podInputs {
-	return podInputs{configHash: specs.ConfigHash(rp), authHash: specs.AuthHash(rp, password)}
+func NewPodInputs(rp *v1alpha1.RedisPersistence, password string) PodInputs {
+	return PodInputs{configHash: ConfigHash(rp), authHash: AuthHash(rp, password)}
 }
 
-func (in podInputs) annotations() map[string]string {
-	annotations := map[string]string{specs.AnnotationConfigHash: in.configHash}
+func (in PodInputs) annotations() map[string]string {
+	annotations := map[string]string{AnnotationConfigHash: in.configHash}
 	if in.authHash != "" {
-		annotations[specs.AnnotationAuthHash] = in.authHash
+		annotations[AnnotationAuthHash] = in.authHash
 	}
-	if in.aclHash != "" {
-		annotations[specs.AnnotationACLHash] = in.aclHash
+	if in.ACLHash != "" {
+		annotations[AnnotationACLHash] = in.ACLHash
 	}
 	return annotations
 }
 
-func buildConfigMap(rp *v1alpha1.RedisPersistence, config string) *corev1.ConfigMap {
-	meta := specs.ObjectMeta(rp, specs.ConfigMapName(rp))
-	meta.Annotations = map[string]string{specs.AnnotationMode: string(rp.Spec.Mode), specs.AnnotationRuntimeConfigHash: specs.RuntimeConfigHash(rp)}
-	return &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: meta,
-		Data:       map[string]string{"redis.conf": config, specs.ExporterScriptFile: specs.ExporterScript},
-	}
-}
-
-// buildHeadlessService gives each pod its DNS name <pod>.<name>-headless: the
-// servers' and, for a replicated instance, the Sentinels'.
-func buildHeadlessService(rp *v1alpha1.RedisPersistence) *corev1.Service {
-	svc := buildClientService(rp)
-	svc.Name = specs.HeadlessServiceName(rp)
-	if specs.Replicated(rp) {
-		svc.Spec.Selector = map[string]string{labelPartOf: rp.Name}
-	}
-	svc.Spec.ClusterIP = corev1.ClusterIPNone
-	svc.Spec.PublishNotReadyAddresses = true
-	return svc
-}
-
-// buildClientService selects the server, or a replicated instance's primary.
-func buildClientService(rp *v1alpha1.RedisPersistence) *corev1.Service {
-	selector := specs.SelectorLabels(rp)
-	if specs.Replicated(rp) {
-		selector = withRole(selector, v1alpha1.RolePrimary)
-	}
-	ports := []corev1.ServicePort{{Name: "redis", Port: specs.RedisPort, TargetPort: intstr.FromString("redis"), Protocol: corev1.ProtocolTCP}}
-	if specs.ExporterEnabled(rp) {
-		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: specs.ExporterPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP})
-	}
-	return &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: specs.ObjectMeta(rp, rp.Name),
-		Spec: corev1.ServiceSpec{
-			Selector: selector,
-			Ports:    ports,
-		},
-	}
-}
-
-// hasVolume is true when the data directory is a claimed volume: always with
+// HasVolume is true when the data directory is a claimed volume: always with
 // spec.storage, and by default for the modes that keep data. mode: none
 // without spec.storage runs on an emptyDir: it needs no claim, so no
 // StorageClass.
-func hasVolume(rp *v1alpha1.RedisPersistence) bool {
+func HasVolume(rp *v1alpha1.RedisPersistence) bool {
 	return rp.Spec.Storage != nil || rp.Spec.Mode != v1alpha1.ModeNone
 }
 
-// storageOf is spec.storage, or the CRD's defaults for a volume without one.
-func storageOf(rp *v1alpha1.RedisPersistence) v1alpha1.StorageSpec {
+// StorageOf is spec.storage, or the CRD's defaults for a volume without one.
+func StorageOf(rp *v1alpha1.RedisPersistence) v1alpha1.StorageSpec {
 	if rp.Spec.Storage != nil {
 		return *rp.Spec.Storage
 	}
 	return v1alpha1.StorageSpec{Profile: v1alpha1.StorageCustom}
 }
 
-func storageClassName(rp *v1alpha1.RedisPersistence, opts specs.Options) *string {
-	s := storageOf(rp)
+func storageClassName(rp *v1alpha1.RedisPersistence, opts Options) *string {
+	s := StorageOf(rp)
 	if s.StorageClassName != "" {
 		return ptr.To(s.StorageClassName)
 	}
@@ -128,23 +100,23 @@ func storageClassName(rp *v1alpha1.RedisPersistence, opts specs.Options) *string
 	return nil // the cluster's default class
 }
 
-// keepClaimSize makes sts claim volumes of the size the existing StatefulSet
+// KeepClaimSize makes sts claim volumes of the size the existing StatefulSet
 // claims: volumeClaimTemplates cannot change, so a volume grows by expanding
 // its claim (resizeVolume), not through the template.
-func keepClaimSize(sts, existing *appsv1.StatefulSet) {
+func KeepClaimSize(sts, existing *appsv1.StatefulSet) {
 	if len(sts.Spec.VolumeClaimTemplates) == 0 || len(existing.Spec.VolumeClaimTemplates) == 0 {
 		return
 	}
 	sts.Spec.VolumeClaimTemplates[0].Spec.Resources = *existing.Spec.VolumeClaimTemplates[0].Spec.Resources.DeepCopy()
 }
 
-// keepClaimClass makes sts claim volumes of the class the existing StatefulSet
+// KeepClaimClass makes sts claim volumes of the class the existing StatefulSet
 // already claims. volumeClaimTemplates cannot change and the data lives on the
 // claims they made: when the class a storage profile maps to changes (operator
 // flags, chart values), an existing instance keeps its volume and only new
 // instances use the new class. It returns the class kept and the class sts
 // asked for, and whether they differ.
-func keepClaimClass(sts, existing *appsv1.StatefulSet) (kept, wanted string, differ bool) {
+func KeepClaimClass(sts, existing *appsv1.StatefulSet) (kept, wanted string, differ bool) {
 	if len(sts.Spec.VolumeClaimTemplates) == 0 || len(existing.Spec.VolumeClaimTemplates) == 0 {
 		return "", "", false
 	}
@@ -161,8 +133,8 @@ func keepClaimClass(sts, existing *appsv1.StatefulSet) (kept, wanted string, dif
 // defaultVolumeSize matches the CRD default, for objects that skipped defaulting.
 var defaultVolumeSize = resource.MustParse("8Gi")
 
-func volumeSize(rp *v1alpha1.RedisPersistence) resource.Quantity {
-	return ptr.Deref(storageOf(rp).Size, defaultVolumeSize)
+func VolumeSize(rp *v1alpha1.RedisPersistence) resource.Quantity {
+	return ptr.Deref(StorageOf(rp).Size, defaultVolumeSize)
 }
 
 func restrictedSecurityContext() *corev1.SecurityContext {
@@ -179,15 +151,15 @@ func restrictedSecurityContext() *corev1.SecurityContext {
 func serverPodSecurity(seccomp *corev1.SeccompProfile) *corev1.PodSecurityContext {
 	return &corev1.PodSecurityContext{
 		RunAsNonRoot:        ptr.To(true),
-		RunAsUser:           ptr.To[int64](specs.RedisUID),
-		RunAsGroup:          ptr.To[int64](specs.RedisUID),
-		FSGroup:             ptr.To[int64](specs.RedisUID),
+		RunAsUser:           ptr.To[int64](RedisUID),
+		RunAsGroup:          ptr.To[int64](RedisUID),
+		FSGroup:             ptr.To[int64](RedisUID),
 		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
 		SeccompProfile:      seccomp,
 	}
 }
 
-func podSeccomp(rp *v1alpha1.RedisPersistence, opts specs.Options) *corev1.SeccompProfile {
+func podSeccomp(rp *v1alpha1.RedisPersistence, opts Options) *corev1.SeccompProfile {
 	if rp.Spec.Mode == v1alpha1.ModeUring {
 		profile := opts.UringSeccompProfile
 		if rp.Spec.Uring != nil && rp.Spec.Uring.LocalhostProfile != "" {
@@ -201,12 +173,12 @@ func podSeccomp(rp *v1alpha1.RedisPersistence, opts specs.Options) *corev1.Secco
 // kernelAffinity is the node selector term set that admits nodes whose kernel
 // is at least major.minor by either set of kernel labels.
 func kernelAffinity(version string) []corev1.NodeSelectorTerm {
-	major, minor, ok := parseMajorMinor(version)
+	major, minor, ok := ParseMajorMinor(version)
 	if !ok {
 		return nil
 	}
 	var terms []corev1.NodeSelectorTerm
-	for _, keys := range specs.KernelLabelSets {
+	for _, keys := range KernelLabelSets {
 		terms = append(terms, kernelTerms(major, minor, keys)...)
 	}
 	return terms
@@ -215,7 +187,7 @@ func kernelAffinity(version string) []corev1.NodeSelectorTerm {
 // kernelTerms admit nodes whose labels keys say major > M, or major == M and
 // minor >= m. Node affinity compares integers only with Gt/Lt, hence the two
 // terms.
-func kernelTerms(major, minor int, keys specs.KernelLabels) []corev1.NodeSelectorTerm {
+func kernelTerms(major, minor int, keys KernelLabels) []corev1.NodeSelectorTerm {
 	sameMajor := []corev1.NodeSelectorRequirement{
 		{Key: keys.Major, Operator: corev1.NodeSelectorOpIn, Values: []string{strconv.Itoa(major)}},
 	}
@@ -241,7 +213,7 @@ func buildAffinity(rp *v1alpha1.RedisPersistence) *corev1.Affinity {
 	if rp.Spec.Placement.Affinity != nil {
 		affinity = rp.Spec.Placement.Affinity.DeepCopy()
 	}
-	kernel := kernelAffinity(specs.MinKernel(rp))
+	kernel := kernelAffinity(MinKernel(rp))
 	if len(kernel) == 0 {
 		return affinity
 	}
@@ -268,31 +240,31 @@ func buildAffinity(rp *v1alpha1.RedisPersistence) *corev1.Affinity {
 	return affinity
 }
 
-func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts specs.Options, in podInputs) *appsv1.StatefulSet {
-	template := buildPodTemplate(rp, opts, in)
+func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *appsv1.StatefulSet {
+	template := PodTemplate(rp, opts, in)
 	var claims []corev1.PersistentVolumeClaim
-	if hasVolume(rp) {
+	if HasVolume(rp) {
 		claims = []corev1.PersistentVolumeClaim{{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: specs.SelectorLabels(rp)},
+			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: SelectorLabels(rp)},
 			Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				StorageClassName: storageClassName(rp, opts),
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: volumeSize(rp)}},
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: VolumeSize(rp)}},
 			},
 		}}
 	}
-	meta := specs.ObjectMeta(rp, rp.Name)
-	meta.Annotations = rolloutAnnotations(rp, opts, in, template)
-	meta.Annotations[specs.AnnotationAuthSource] = string(specs.AuthSourceOf(rp))
+	meta := ObjectMeta(rp, rp.Name)
+	meta.Annotations = RolloutAnnotations(rp, opts, in, template)
+	meta.Annotations[AnnotationAuthSource] = string(AuthSourceOf(rp))
 
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: meta,
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To(specs.ReplicasOf(rp)),
-			ServiceName: specs.HeadlessServiceName(rp),
-			Selector:    &metav1.LabelSelector{MatchLabels: specs.SelectorLabels(rp)},
+			Replicas:    ptr.To(ReplicasOf(rp)),
+			ServiceName: HeadlessServiceName(rp),
+			Selector:    &metav1.LabelSelector{MatchLabels: SelectorLabels(rp)},
 			// The pod holds the only copy of the data: replace it only once the old one is gone.
 			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
@@ -306,23 +278,23 @@ func buildStatefulSet(rp *v1alpha1.RedisPersistence, opts specs.Options, in podI
 	}
 }
 
-// buildPodTemplate is the StatefulSet's pod template: the data directory is
+// PodTemplatehe StatefulSet's pod template: the data directory is
 // the volume claimed from the StatefulSet's claim template, or an emptyDir
 // for mode: none without spec.storage.
-func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts specs.Options, in podInputs) corev1.PodTemplateSpec {
+func PodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) corev1.PodTemplateSpec {
 	image := cmp.Or(rp.Spec.Image, opts.RedisImage)
 	volumeMounts := []corev1.VolumeMount{
-		{Name: "data", MountPath: specs.DataDir},
-		{Name: "config", MountPath: specs.ConfigDir, ReadOnly: true},
-		{Name: "run", MountPath: specs.RunDir},
+		{Name: "data", MountPath: DataDir},
+		{Name: "config", MountPath: ConfigDir, ReadOnly: true},
+		{Name: "run", MountPath: RunDir},
 	}
-	cliEnv := append([]corev1.EnvVar{{Name: "REDISCLI_HISTFILE", Value: "/dev/null"}}, specs.PasswordEnv(rp, "REDISCLI_AUTH")...)
+	cliEnv := append([]corev1.EnvVar{{Name: "REDISCLI_HISTFILE", Value: "/dev/null"}}, PasswordEnv(rp, "REDISCLI_AUTH")...)
 
 	prepare := corev1.Container{
-		Name:                     specs.ContainerPrepare,
+		Name:                     ContainerPrepare,
 		Image:                    image,
-		Command:                  shellCommand(prepareScript),
-		Env:                      slices.Concat(measureEnv(), []corev1.EnvVar{specs.EnvVar("RUN_DIR", specs.RunDir)}, specs.PasswordEnv(rp, "REDIS_PASSWORD"), specs.ACLEnv(rp)),
+		Command:                  shellCommand(PrepareScript),
+		Env:                      slices.Concat(measureEnv(), []corev1.EnvVar{EnvVar("RUN_DIR", RunDir)}, PasswordEnv(rp, "REDIS_PASSWORD"), ACLEnv(rp)),
 		VolumeMounts:             volumeMounts,
 		SecurityContext:          restrictedSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
@@ -333,11 +305,11 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts specs.Options, in podI
 	}
 
 	redis := corev1.Container{
-		Name:    specs.ContainerRedis,
+		Name:    ContainerRedis,
 		Image:   image,
-		Command: []string{"valkey-server", specs.ConfigDir + "/redis.conf"},
+		Command: []string{"valkey-server", ConfigDir + "/redis.conf"},
 		Env:     cliEnv,
-		Ports:   []corev1.ContainerPort{{Name: "redis", ContainerPort: specs.RedisPort, Protocol: corev1.ProtocolTCP}},
+		Ports:   []corev1.ContainerPort{{Name: "redis", ContainerPort: RedisPort, Protocol: corev1.ProtocolTCP}},
 		// A server replaying a large AOF accepts connections but answers
 		// LOADING: the TCP probes keep it alive, the PING probe keeps it out
 		// of the Service until it has loaded.
@@ -353,7 +325,7 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts specs.Options, in podI
 		},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-				Command: []string{"sh", "-c", specs.ValkeyCLI(rp) + " -p " + strconv.Itoa(specs.RedisPort) + " ping | grep -qx PONG"},
+				Command: []string{"sh", "-c", ValkeyCLI(rp) + " -p " + strconv.Itoa(RedisPort) + " ping | grep -qx PONG"},
 			}},
 			PeriodSeconds:  5,
 			TimeoutSeconds: 3,
@@ -364,26 +336,26 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts specs.Options, in podI
 	if rp.Spec.Resources != nil {
 		redis.Resources = *rp.Spec.Resources.DeepCopy()
 	}
-	if specs.TLSEnabled(rp) {
-		redis.VolumeMounts = append(slices.Clone(volumeMounts), specs.TLSVolumeMount)
+	if TLSEnabled(rp) {
+		redis.VolumeMounts = append(slices.Clone(volumeMounts), TLSVolumeMount)
 	}
 
 	containers := []corev1.Container{redis}
-	if specs.ExporterEnabled(rp) {
+	if ExporterEnabled(rp) {
 		containers = append(containers, buildExporter(rp, opts))
 	}
 
 	volumes := []corev1.Volume{
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: specs.ConfigMapName(rp)},
+			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(rp)},
 		}}},
 		{Name: "run", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: ptr.To(resource.MustParse("1Mi"))}}},
 	}
-	if !hasVolume(rp) {
+	if !HasVolume(rp) {
 		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
-	if specs.TLSEnabled(rp) {
-		volumes = append(volumes, specs.TLSVolume(rp))
+	if TLSEnabled(rp) {
+		volumes = append(volumes, TLSVolume(rp))
 	}
 
 	var tolerations []corev1.Toleration
@@ -393,7 +365,7 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts specs.Options, in podI
 
 	template := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
-			Labels:      specs.ObjectLabels(rp),
+			Labels:      ObjectLabels(rp),
 			Annotations: in.annotations(),
 		},
 		Spec: corev1.PodSpec{
@@ -409,31 +381,31 @@ func buildPodTemplate(rp *v1alpha1.RedisPersistence, opts specs.Options, in podI
 			Affinity:                      buildAffinity(rp),
 		},
 	}
-	if specs.Replicated(rp) {
-		replicateServer(rp, &template, in.antiAffinity)
+	if Replicated(rp) {
+		replicateServer(rp, &template, in.AntiAffinity)
 	}
 	opts.ImagePull.ApplyTo(&template.Spec)
 	return template
 }
 
-func buildExporter(rp *v1alpha1.RedisPersistence, opts specs.Options) corev1.Container {
+func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container {
 	scheme := "redis"
-	mounts := []corev1.VolumeMount{{Name: "config", MountPath: specs.ConfigDir, ReadOnly: true}}
-	if specs.TLSEnabled(rp) {
+	mounts := []corev1.VolumeMount{{Name: "config", MountPath: ConfigDir, ReadOnly: true}}
+	if TLSEnabled(rp) {
 		scheme = "rediss"
-		mounts = append(mounts, specs.TLSVolumeMount)
+		mounts = append(mounts, TLSVolumeMount)
 	}
 	c := corev1.Container{
-		Name:  specs.ContainerExporter,
+		Name:  ContainerExporter,
 		Image: cmp.Or(rp.Spec.Exporter.Image, opts.ExporterImage),
 		Args: []string{
-			"--redis.addr=" + scheme + "://localhost:" + strconv.Itoa(specs.RedisPort),
-			"--web.listen-address=:" + strconv.Itoa(specs.ExporterPort),
-			"--script=" + specs.ConfigDir + "/" + specs.ExporterScriptFile,
+			"--redis.addr=" + scheme + "://localhost:" + strconv.Itoa(RedisPort),
+			"--web.listen-address=:" + strconv.Itoa(ExporterPort),
+			"--script=" + ConfigDir + "/" + ExporterScriptFile,
 		},
 		VolumeMounts: mounts,
-		Env:          specs.SignInEnv(rp, specs.ExporterUser, specs.ACLExporterKey),
-		Ports:        []corev1.ContainerPort{{Name: "metrics", ContainerPort: specs.ExporterPort, Protocol: corev1.ProtocolTCP}},
+		Env:          SignInEnv(rp, ExporterUser, ACLExporterKey),
+		Ports:        []corev1.ContainerPort{{Name: "metrics", ContainerPort: ExporterPort, Protocol: corev1.ProtocolTCP}},
 		ReadinessProbe: &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("metrics")}},
 			PeriodSeconds: 10,
@@ -444,12 +416,12 @@ func buildExporter(rp *v1alpha1.RedisPersistence, opts specs.Options) corev1.Con
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
 		},
 	}
-	if specs.ACLUsersEnabled(rp) {
+	if ACLUsersEnabled(rp) {
 		// The exporter's user may not send CONFIG, which shows requirepass.
 		c.Args = append(c.Args, "--config-command=-")
 	}
-	if specs.TLSEnabled(rp) {
-		c.Args = append(c.Args, specs.ExporterTLSArgs(rp)...)
+	if TLSEnabled(rp) {
+		c.Args = append(c.Args, ExporterTLSArgs(rp)...)
 	}
 	if rp.Spec.Exporter.Resources != nil {
 		c.Resources = *rp.Spec.Exporter.Resources.DeepCopy()
@@ -466,4 +438,47 @@ func copyMap(in map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
+}
+
+// What the StatefulSet records about the pod template it runs.
+const (
+	// AnnotationTemplateHash identifies the pod template as built.
+	AnnotationTemplateHash = "uringredis.io/template-hash"
+	// AnnotationSpecTemplateHash identifies the pod template built with the
+	// operator's defaults left out: what the RedisPersistence and its
+	// password make of it.
+	AnnotationSpecTemplateHash = "uringredis.io/spec-template-hash"
+	// AnnotationGeneration is the RedisPersistence generation the template was built for.
+	AnnotationGeneration = "uringredis.io/generation"
+	// AnnotationUpgradeStarted marks an operator upgrade that holds a turn,
+	// with the time it started (RFC 3339); it goes once the pod rolled out.
+	AnnotationUpgradeStarted = "uringredis.io/upgrade-started"
+)
+
+// operatorDefault stands for every value the operator's defaults supply in
+// the template that AnnotationSpecTemplateHash identifies.
+const operatorDefault = "(operator default)"
+
+// RolloutAnnotations record what template was built from (see
+// controllers/redispersistence_upgrade.go).
+func RolloutAnnotations(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs, template corev1.PodTemplateSpec) map[string]string {
+	withoutDefaults := opts
+	withoutDefaults.RedisImage, withoutDefaults.ExporterImage, withoutDefaults.UringSeccompProfile = operatorDefault, operatorDefault, operatorDefault
+	withoutDefaults.ImagePull = ImagePull{Policy: operatorDefault, Secrets: []string{operatorDefault}}
+	annotations := map[string]string{
+		AnnotationTemplateHash:     templateHash(template),
+		AnnotationSpecTemplateHash: templateHash(PodTemplate(rp, withoutDefaults, in)),
+		AnnotationGeneration:       strconv.FormatInt(rp.Generation, 10),
+	}
+	if in.UpgradeStarted != nil {
+		annotations[AnnotationUpgradeStarted] = in.UpgradeStarted.UTC().Format(time.RFC3339)
+	}
+	return annotations
+}
+
+func templateHash(template corev1.PodTemplateSpec) string {
+	// A PodTemplateSpec always marshals; map keys come out sorted.
+	data, _ := json.Marshal(template)
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }

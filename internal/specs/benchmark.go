@@ -1,4 +1,4 @@
-package controllers
+package specs
 
 import (
 	"cmp"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
-	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // BenchmarkOptions are the operator-wide settings of benchmark Jobs.
@@ -21,59 +20,59 @@ type BenchmarkOptions struct {
 	// Image runs the benchmark (cmd/bench) unless spec.image overrides it.
 	Image string
 	// ImagePull is how benchmark pods pull their image.
-	ImagePull specs.ImagePull
+	ImagePull ImagePull
 }
 
 const (
-	containerBench = "bench"
-	// labelJobName is set by the Job controller on the Job's pods.
-	labelJobName = "batch.kubernetes.io/job-name"
-	// labelBenchmarkTarget names the RedisPersistence a benchmark Job drives.
-	labelBenchmarkTarget = "uringredis.io/benchmark-target"
+	ContainerBench = "bench"
+	// LabelJobName is set by the Job controller on the Job's pods.
+	LabelJobName = "batch.kubernetes.io/job-name"
+	// LabelBenchmarkTarget names the RedisPersistence a benchmark Job drives.
+	LabelBenchmarkTarget = "uringredis.io/benchmark-target"
 	// benchmarkRunnerUID is the runner image's user.
 	benchmarkRunnerUID = 65532
 )
 
-// benchmarkJobName is the Job of run number index of rb. The API limits
+// BenchmarkJobName is the Job of run number index of rb. The API limits
 // benchmark names so that it stays a valid label value.
-func benchmarkJobName(rb *v1alpha1.RedisBenchmark, index int) string {
+func BenchmarkJobName(rb *v1alpha1.RedisBenchmark, index int) string {
 	return fmt.Sprintf("%s-%d", rb.Name, index)
 }
 
-// benchmarkRun is one Job of a benchmark: a target in a repetition.
-type benchmarkRun struct {
-	index      int // in run order, from 0; names the Job
-	target     int // in spec.targets
-	repetition int // from 1
+// BenchmarkRun is one Job of a benchmark: a target in a repetition.
+type BenchmarkRun struct {
+	Index      int // in run order, from 0; names the Job
+	Target     int // in spec.targets
+	Repetition int // from 1
 }
 
-// runs is how many Jobs rb runs: every target once per repetition.
-func runs(rb *v1alpha1.RedisBenchmark) int {
-	return len(rb.Spec.Targets) * repetitions(rb)
+// Runs is how many Jobs rb runs: every target once per repetition.
+func Runs(rb *v1alpha1.RedisBenchmark) int {
+	return len(rb.Spec.Targets) * Repetitions(rb)
 }
 
-func repetitions(rb *v1alpha1.RedisBenchmark) int {
+func Repetitions(rb *v1alpha1.RedisBenchmark) int {
 	return int(cmp.Or(rb.Spec.Repetitions, 1))
 }
 
-// runAt is run number index: repetitions interleave, so the targets of
+// RunAt is run number index: repetitions interleave, so the targets of
 // repetition 1 come first, in spec order, then those of repetition 2.
-func runAt(rb *v1alpha1.RedisBenchmark, index int) benchmarkRun {
+func RunAt(rb *v1alpha1.RedisBenchmark, index int) BenchmarkRun {
 	n := len(rb.Spec.Targets)
-	return benchmarkRun{index: index, target: index % n, repetition: index/n + 1}
+	return BenchmarkRun{Index: index, Target: index % n, Repetition: index/n + 1}
 }
 
-// last is true for the run that ends its target's repetitions.
-func (run benchmarkRun) last(rb *v1alpha1.RedisBenchmark) bool {
-	return run.repetition == repetitions(rb)
+// Last is true for the run that ends its target's repetitions.
+func (run BenchmarkRun) Last(rb *v1alpha1.RedisBenchmark) bool {
+	return run.Repetition == Repetitions(rb)
 }
 
 func benchmarkLabels(rb *v1alpha1.RedisBenchmark) map[string]string {
 	return map[string]string{
-		specs.LabelName:      "redis-benchmark",
-		specs.LabelInstance:  rb.Name,
-		specs.LabelManagedBy: specs.FieldOwner,
-		specs.LabelComponent: "benchmark",
+		LabelName:      "redis-benchmark",
+		LabelInstance:  rb.Name,
+		LabelManagedBy: FieldOwner,
+		LabelComponent: "benchmark",
 	}
 }
 
@@ -93,9 +92,9 @@ func benchmarkObjectMeta(rb *v1alpha1.RedisBenchmark, name string) metav1.Object
 	}
 }
 
-// persistenceMode names a RedisPersistence's persistence the way results and
+// PersistenceMode names a RedisPersistence's persistence the way results and
 // metrics label it: none, rdb, aof-<fsync> or uring-<ack>.
-func persistenceMode(rp *v1alpha1.RedisPersistence) string {
+func PersistenceMode(rp *v1alpha1.RedisPersistence) string {
 	switch rp.Spec.Mode {
 	case v1alpha1.ModeAOF:
 		fsync := v1alpha1.FsyncEverySec
@@ -114,26 +113,26 @@ func persistenceMode(rp *v1alpha1.RedisPersistence) string {
 	}
 }
 
-// durableMode is true for the modes that promise never to lose an acknowledged write.
-func durableMode(mode string) bool { return mode == "aof-always" || mode == "uring-durable" }
+// DurableMode is true for the modes that promise never to lose an acknowledged write.
+func DurableMode(mode string) bool { return mode == "aof-always" || mode == "uring-durable" }
 
 // benchmarkDatabase is the database rp set aside for benchmarks.
 func benchmarkDatabase(rp *v1alpha1.RedisPersistence) int32 {
 	if rp.Spec.Benchmark == nil {
-		return defaultBenchmarkDatabase
+		return DefaultBenchmarkDatabase
 	}
-	return cmp.Or(rp.Spec.Benchmark.Database, defaultBenchmarkDatabase)
+	return cmp.Or(rp.Spec.Benchmark.Database, DefaultBenchmarkDatabase)
 }
 
-// defaultBenchmarkDatabase is the API's default of spec.benchmark.database.
-const defaultBenchmarkDatabase = 15
+// DefaultBenchmarkDatabase is the API's default of spec.benchmark.database.
+const DefaultBenchmarkDatabase = 15
 
 // defaultBenchmarkDeadline is the API's default of spec.activeDeadlineSeconds.
 const defaultBenchmarkDeadline = 3600
 
 // benchmarkArgs is the runner's command line for one run against rp. Each
 // Job measures every command once; the repetitions are Jobs of their own.
-func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.RedisPersistence) []string {
+func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.RedisPersistence) []string {
 	w := rb.Spec.Workload
 	commands := make([]string, 0, len(w.Commands))
 	for _, c := range w.Commands {
@@ -143,10 +142,10 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.R
 		commands = []string{"set", "hset", "lpush", "incr"}
 	}
 	args := []string{
-		"--addr=" + fmt.Sprintf("%s.%s.svc:%d", rp.Name, rp.Namespace, specs.RedisPort),
+		"--addr=" + fmt.Sprintf("%s.%s.svc:%d", rp.Name, rp.Namespace, RedisPort),
 		"--db=" + strconv.Itoa(int(benchmarkDatabase(rp))),
 		"--target=" + rp.Name,
-		"--mode=" + persistenceMode(rp),
+		"--mode=" + PersistenceMode(rp),
 		"--commands=" + strings.Join(commands, ","),
 		"--requests=" + strconv.Itoa(int(cmp.Or(w.Requests, 100000))),
 		"--clients=" + strconv.Itoa(int(cmp.Or(w.Clients, 50))),
@@ -157,7 +156,7 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.R
 	if w.MixedReads {
 		args = append(args, "--mixed-reads")
 	}
-	if cc := rb.Spec.CrashCheck; cc != nil && run.last(rb) {
+	if cc := rb.Spec.CrashCheck; cc != nil && run.Last(rb) {
 		args = append(args,
 			"--crash-check",
 			"--crash-clients="+strconv.Itoa(int(cmp.Or(cc.Clients, 50))),
@@ -167,24 +166,24 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.R
 	return args
 }
 
-// buildBenchmarkJob is the Job of run, against its target rp. The
+// BenchmarkJobhe Job of run, against its target rp. The
 // runner prints its result as the termination message, which the operator
 // reads from the finished pod; backoffLimit 0 because a retried benchmark
 // would measure a server the failed run already loaded. The runner needs no
 // Kubernetes API: it kills the server for the crash check over the Redis
 // protocol, so its pod gets no ServiceAccount token.
-func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.RedisPersistence, opts BenchmarkOptions) *batchv1.Job {
-	meta := benchmarkObjectMeta(rb, benchmarkJobName(rb, run.index))
-	meta.Labels[labelBenchmarkTarget] = rp.Name
+func BenchmarkJob(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.RedisPersistence, opts BenchmarkOptions) *batchv1.Job {
+	meta := benchmarkObjectMeta(rb, BenchmarkJobName(rb, run.Index))
+	meta.Labels[LabelBenchmarkTarget] = rp.Name
 	image := opts.Image
 	if rb.Spec.Image != "" {
 		image = rb.Spec.Image
 	}
 	container := corev1.Container{
-		Name:                     containerBench,
+		Name:                     ContainerBench,
 		Image:                    image,
 		Args:                     benchmarkArgs(rb, run, rp),
-		Env:                      specs.SignInEnv(rp, bench.User, specs.ACLBenchmarkKey),
+		Env:                      SignInEnv(rp, bench.User, ACLBenchmarkKey),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          restrictedSecurityContext(),
 	}
@@ -202,8 +201,8 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alph
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
-	if specs.TLSEnabled(rp) {
-		specs.BenchmarkOverTLS(rp, &pod)
+	if TLSEnabled(rp) {
+		BenchmarkOverTLS(rp, &pod)
 	}
 	opts.ImagePull.ApplyTo(&pod)
 	job := &batchv1.Job{
@@ -218,6 +217,6 @@ func buildBenchmarkJob(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alph
 			},
 		},
 	}
-	job.Spec.Template.Labels[labelBenchmarkTarget] = rp.Name
+	job.Spec.Template.Labels[LabelBenchmarkTarget] = rp.Name
 	return job
 }
