@@ -18,6 +18,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -124,7 +125,7 @@ func renderAuth(t *testing.T, ns, name string) string {
 	if err := get(t, sts, ns, name); err != nil {
 		t.Fatal(err)
 	}
-	prepare := containerNamed(t, sts, specs.ContainerPrepare)
+	prepare := specstest.ContainerNamed(t, sts, specs.ContainerPrepare)
 	dir := t.TempDir()
 	cmd := exec.Command("sh", "-c", specs.RenderAuthScript)
 	cmd.Env = append(append(os.Environ(), resolveEnv(t, ns, prepare.Env)...), "RUN_DIR="+dir)

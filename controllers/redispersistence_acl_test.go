@@ -19,6 +19,7 @@ import (
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -55,7 +56,7 @@ func TestACLUsers(t *testing.T) {
 	if hash == "" {
 		t.Errorf("the pod template has no %s", specs.AnnotationACLHash)
 	}
-	exporter := containerNamed(t, sts, specs.ContainerExporter)
+	exporter := specstest.ContainerNamed(t, sts, specs.ContainerExporter)
 	env := resolveEnv(t, ns, exporter.Env)
 	if envValue(env, "REDIS_USER") != specs.ExporterUser || envValue(env, "REDIS_PASSWORD") != exporterPassword {
 		t.Errorf("the exporter signs in with %q: want %s and the Secret's password", env, specs.ExporterUser)
@@ -135,25 +136,13 @@ func TestACLUsers(t *testing.T) {
 	if err := get(t, &corev1.Secret{}, ns, "open-acl"); !apierrors.IsNotFound(err) {
 		t.Errorf("an instance without a password has the Secret open-acl (err %v)", err)
 	}
-	if env := containerNamed(t, sts, specs.ContainerExporter).Env; len(env) > 0 {
+	if env := specstest.ContainerNamed(t, sts, specs.ContainerExporter).Env; len(env) > 0 {
 		t.Errorf("the exporter of an instance without a password has env %v", env)
 	}
-	if args := containerNamed(t, sts, specs.ContainerExporter).Args; slices.Contains(args, "--config-command=-") {
+	if args := specstest.ContainerNamed(t, sts, specs.ContainerExporter).Args; slices.Contains(args, "--config-command=-") {
 		t.Errorf("the exporter of an instance without a password skips CONFIG: %q", args)
 	}
 	if auth := renderAuth(t, ns, "open"); auth != "" {
 		t.Errorf("the prepare script renders %q for an instance without a password", auth)
 	}
-}
-
-// containerNamed is the container or init container name of sts's template.
-func containerNamed(t *testing.T, sts *appsv1.StatefulSet, name string) corev1.Container {
-	t.Helper()
-	for _, c := range append(sts.Spec.Template.Spec.InitContainers, sts.Spec.Template.Spec.Containers...) {
-		if c.Name == name {
-			return c
-		}
-	}
-	t.Fatalf("StatefulSet %s has no container %s", sts.Name, name)
-	return corev1.Container{}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -364,7 +365,7 @@ func TestNetworkPolicy(t *testing.T) {
 	if ref := metav1.GetControllerOf(np); ref == nil || ref.UID != rp.UID {
 		t.Errorf("the NetworkPolicy is not controlled by the RedisPersistence: %v", ref)
 	}
-	want := specs.NetworkPolicy(rp, testOptions.NetworkPolicy)
+	want := specs.NetworkPolicy(rp, specstest.Options.NetworkPolicy)
 	if !equality.Semantic.DeepEqual(np.Spec, want.Spec) {
 		t.Errorf("NetworkPolicy spec\n%+v\nwant\n%+v", np.Spec, want.Spec)
 	}

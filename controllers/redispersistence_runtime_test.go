@@ -23,6 +23,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -56,7 +57,7 @@ func TestModeChangeNeedsServer(t *testing.T) {
 }
 
 func TestAppliedMode(t *testing.T) {
-	rp := newRedisPersistence(specOfMode[v1alpha1.ModeRDB])
+	rp := specstest.NewRedisPersistence(specOfMode[v1alpha1.ModeRDB])
 	if got := appliedMode(specs.ConfigMap(rp, specs.RenderConfig(rp))); got != v1alpha1.ModeRDB {
 		t.Errorf("annotated ConfigMap: %q", got)
 	}
@@ -74,13 +75,13 @@ func TestAppliedMode(t *testing.T) {
 // server reads only at start changes the template, so the pod restarts.
 func TestRuntimeOptionsKeepThePodTemplate(t *testing.T) {
 	template := func(rp *v1alpha1.RedisPersistence) string {
-		out, err := yaml.Marshal(specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, testPassword(rp))).Spec.Template)
+		out, err := yaml.Marshal(specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, specstest.Password(rp))).Spec.Template)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(out)
 	}
-	base := newRedisPersistence(goldenCases["uring-durable"])
+	base := specstest.NewRedisPersistence(specstest.GoldenCases["uring-durable"])
 	for desc, mutate := range map[string]func(*v1alpha1.RedisPersistenceSpec){
 		"queue depth": func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.QueueDepth = 1024 },
 		"io-wq bound": func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.MaxWorkers = 8 },
@@ -102,7 +103,7 @@ func TestRuntimeOptionsKeepThePodTemplate(t *testing.T) {
 			t.Errorf("%s: the ConfigMap or the runtime hash did not change; a restart would lose it", desc)
 		}
 	}
-	aof := newRedisPersistence(goldenCases["aof-always"])
+	aof := specstest.NewRedisPersistence(specstest.GoldenCases["aof-always"])
 	everysec := aof.DeepCopy()
 	everysec.Spec.AOF.Fsync = v1alpha1.FsyncEverySec
 	if template(everysec) != template(aof) {
@@ -163,8 +164,8 @@ func TestModeChangesCarryTheData(t *testing.T) {
 			}
 			t.Run(string(from)+"-to-"+string(to), func(t *testing.T) {
 				dir := t.TempDir()
-				old := newRedisPersistence(specOfMode[from])
-				next := newRedisPersistence(specOfMode[to])
+				old := specstest.NewRedisPersistence(specOfMode[from])
+				next := specstest.NewRedisPersistence(specOfMode[to])
 				old.UID = types.UID("uid-" + string(from) + "-" + string(to))
 				next.UID = old.UID
 
@@ -364,13 +365,13 @@ func serverAddress(t *testing.T, ns, pod string) string {
 // SET, no restart); the ones it reads only at start restart it.
 func TestServerOptionsLiveOrAtStart(t *testing.T) {
 	template := func(rp *v1alpha1.RedisPersistence) string {
-		out, err := yaml.Marshal(specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, "")).Spec.Template)
+		out, err := yaml.Marshal(specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, "")).Spec.Template)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(out)
 	}
-	base := newRedisPersistence(goldenCases["aof-config"])
+	base := specstest.NewRedisPersistence(specstest.GoldenCases["aof-config"])
 	for desc, tc := range map[string]struct {
 		key, value string
 		restart    bool
@@ -397,7 +398,7 @@ func TestServerOptionsLiveOrAtStart(t *testing.T) {
 
 // A memory limit sets maxmemory to 70% of it unless spec.config sets it.
 func TestMaxmemoryFollowsTheMemoryLimit(t *testing.T) {
-	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF,
+	rp := specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF,
 		Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}})
 	if !strings.Contains(specs.RenderConfig(rp), "\nmaxmemory 751619276\n") {
 		t.Errorf("a 1Gi limit: want maxmemory 751619276 (70%%):\n%s", specs.RenderConfig(rp))

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
@@ -290,23 +289,6 @@ func TestStorageMeasured(t *testing.T) {
 	if n := len(eventsFor(t, ns, "lossy", "MeasuredUnsafeStorage")); n != 0 {
 		t.Errorf("%d MeasuredUnsafeStorage events for a mode without a durability promise", n)
 	}
-}
-
-func TestStorageProbeJobGolden(t *testing.T) {
-	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring,
-		Storage: &v1alpha1.StorageSpec{StorageClassName: "local", ProbeInterval: &metav1.Duration{Duration: time.Hour}}})
-	render := func() []byte {
-		b, err := yaml.Marshal(specs.StorageProbeJob(rp, testOptions, "redis-uring:test", "node-a"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	first := render()
-	if second := render(); string(first) != string(second) {
-		t.Fatal("two renders of the same storage probe Job differ")
-	}
-	compareGolden(t, filepath.Join("testdata", "storage-probe.job.yaml"), first)
 }
 
 func TestStorageProbeDue(t *testing.T) {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 )
 
 // upgradeTestOperator labels the RedisPersistences of an upgrade test with
@@ -115,7 +116,7 @@ func (op *testOperator) reconcile(t *testing.T, ns, name string) {
 }
 
 func versionOptions(redisImage string) specs.Options {
-	opts := testOptions
+	opts := specstest.Options
 	opts.RedisImage = redisImage
 	opts.ExporterImage = "oliver006/redis_exporter:v1"
 	return opts
@@ -473,7 +474,7 @@ func TestUpgradeFromAnOperatorBeforeStagedUpgrades(t *testing.T) {
 func TestUpgradeRolloutOrigin(t *testing.T) {
 	v1, v2 := versionOptions("redis-uring:v1"), versionOptions("redis-uring:v2")
 	base := func() *v1alpha1.RedisPersistence {
-		return newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec},
+		return specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec},
 			Auth: &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "auth", Key: "password"}}})
 	}
 	build := func(rp *v1alpha1.RedisPersistence, opts specs.Options, password string) *appsv1.StatefulSet {

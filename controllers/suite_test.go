@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -67,7 +68,7 @@ func TestMain(m *testing.M) {
 	reconciler = &RedisPersistenceReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
-		Options:                 testOptions,
+		Options:                 specstest.Options,
 		MaxConcurrentReconciles: 4,
 		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
 		Clock:                   clocktesting.NewFakePassiveClock(testNow),

@@ -1,4 +1,4 @@
-package controllers
+package specs_test
 
 import (
 	"path/filepath"

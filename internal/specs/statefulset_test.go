@@ -1,4 +1,4 @@
-package controllers
+package specs_test
 
 import (
 	"bytes"
@@ -12,96 +12,30 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
-var testOptions = specs.Options{
-	RedisImage:            "redis-uring:test",
-	ExporterImage:         "oliver006/redis_exporter:test",
-	UringSeccompProfile:   "uring-redis/io_uring.json",
-	LocalNVMeStorageClass: "uring-local-nvme",
-	GP3StorageClass:       "uring-gp3",
-	ImagePull:             specs.ImagePull{Policy: corev1.PullIfNotPresent, Secrets: []string{"registry-pull"}},
-	NetworkPolicy:         networkPolicyOptions,
-}
-
-// newRedisPersistence is a RedisPersistence as the API server returns it
-// after defaulting, so builders see what they see in a cluster.
-func newRedisPersistence(spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
-	if spec.Storage != nil {
-		storage := *spec.Storage
-		if storage.Profile == "" {
-			storage.Profile = v1alpha1.StorageCustom
-		}
-		if storage.Size == nil {
-			storage.Size = ptr.To(resource.MustParse("8Gi"))
-		}
-		spec.Storage = &storage
-	}
-	return &v1alpha1.RedisPersistence{
-		ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "apps", UID: "0a1b2c3d-0000-4000-8000-000000000001", Generation: 1},
-		Spec:       spec,
-	}
-}
-
-// goldenCases cover every mode the product offers.
-var goldenCases = map[string]v1alpha1.RedisPersistenceSpec{
-	"none":        {Mode: v1alpha1.ModeNone, Exporter: v1alpha1.ExporterSpec{Enabled: ptr.To(false)}, Auth: &v1alpha1.AuthSpec{Disabled: true}},
-	"none-volume": {Mode: v1alpha1.ModeNone, Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}},
-	"rdb": {Mode: v1alpha1.ModeRDB, RDB: &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 3600, Changes: 1}, {Seconds: 60, Changes: 10000}}},
-		Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageCustom, StorageClassName: "standard"}},
-	"aof-always":   {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}, Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageGP3}},
-	"aof-everysec": {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}},
-	"aof-no":       {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncNo}},
-	"uring-durable": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2},
-		Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: ptr.To(resource.MustParse("20Gi"))},
-		Auth:    &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}}},
-	"uring-fast": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast, QueueDepth: 1024, MaxWorkers: 4, MaxInFlight: ptr.To(resource.MustParse("4Mi"))},
-		Placement: v1alpha1.PlacementSpec{MinKernelVersion: "6.8", NodeSelector: map[string]string{"node.kubernetes.io/instance-type": "i4i.large"},
-			Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "redis", Effect: corev1.TaintEffectNoSchedule}}}},
-	"aof-config": {Mode: v1alpha1.ModeAOF, Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
-		Config: map[string]v1alpha1.ServerOptionValue{
-			"maxmemory-policy": "allkeys-lru", "io-threads": "2", "notify-keyspace-events": "", "client-output-buffer-limit": "pubsub 32mb 8mb 60",
-		}},
-	"tls-secret":      {Mode: v1alpha1.ModeAOF, TLS: &v1alpha1.TLSSpec{SecretName: "cache-certs"}},
-	"tls-client-auth": {Mode: v1alpha1.ModeUring, TLS: &v1alpha1.TLSSpec{IssuerRef: &v1alpha1.IssuerRef{Name: "ca", Kind: v1alpha1.IssuerCluster}, ClientAuth: true}},
-	"uring-sqpoll": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2,
-		SQPoll: &v1alpha1.SQPollSpec{Enabled: true, IdleMillis: ptr.To[int32](50), CPU: ptr.To[int32](1)}},
-		Placement: v1alpha1.PlacementSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"eu-west-1a"}}},
-			}}}}}}},
-}
-
 func renderGolden(t *testing.T, spec v1alpha1.RedisPersistenceSpec) (config, statefulSet []byte) {
 	t.Helper()
-	rp := newRedisPersistence(spec)
+	rp := specstest.NewRedisPersistence(spec)
 	conf := specs.RenderConfig(rp)
-	out, err := yaml.Marshal(specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, testPassword(rp))))
+	out, err := yaml.Marshal(specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, specstest.Password(rp))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return []byte(conf), out
 }
 
-// testPassword stands for the auth Secret's password in the golden files.
-func testPassword(rp *v1alpha1.RedisPersistence) string {
-	if specs.AuthSecretRef(rp) == nil {
-		return ""
-	}
-	return "golden-password"
-}
-
 func TestGoldenFiles(t *testing.T) {
-	for name, spec := range goldenCases {
+	for name, spec := range specstest.GoldenCases {
 		t.Run(name, func(t *testing.T) {
 			config, sts := renderGolden(t, spec)
 			config2, sts2 := renderGolden(t, spec)
@@ -124,7 +58,7 @@ func compareGolden(t *testing.T, path string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run `go test ./controllers -run TestGoldenFiles -update` to create it)", err)
+		t.Fatalf("%v (run `go test ./internal/specs -run TestGoldenFiles -update` to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from the rendered output; if the change is intended, rerun with -update.\n--- got ---\n%s", path, got)
@@ -132,7 +66,7 @@ func compareGolden(t *testing.T, path string, got []byte) {
 }
 
 func TestRenderConfigUsesServerOptionNames(t *testing.T) {
-	config, _ := renderGolden(t, goldenCases["uring-sqpoll"])
+	config, _ := renderGolden(t, specstest.GoldenCases["uring-sqpoll"])
 	for _, want := range []string{
 		"appendonly yes", "appendfsync-engine uring", "aof-uring-ack durable", "aof-uring-queue-depth 256",
 		"aof-uring-sqpoll yes", "aof-uring-sqpoll-idle-ms 50", "aof-uring-sqpoll-cpu 1", "aof-uring-max-workers 2",
@@ -141,16 +75,16 @@ func TestRenderConfigUsesServerOptionNames(t *testing.T) {
 			t.Errorf("redis.conf lacks %q:\n%s", want, config)
 		}
 	}
-	fast, _ := renderGolden(t, goldenCases["uring-fast"])
+	fast, _ := renderGolden(t, specstest.GoldenCases["uring-fast"])
 	if !strings.Contains(string(fast), "aof-uring-max-inflight-bytes 4194304\n") {
 		t.Errorf("fast mode must bound in-flight bytes:\n%s", fast)
 	}
 }
 
 func TestAuthHashFollowsPassword(t *testing.T) {
-	rp := newRedisPersistence(goldenCases["uring-durable"])
+	rp := specstest.NewRedisPersistence(specstest.GoldenCases["uring-durable"])
 	hash := func(rp *v1alpha1.RedisPersistence, password string) string {
-		return specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, password)).Spec.Template.Annotations[specs.AnnotationAuthHash]
+		return specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, password)).Spec.Template.Annotations[specs.AnnotationAuthHash]
 	}
 	first, second := hash(rp, "first"), hash(rp, "second")
 	if first == "" || first == second {
@@ -164,33 +98,33 @@ func TestAuthHashFollowsPassword(t *testing.T) {
 	if strings.Contains(first, "first") || hash(rp, "first") != first {
 		t.Error("the hash must be deterministic and must not carry the password")
 	}
-	if got := hash(newRedisPersistence(goldenCases["none"]), ""); got != "" {
+	if got := hash(specstest.NewRedisPersistence(specstest.GoldenCases["none"]), ""); got != "" {
 		t.Errorf("a server without auth has auth hash %q", got)
 	}
 }
 
 func TestSeccompProfilePerMode(t *testing.T) {
-	for name, spec := range goldenCases {
-		rp := newRedisPersistence(spec)
-		sc := specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, "")).Spec.Template.Spec.SecurityContext.SeccompProfile
+	for name, spec := range specstest.GoldenCases {
+		rp := specstest.NewRedisPersistence(spec)
+		sc := specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, "")).Spec.Template.Spec.SecurityContext.SeccompProfile
 		wantLocalhost := spec.Mode == v1alpha1.ModeUring
 		if (sc.Type == corev1.SeccompProfileTypeLocalhost) != wantLocalhost {
 			t.Errorf("%s: seccomp %s, want Localhost=%v", name, sc.Type, wantLocalhost)
 		}
-		if wantLocalhost && ptr.Deref(sc.LocalhostProfile, "") != testOptions.UringSeccompProfile {
+		if wantLocalhost && ptr.Deref(sc.LocalhostProfile, "") != specstest.Options.UringSeccompProfile {
 			t.Errorf("%s: localhost profile %v", name, sc.LocalhostProfile)
 		}
 	}
-	spo := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{LocalhostProfile: "operator/apps/io-uring.json"}})
-	if got := specs.StatefulSet(spo, testOptions, specs.NewPodInputs(spo, "")).Spec.Template.Spec.SecurityContext.SeccompProfile.LocalhostProfile; ptr.Deref(got, "") != "operator/apps/io-uring.json" {
+	spo := specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{LocalhostProfile: "operator/apps/io-uring.json"}})
+	if got := specs.StatefulSet(spo, specstest.Options, specs.NewPodInputs(spo, "")).Spec.Template.Spec.SecurityContext.SeccompProfile.LocalhostProfile; ptr.Deref(got, "") != "operator/apps/io-uring.json" {
 		t.Errorf("spec.uring.localhostProfile not honoured: %v", got)
 	}
 }
 
 func TestExistingVolumeKeepsItsClass(t *testing.T) {
-	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}})
-	existing := specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, ""))
-	moved := testOptions
+	rp := specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe}})
+	existing := specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, ""))
+	moved := specstest.Options
 	moved.LocalNVMeStorageClass = "renamed-nvme"
 	sts := specs.StatefulSet(rp, moved, specs.NewPodInputs(rp, ""))
 
@@ -201,7 +135,7 @@ func TestExistingVolumeKeepsItsClass(t *testing.T) {
 	if got := ptr.Deref(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName, ""); got != "uring-local-nvme" {
 		t.Errorf("the claim template asks for %q; an existing volume cannot change class", got)
 	}
-	if _, _, differ := specs.KeepClaimClass(specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, "")), existing); differ {
+	if _, _, differ := specs.KeepClaimClass(specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, "")), existing); differ {
 		t.Error("an unchanged class is reported as changed")
 	}
 }
@@ -210,8 +144,8 @@ func TestExistingVolumeKeepsItsClass(t *testing.T) {
 // container and the pod, and changing them is the operator's change (staged
 // like a new default image), not the user's.
 func TestImagePullIsAnOperatorDefault(t *testing.T) {
-	rp := newRedisPersistence(goldenCases["uring-durable"])
-	spec := specs.StatefulSet(rp, testOptions, specs.NewPodInputs(rp, testPassword(rp))).Spec.Template.Spec
+	rp := specstest.NewRedisPersistence(specstest.GoldenCases["uring-durable"])
+	spec := specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, specstest.Password(rp))).Spec.Template.Spec
 	for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
 		if c.ImagePullPolicy != corev1.PullIfNotPresent {
 			t.Errorf("container %s pull policy %q, want IfNotPresent", c.Name, c.ImagePullPolicy)
@@ -225,24 +159,15 @@ func TestImagePullIsAnOperatorDefault(t *testing.T) {
 	}
 
 	in := specs.NewPodInputs(rp, "")
-	changed := testOptions
+	changed := specstest.Options
 	changed.ImagePull = specs.ImagePull{Policy: corev1.PullAlways, Secrets: []string{"other"}}
-	before := specs.RolloutAnnotations(rp, testOptions, in, specs.PodTemplate(rp, testOptions, in))
+	before := specs.RolloutAnnotations(rp, specstest.Options, in, specs.PodTemplate(rp, specstest.Options, in))
 	after := specs.RolloutAnnotations(rp, changed, in, specs.PodTemplate(rp, changed, in))
 	if before[specs.AnnotationTemplateHash] == after[specs.AnnotationTemplateHash] || before[specs.AnnotationSpecTemplateHash] != after[specs.AnnotationSpecTemplateHash] {
 		t.Errorf("new pull settings: template hash %s -> %s, spec template hash %s -> %s; want a new template with the same spec hash (an operator upgrade)",
 			before[specs.AnnotationTemplateHash], after[specs.AnnotationTemplateHash], before[specs.AnnotationSpecTemplateHash], after[specs.AnnotationSpecTemplateHash])
 	}
 }
-
-// NetworkPolicyOptions are the options the chart's defaults give the operator.
-var networkPolicyOptions = func() specs.NetworkPolicyOptions {
-	opts, err := specs.ParseNetworkPolicyOptions(true, "uring-redis", "app.kubernetes.io/name=uring-redis-operator,app.kubernetes.io/instance=uring-redis", "", "app.kubernetes.io/name=prometheus")
-	if err != nil {
-		panic(err)
-	}
-	return opts
-}()
 
 func TestNetworkPolicyGolden(t *testing.T) {
 	for name, spec := range map[string]v1alpha1.RedisPersistenceSpec{
@@ -255,7 +180,7 @@ func TestNetworkPolicyGolden(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			render := func() []byte {
-				out, err := yaml.Marshal(specs.NetworkPolicy(newRedisPersistence(spec), networkPolicyOptions))
+				out, err := yaml.Marshal(specs.NetworkPolicy(specstest.NewRedisPersistence(spec), specstest.NetworkPolicyOptions))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -272,19 +197,19 @@ func TestNetworkPolicyGolden(t *testing.T) {
 
 func TestNetworkPolicyEnabled(t *testing.T) {
 	on, off := specs.NetworkPolicyOptions{Enabled: true}, specs.NetworkPolicyOptions{}
-	predates := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
+	predates := specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone})
 	predates.Annotations = map[string]string{specs.AnnotationPredatesClosedDefaults: "password,networkPolicy"}
 	explicit := predates.DeepCopy()
 	explicit.Spec.NetworkPolicy = &v1alpha1.NetworkPolicySpec{Enabled: ptr.To(true)}
-	optOut := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, NetworkPolicy: &v1alpha1.NetworkPolicySpec{Enabled: ptr.To(false)}})
+	optOut := specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone, NetworkPolicy: &v1alpha1.NetworkPolicySpec{Enabled: ptr.To(false)}})
 	for _, c := range []struct {
 		desc string
 		rp   *v1alpha1.RedisPersistence
 		opts specs.NetworkPolicyOptions
 		want bool
 	}{
-		{"the operator's default on", newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}), on, true},
-		{"the operator's default off", newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}), off, false},
+		{"the operator's default on", specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}), on, true},
+		{"the operator's default off", specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}), off, false},
 		{"an instance from before NetworkPolicies", predates, on, false},
 		{"its owner turned it on", explicit, off, true},
 		{"opted out", optOut, on, false},
@@ -295,29 +220,21 @@ func TestNetworkPolicyEnabled(t *testing.T) {
 	}
 }
 
-// replicatedSpec is a three-server uring durable instance with a password.
-var replicatedSpec = v1alpha1.RedisPersistenceSpec{
-	Mode: v1alpha1.ModeUring, Replicas: 3, Sentinel: &v1alpha1.SentinelSpec{Count: 3, Quorum: 2},
-	Uring:   &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2},
-	Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe},
-	Auth:    &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}},
-}
-
 // renderReplicated renders every object of a replicated instance that
 // differs from a single server's, in the order the reconciler applies them.
 func renderReplicated(t *testing.T, antiAffinity v1alpha1.PodAntiAffinity) []byte {
 	t.Helper()
-	rp := newRedisPersistence(replicatedSpec)
-	in := specs.NewPodInputs(rp, testPassword(rp))
+	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
+	in := specs.NewPodInputs(rp, specstest.Password(rp))
 	in.AntiAffinity = antiAffinity
 	objects := []any{
 		specs.HeadlessService(rp), specs.ClientService(rp), specs.ReplicasService(rp), specs.SentinelService(rp),
-		specs.NetworkPolicy(rp, networkPolicyOptions), specs.SentinelNetworkPolicy(rp, networkPolicyOptions),
+		specs.NetworkPolicy(rp, specstest.NetworkPolicyOptions), specs.SentinelNetworkPolicy(rp, specstest.NetworkPolicyOptions),
 	}
 	for _, pdb := range specs.PodDisruptionBudgets(rp) {
 		objects = append(objects, pdb)
 	}
-	objects = append(objects, specs.SentinelStatefulSet(rp, testOptions, in), specs.StatefulSet(rp, testOptions, in))
+	objects = append(objects, specs.SentinelStatefulSet(rp, specstest.Options, in), specs.StatefulSet(rp, specstest.Options, in))
 	return documents(t, objects...)
 }
 
@@ -344,20 +261,20 @@ func TestReplicatedGolden(t *testing.T) {
 	compareGolden(t, filepath.Join("testdata", "replicated-uring-durable.yaml"), got)
 
 	// The servers' redis.conf is a single server's: what differs is decided at start.
-	single := replicatedSpec
+	single := specstest.ReplicatedSpec
 	single.Replicas, single.Sentinel = 1, nil
-	if a, b := specs.RenderConfig(newRedisPersistence(replicatedSpec)), specs.RenderConfig(newRedisPersistence(single)); a != b {
+	if a, b := specs.RenderConfig(specstest.NewRedisPersistence(specstest.ReplicatedSpec)), specs.RenderConfig(specstest.NewRedisPersistence(single)); a != b {
 		t.Errorf("redis.conf of a replicated instance differs from a single server's:\n%s\n---\n%s", a, b)
 	}
 
 	// uring.ackReplicas reaches every server's redis.conf (a replica ignores
 	// it until promoted); 0 is left out, so an image without it still starts.
-	if conf := specs.RenderConfig(newRedisPersistence(replicatedSpec)); strings.Contains(conf, "aof-uring-ack-replicas") {
+	if conf := specs.RenderConfig(specstest.NewRedisPersistence(specstest.ReplicatedSpec)); strings.Contains(conf, "aof-uring-ack-replicas") {
 		t.Errorf("ackReplicas 0 rendered:\n%s", conf)
 	}
-	acks := replicatedSpec
+	acks := specstest.ReplicatedSpec
 	acks.Uring = &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2, AckReplicas: 1}
-	if conf := specs.RenderConfig(newRedisPersistence(acks)); !strings.Contains(conf, "\naof-uring-ack-replicas 1\n") {
+	if conf := specs.RenderConfig(specstest.NewRedisPersistence(acks)); !strings.Contains(conf, "\naof-uring-ack-replicas 1\n") {
 		t.Errorf("ackReplicas 1 not rendered:\n%s", conf)
 	}
 }
@@ -366,7 +283,7 @@ func TestReplicatedGolden(t *testing.T) {
 // before replication existed: the golden files above are unchanged, and an
 // explicit 1 is the same as the default.
 func TestOneReplicaIsASingleServer(t *testing.T) {
-	for name, spec := range goldenCases {
+	for name, spec := range specstest.GoldenCases {
 		explicit := spec
 		explicit.Replicas = 1
 		_, a := renderGolden(t, spec)
@@ -374,7 +291,7 @@ func TestOneReplicaIsASingleServer(t *testing.T) {
 		if !bytes.Equal(a, b) {
 			t.Errorf("%s: replicas: 1 renders another StatefulSet than no replicas", name)
 		}
-		rp := newRedisPersistence(explicit)
+		rp := specstest.NewRedisPersistence(explicit)
 		if sel := specs.ClientService(rp).Spec.Selector; sel[specs.LabelRole] != "" {
 			t.Errorf("%s: the client Service of a single server selects a role: %v", name, sel)
 		}
@@ -382,13 +299,13 @@ func TestOneReplicaIsASingleServer(t *testing.T) {
 }
 
 func TestPodAntiAffinityFor(t *testing.T) {
-	rp := newRedisPersistence(replicatedSpec)
+	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
 	with := func(replicas int32, how v1alpha1.PodAntiAffinity) *appsv1.StatefulSet {
 		r := rp.DeepCopy()
 		r.Spec.Replicas = replicas
 		in := specs.NewPodInputs(r, "")
 		in.AntiAffinity = how
-		return specs.StatefulSet(r, testOptions, in)
+		return specs.StatefulSet(r, specstest.Options, in)
 	}
 	for _, tc := range []struct {
 		desc     string
@@ -407,7 +324,7 @@ func TestPodAntiAffinityFor(t *testing.T) {
 			t.Errorf("%s: got %q, want %q", tc.desc, got, tc.want)
 		}
 	}
-	if got := specs.PodAntiAffinityFor(newRedisPersistence(goldenCases["aof-always"]), 5, nil); got != "" {
+	if got := specs.PodAntiAffinityFor(specstest.NewRedisPersistence(specstest.GoldenCases["aof-always"]), 5, nil); got != "" {
 		t.Errorf("a single server got anti-affinity %q", got)
 	}
 }
