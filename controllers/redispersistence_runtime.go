@@ -115,7 +115,7 @@ var (
 
 // snapshotTaken reports whether a snapshot started after the first call for
 // uid has completed on this server, asking for one if none is under way.
-func (s *snapshots) snapshotTaken(ctx context.Context, client *redis.Client, uid types.UID, info *serverInfo) (bool, error) {
+func (s *snapshots) snapshotTaken(ctx context.Context, server *redis.Client, uid types.UID, info *serverInfo) (bool, error) {
 	s.Lock()
 	defer s.Unlock()
 	if s.requested == nil {
@@ -139,7 +139,7 @@ func (s *snapshots) snapshotTaken(ctx context.Context, client *redis.Client, uid
 	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
 	defer cancel()
 	// SCHEDULE: an AOF rewrite in progress delays the snapshot instead of refusing it.
-	if err := client.Do(ctx, "BGSAVE", "SCHEDULE").Err(); err != nil {
+	if err := server.Do(ctx, "BGSAVE", "SCHEDULE").Err(); err != nil {
 		return false, fmt.Errorf("BGSAVE: %w", err)
 	}
 	s.requested[uid] = snapshotRequest{runID: info.runID, savesBefore: info.rdbSaves}
@@ -148,15 +148,15 @@ func (s *snapshots) snapshotTaken(ctx context.Context, client *redis.Client, uid
 
 // prepareStep moves the server one step towards change.to and reports
 // whether it is there; progress says what it waits for.
-func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, client *redis.Client, rp *v1alpha1.RedisPersistence, change modeChange) (done bool, progress string, err error) {
-	info, err := infoOf(ctx, client)
+func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, server *redis.Client, rp *v1alpha1.RedisPersistence, change modeChange) (done bool, progress string, err error) {
+	info, err := infoOf(ctx, server)
 	if err != nil {
 		return false, "", err
 	}
 	if keepsAOF(change.to) {
 		switch {
 		case !info.aofEnabled:
-			if err := configSet(ctx, client, "appendonly", "yes"); err != nil {
+			if err := configSet(ctx, server, "appendonly", "yes"); err != nil {
 				return false, "", err
 			}
 			return false, "rewriting the append-only file from memory", nil
@@ -167,15 +167,15 @@ func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, client *re
 		}
 		return true, "", nil
 	}
-	taken, err := r.snapshots.snapshotTaken(ctx, client, rp.UID, info)
+	taken, err := r.snapshots.snapshotTaken(ctx, server, rp.UID, info)
 	if !taken || err != nil {
 		return false, "taking a snapshot of the dataset", err
 	}
-	if err := configSet(ctx, client, "save", specs.SaveRules(rp)); err != nil {
+	if err := configSet(ctx, server, "save", specs.SaveRules(rp)); err != nil {
 		return false, "", err
 	}
 	if info.aofEnabled {
-		if err := configSet(ctx, client, "appendonly", "no"); err != nil {
+		if err := configSet(ctx, server, "appendonly", "no"); err != nil {
 			return false, "", err
 		}
 	}
@@ -185,11 +185,11 @@ func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, client *re
 // prepareModeChange runs prepareStep until the server is there, an error, or
 // modeChangeWait.
 func (r *RedisPersistenceReconciler) prepareModeChange(ctx context.Context, addr string, creds serverCredentials, rp *v1alpha1.RedisPersistence, change modeChange) (done bool, progress string, err error) {
-	client := dialServer(addr, creds)
-	defer func() { _ = client.Close() }()
+	server := dialServer(addr, creds)
+	defer func() { _ = server.Close() }()
 	deadline := time.Now().Add(modeChangeWait)
 	for {
-		done, progress, err = r.prepareStep(ctx, client, rp, change)
+		done, progress, err = r.prepareStep(ctx, server, rp, change)
 		if done || err != nil || time.Now().After(deadline) {
 			return done, progress, err
 		}
@@ -201,10 +201,10 @@ func (r *RedisPersistenceReconciler) prepareModeChange(ctx context.Context, addr
 	}
 }
 
-func configSet(ctx context.Context, client *redis.Client, name, value string) error {
+func configSet(ctx context.Context, server *redis.Client, name, value string) error {
 	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
 	defer cancel()
-	if err := client.ConfigSet(ctx, name, value).Err(); err != nil {
+	if err := server.ConfigSet(ctx, name, value).Err(); err != nil {
 		return fmt.Errorf("CONFIG SET %s: %w", name, err)
 	}
 	return nil
@@ -213,12 +213,12 @@ func configSet(ctx context.Context, client *redis.Client, name, value string) er
 // applyRuntimeSettings sets every runtime option whose value on the running
 // server differs from settings, and returns the names it changed.
 func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredentials, settings []specs.ServerSetting) ([]string, error) {
-	client := dialServer(addr, creds)
-	defer func() { _ = client.Close() }()
+	server := dialServer(addr, creds)
+	defer func() { _ = server.Close() }()
 	var changed []string
 	for _, s := range settings {
 		getCtx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
-		values, err := client.ConfigGet(getCtx, s.Name).Result()
+		values, err := server.ConfigGet(getCtx, s.Name).Result()
 		cancel()
 		if err != nil {
 			return changed, fmt.Errorf("CONFIG GET %s: %w", s.Name, err)
@@ -238,7 +238,7 @@ func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredenti
 		case current == s.Value:
 			continue
 		}
-		if err := configSet(ctx, client, s.Name, s.Value); err != nil {
+		if err := configSet(ctx, server, s.Name, s.Value); err != nil {
 			return changed, err
 		}
 		changed = append(changed, s.Name)
@@ -306,7 +306,7 @@ func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alph
 		return false, nil
 	}
 	claim := &corev1.PersistentVolumeClaim{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: "data-" + rp.Name + "-0"}, claim)
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.DataClaimName(rp, 0)}, claim)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	} else if err != nil {

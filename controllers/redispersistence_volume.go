@@ -31,11 +31,6 @@ const (
 	ReasonClaimNotBound       = "ClaimNotBound"
 )
 
-// dataClaimName is the data claim of the server with this ordinal.
-func dataClaimName(rp *v1alpha1.RedisPersistence, ordinal int32) string {
-	return fmt.Sprintf("data-%s-%d", rp.Name, ordinal)
-}
-
 // volumeResize is what resizing the data volume takes.
 type volumeResize struct {
 	// expandTo is set when the claim must be patched to ask for this size.
@@ -79,7 +74,7 @@ func (r *RedisPersistenceReconciler) resizeVolume(ctx context.Context, rp *v1alp
 	// else ordinal 0's.
 	var first *condition
 	for ordinal := range specs.ReplicasOf(rp) {
-		c, err := r.resizeClaim(ctx, rp, dataClaimName(rp, ordinal))
+		c, err := r.resizeClaim(ctx, rp, specs.DataClaimName(rp, ordinal))
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package specs
 
 import (
+	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -76,7 +77,7 @@ func StorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, node st
 						},
 					}},
 					Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + rp.Name + "-0"},
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: DataClaimName(rp, 0)},
 					}}},
 					SecurityContext:              serverPodSecurity(&corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}),
 					AutomountServiceAccountToken: ptr.To(false),
@@ -87,4 +88,10 @@ func StorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, node st
 	}
 	opts.ImagePull.ApplyTo(&job.Spec.Template.Spec)
 	return job
+}
+
+// DataClaimName is the data claim of the server with this ordinal: the
+// StatefulSet's claim template "data" and the pod's name.
+func DataClaimName(rp *v1alpha1.RedisPersistence, ordinal int32) string {
+	return fmt.Sprintf("data-%s-%d", rp.Name, ordinal)
 }
