@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -377,4 +378,11 @@ func (r *RedisPersistenceReconciler) deleteOwned(ctx context.Context, rp *v1alph
 		return fmt.Errorf("deleting %T %s: %w", obj, name, err)
 	}
 	return nil
+}
+
+// podOfHost is the pod a server or Sentinel announces itself as: the first
+// label of <pod>.<headless domain>.
+func podOfHost(rp *v1alpha1.RedisPersistence, host string) (string, bool) {
+	pod, domain, ok := strings.Cut(host, ".")
+	return pod, ok && domain == specs.HeadlessDomain(rp)
 }
