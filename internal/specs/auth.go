@@ -101,7 +101,7 @@ func ClosedDefaultsPredated(rp *v1alpha1.RedisPersistence, existing *appsv1.Stat
 	return kept
 }
 
-// AuthSecrethe generated password Secret. It has no owner
+// AuthSecret is the generated password Secret. It has no owner
 // reference: like the data volume it outlives the RedisPersistence, so a
 // RedisPersistence created again under the same name finds the data and the
 // password its clients have. The labels say whose it is.

@@ -166,7 +166,7 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.R
 	return args
 }
 
-// BenchmarkJobhe Job of run, against its target rp. The
+// BenchmarkJob is the Job of run, against its target rp. The
 // runner prints its result as the termination message, which the operator
 // reads from the finished pod; backoffLimit 0 because a retried benchmark
 // would measure a server the failed run already loaded. The runner needs no

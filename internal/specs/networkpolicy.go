@@ -26,7 +26,7 @@ func NetworkPolicyEnabled(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptio
 	return opts.Enabled && !PredatesClosedDefault(rp, ClosedDefaultNetworkPolicy)
 }
 
-// NetworkPolicyts to the server port the instance's clients, the
+// NetworkPolicy admits to the server port the instance's clients, the
 // RedisBenchmark runners that target it and the operator, and for a
 // replicated instance its servers (replication) and Sentinels; to the
 // exporter port the Prometheus pods; nothing else. Egress is left alone.

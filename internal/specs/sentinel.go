@@ -308,7 +308,7 @@ func replicationPeers(rp *v1alpha1.RedisPersistence) []networkingv1.NetworkPolic
 	}
 }
 
-// SentinelNetworkPolicyts to the Sentinel port the instance's
+// SentinelNetworkPolicy admits to the Sentinel port the instance's
 // clients (Sentinel-aware clients ask it for the primary), the operator, the
 // servers and the other Sentinels.
 func SentinelNetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) *networkingv1.NetworkPolicy {

@@ -12,7 +12,7 @@ import (
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
 
-// ReplicasServicects the replicas, for reads that may lag.
+// ReplicasService selects the replicas, for reads that may lag.
 func ReplicasService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	svc := ClientService(rp)
 	svc.Name = ReplicasServiceName(rp)
@@ -20,7 +20,7 @@ func ReplicasService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	return svc
 }
 
-// SentinelServicehat Sentinel-aware clients connect to.
+// SentinelService is what Sentinel-aware clients connect to.
 func SentinelService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
@@ -37,7 +37,7 @@ func withRole(labels map[string]string, role v1alpha1.ServerRole) map[string]str
 	return labels
 }
 
-// PodDisruptionBudgetsa drain take one server and one Sentinel at a
+// PodDisruptionBudgets let a drain take one server and one Sentinel at a
 // time: the Sentinels keep their majority, and at most one failover is in
 // flight.
 func PodDisruptionBudgets(rp *v1alpha1.RedisPersistence) []*policyv1.PodDisruptionBudget {
@@ -57,7 +57,7 @@ func PodDisruptionBudgets(rp *v1alpha1.RedisPersistence) []*policyv1.PodDisrupti
 	}
 }
 
-// HeadlessServices each pod its DNS name <pod>.<name>-headless: the
+// HeadlessService gives each pod its DNS name <pod>.<name>-headless: the
 // servers' and, for a replicated instance, the Sentinels'.
 func HeadlessService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	svc := ClientService(rp)
@@ -70,7 +70,7 @@ func HeadlessService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	return svc
 }
 
-// ClientServicects the server, or a replicated instance's primary.
+// ClientService selects the server, or a replicated instance's primary.
 func ClientService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	selector := SelectorLabels(rp)
 	if Replicated(rp) {

@@ -278,7 +278,7 @@ func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *app
 	}
 }
 
-// PodTemplatehe StatefulSet's pod template: the data directory is
+// PodTemplate is the StatefulSet's pod template: the data directory is
 // the volume claimed from the StatefulSet's claim template, or an emptyDir
 // for mode: none without spec.storage.
 func PodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) corev1.PodTemplateSpec {

@@ -144,7 +144,7 @@ func BenchmarkOverTLS(rp *v1alpha1.RedisPersistence, pod *corev1.PodSpec) {
 	pod.SecurityContext.FSGroup = pod.SecurityContext.RunAsGroup
 }
 
-// Certificatehe cert-manager Certificate of spec.tls.issuerRef: the
+// Certificate is the cert-manager Certificate of spec.tls.issuerRef: the
 // names clients reach the servers and Sentinels by, and localhost for a
 // port-forward. It serves as a client certificate too: with ClientAuth the
 // servers, Sentinels, exporter and probes present it to each other.
