@@ -123,6 +123,17 @@ func PasswordEnv(rp *v1alpha1.RedisPersistence, name string) []corev1.EnvVar {
 	return []corev1.EnvVar{secretKeyEnv(name, ref.Name, ref.Key)}
 }
 
+// withAuth gives the server's password, when it has one, to the prepare
+// container, which writes it and the ACL users into the auth include file,
+// and to valkey-cli in the server's container (its probe and a person's
+// kubectl exec).
+func withAuth(rp *v1alpha1.RedisPersistence, _ Options, _ PodInputs, template *corev1.PodTemplateSpec) {
+	prepare := containerOf(&template.Spec, ContainerPrepare)
+	prepare.Env = slices.Concat(prepare.Env, PasswordEnv(rp, "REDIS_PASSWORD"), ACLEnv(rp))
+	redis := containerOf(&template.Spec, ContainerRedis)
+	redis.Env = append(redis.Env, PasswordEnv(rp, "REDISCLI_AUTH")...)
+}
+
 // secretKeyEnv is the environment variable name holding key of Secret secret.
 func secretKeyEnv(name, secret, key string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{

@@ -131,23 +131,21 @@ func SentinelListenConfig(rp *v1alpha1.RedisPersistence) string {
 // host name it announces.
 var podNameEnv = corev1.EnvVar{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}
 
-// replicateServer turns the standalone server's pod template into a member
+// withReplication turns the standalone server's pod template into a member
 // of a replicated instance: the start script, the part-of label its DNS name
 // hangs on and the anti-affinity between servers.
-func replicateServer(rp *v1alpha1.RedisPersistence, template *corev1.PodTemplateSpec, antiAffinity v1alpha1.PodAntiAffinity) {
-	template.Labels[labelPartOf] = rp.Name
-	for i := range template.Spec.Containers {
-		c := &template.Spec.Containers[i]
-		if c.Name != ContainerRedis {
-			continue
-		}
-		c.Command = shellCommand(ServerStartScript)
-		c.Env = append(c.Env, serverStartEnv(rp)...)
+func withReplication(rp *v1alpha1.RedisPersistence, _ Options, in PodInputs, template *corev1.PodTemplateSpec) {
+	if !Replicated(rp) {
+		return
 	}
+	template.Labels[labelPartOf] = rp.Name
+	redis := containerOf(&template.Spec, ContainerRedis)
+	redis.Command = shellCommand(ServerStartScript)
+	redis.Env = append(redis.Env, serverStartEnv(rp)...)
 	if template.Spec.Affinity == nil {
 		template.Spec.Affinity = &corev1.Affinity{}
 	}
-	template.Spec.Affinity.PodAntiAffinity = spreadOverNodes(SelectorLabels(rp), antiAffinity)
+	template.Spec.Affinity.PodAntiAffinity = spreadOverNodes(SelectorLabels(rp), in.AntiAffinity)
 }
 
 // spreadOverNodes keeps the pods labels selects on different nodes: always

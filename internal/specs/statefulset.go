@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
-	"slices"
 	"strconv"
 	"time"
 
@@ -280,21 +279,51 @@ func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *app
 
 // PodTemplate is the StatefulSet's pod template: the data directory is
 // the volume claimed from the StatefulSet's claim template, or an emptyDir
-// for mode: none without spec.storage.
+// for mode: none without spec.storage. It is the standalone server's
+// template with each feature of rp added by a piece of its own, in this
+// order (the order fixes the order of env entries, mounts and volumes).
 func PodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) corev1.PodTemplateSpec {
+	template := serverPodTemplate(rp, opts, in)
+	for _, feature := range []podFeature{withAuth, withTLS, withExporter, withReplication} {
+		feature(rp, opts, in, &template)
+	}
+	opts.ImagePull.ApplyTo(&template.Spec)
+	return template
+}
+
+// podFeature adds one feature of rp to the server's pod template, when rp
+// asks for it: every container, env entry, mount and volume the feature
+// needs.
+type podFeature func(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs, template *corev1.PodTemplateSpec)
+
+// containerOf is the container name of spec, nil if it has none.
+func containerOf(spec *corev1.PodSpec, name string) *corev1.Container {
+	for _, containers := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range containers {
+			if containers[i].Name == name {
+				return &containers[i]
+			}
+		}
+	}
+	return nil
+}
+
+// serverPodTemplate is a standalone server without a password, TLS or
+// exporter: the prepare container, which measures the volume, and the
+// server.
+func serverPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) corev1.PodTemplateSpec {
 	image := cmp.Or(rp.Spec.Image, opts.RedisImage)
 	volumeMounts := []corev1.VolumeMount{
 		{Name: "data", MountPath: DataDir},
 		{Name: "config", MountPath: ConfigDir, ReadOnly: true},
 		{Name: "run", MountPath: RunDir},
 	}
-	cliEnv := append([]corev1.EnvVar{{Name: "REDISCLI_HISTFILE", Value: "/dev/null"}}, PasswordEnv(rp, "REDISCLI_AUTH")...)
 
 	prepare := corev1.Container{
 		Name:                     ContainerPrepare,
 		Image:                    image,
 		Command:                  shellCommand(PrepareScript),
-		Env:                      slices.Concat(measureEnv(), []corev1.EnvVar{EnvVar("RUN_DIR", RunDir)}, PasswordEnv(rp, "REDIS_PASSWORD"), ACLEnv(rp)),
+		Env:                      append(measureEnv(), EnvVar("RUN_DIR", RunDir)),
 		VolumeMounts:             volumeMounts,
 		SecurityContext:          restrictedSecurityContext(),
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
@@ -308,7 +337,7 @@ func PodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) core
 		Name:    ContainerRedis,
 		Image:   image,
 		Command: []string{"valkey-server", ConfigDir + "/redis.conf"},
-		Env:     cliEnv,
+		Env:     []corev1.EnvVar{{Name: "REDISCLI_HISTFILE", Value: "/dev/null"}},
 		Ports:   []corev1.ContainerPort{{Name: "redis", ContainerPort: RedisPort, Protocol: corev1.ProtocolTCP}},
 		// A server replaying a large AOF accepts connections but answers
 		// LOADING: the TCP probes keep it alive, the PING probe keeps it out
@@ -336,14 +365,6 @@ func PodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) core
 	if rp.Spec.Resources != nil {
 		redis.Resources = *rp.Spec.Resources.DeepCopy()
 	}
-	if TLSEnabled(rp) {
-		redis.VolumeMounts = append(slices.Clone(volumeMounts), TLSVolumeMount)
-	}
-
-	containers := []corev1.Container{redis}
-	if ExporterEnabled(rp) {
-		containers = append(containers, buildExporter(rp, opts))
-	}
 
 	volumes := []corev1.Volume{
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -354,23 +375,20 @@ func PodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) core
 	if !HasVolume(rp) {
 		volumes = append(volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
-	if TLSEnabled(rp) {
-		volumes = append(volumes, TLSVolume(rp))
-	}
 
 	var tolerations []corev1.Toleration
 	if len(rp.Spec.Placement.Tolerations) > 0 {
 		tolerations = append(tolerations, rp.Spec.Placement.Tolerations...)
 	}
 
-	template := corev1.PodTemplateSpec{
+	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      ObjectLabels(rp),
 			Annotations: in.annotations(),
 		},
 		Spec: corev1.PodSpec{
 			InitContainers:                []corev1.Container{prepare},
-			Containers:                    containers,
+			Containers:                    []corev1.Container{redis},
 			Volumes:                       volumes,
 			SecurityContext:               serverPodSecurity(podSeccomp(rp, opts)),
 			AutomountServiceAccountToken:  ptr.To(false),
@@ -381,11 +399,14 @@ func PodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) core
 			Affinity:                      buildAffinity(rp),
 		},
 	}
-	if Replicated(rp) {
-		replicateServer(rp, &template, in.AntiAffinity)
+}
+
+// withExporter adds the redis_exporter sidecar, unless spec.exporter turns
+// it off.
+func withExporter(rp *v1alpha1.RedisPersistence, opts Options, _ PodInputs, template *corev1.PodTemplateSpec) {
+	if ExporterEnabled(rp) {
+		template.Spec.Containers = append(template.Spec.Containers, buildExporter(rp, opts))
 	}
-	opts.ImagePull.ApplyTo(&template.Spec)
-	return template
 }
 
 func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container {

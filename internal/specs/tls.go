@@ -3,6 +3,7 @@ package specs
 import (
 	"cmp"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,6 +115,18 @@ func TLSVolume(rp *v1alpha1.RedisPersistence) corev1.Volume {
 		SecretName:  TLSSecretName(rp),
 		DefaultMode: ptr.To[int32](0o440),
 	}}}
+}
+
+// withTLS mounts the certificate Secret into the server's container (its
+// redis.conf names the files; the exporter mounts them itself) with spec.tls.
+func withTLS(rp *v1alpha1.RedisPersistence, _ Options, _ PodInputs, template *corev1.PodTemplateSpec) {
+	if !TLSEnabled(rp) {
+		return
+	}
+	redis := containerOf(&template.Spec, ContainerRedis)
+	// The server's mounts are shared with the prepare container's until now.
+	redis.VolumeMounts = append(slices.Clone(redis.VolumeMounts), TLSVolumeMount)
+	template.Spec.Volumes = append(template.Spec.Volumes, TLSVolume(rp))
 }
 
 var TLSVolumeMount = corev1.VolumeMount{Name: tlsVolumeName, MountPath: TLSDir, ReadOnly: true}
