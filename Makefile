@@ -69,8 +69,15 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint.
+lint: $(GOLANGCI_LINT) shellcheck ## Run golangci-lint and shellcheck.
 	$(GOLANGCI_LINT) run ./...
+
+# The scripts the operator embeds run as `sh -c` under the image's dash: they
+# are checked as POSIX sh, and carry no shebang for shellcheck to read.
+.PHONY: shellcheck
+shellcheck: ## Run shellcheck (Debian's, pinned in hack/shellcheck.sh) on the scripts the operator runs in pods and on hack/*.sh.
+	hack/shellcheck.sh --shell=sh internal/specs/scripts/*.sh
+	hack/shellcheck.sh hack/*.sh
 
 ##@ Test
 

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // CacheOptions is what the operator's informers hold. Of the kinds the
@@ -32,7 +33,7 @@ import (
 //     last-applied-configuration would hold the Secret's data), and the
 //     password itself is read uncached.
 func CacheOptions() cache.Options {
-	managed := labels.SelectorFromSet(labels.Set{labelManagedBy: fieldOwner})
+	managed := labels.SelectorFromSet(labels.Set{specs.LabelManagedBy: specs.FieldOwner})
 	everything := labels.Everything()
 	return cache.Options{
 		DefaultLabelSelector: managed,

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // nodeLabelerFieldOwner owns the kernel labels on nodes, apart from the
@@ -41,8 +43,8 @@ func (r *NodeLabeler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 		log.FromContext(ctx).Info("cannot parse the node's kernel version; leaving it unlabelled", "node", node.Name, "kernelVersion", node.Status.NodeInfo.KernelVersion)
 		return ctrl.Result{}, nil
 	}
-	if node.Labels[OperatorKernelLabels.Major] == labels[OperatorKernelLabels.Major] &&
-		node.Labels[OperatorKernelLabels.Minor] == labels[OperatorKernelLabels.Minor] {
+	if node.Labels[specs.OperatorKernelLabels.Major] == labels[specs.OperatorKernelLabels.Major] &&
+		node.Labels[specs.OperatorKernelLabels.Minor] == labels[specs.OperatorKernelLabels.Minor] {
 		return ctrl.Result{}, nil
 	}
 	patch := &unstructured.Unstructured{}
@@ -57,13 +59,13 @@ func (r *NodeLabeler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Res
 }
 
 func kernelVersionLabels(kernelVersion string) (map[string]string, bool) {
-	major, minor, ok := parseMajorMinor(kernelVersion)
+	major, minor, ok := specs.ParseMajorMinor(kernelVersion)
 	if !ok {
 		return nil, false
 	}
 	return map[string]string{
-		OperatorKernelLabels.Major: strconv.Itoa(major),
-		OperatorKernelLabels.Minor: strconv.Itoa(minor),
+		specs.OperatorKernelLabels.Major: strconv.Itoa(major),
+		specs.OperatorKernelLabels.Minor: strconv.Itoa(minor),
 	}, true
 }
 

@@ -2,23 +2,15 @@ package controllers
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/version"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
-)
 
-// parseMajorMinor reads the leading "major.minor" of a version such as
-// "6.0" or a kernel release such as "6.8.0-1015-aws" or "6.18.44-fc-v782":
-// what follows the numeric fields is free-form in a kernel release.
-func parseMajorMinor(s string) (major, minor int, ok bool) {
-	v, err := version.ParseGeneric(s)
-	if err != nil {
-		return 0, 0, false
-	}
-	return int(v.Major()), int(v.Minor()), true
-}
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+)
 
 // eligibleNodes counts the nodes the pod template could be scheduled on by
 // its required node affinity, node selector and NoSchedule/NoExecute taints.
@@ -50,9 +42,9 @@ func placementRequirement(version string, nodeSelector map[string]string) string
 	msg := "any node"
 	if version != "" {
 		msg = fmt.Sprintf("a node with kernel >= %s (labels %s/%s or %s/%s)", version,
-			NFDKernelLabels.Major, NFDKernelLabels.Minor, OperatorKernelLabels.Major, OperatorKernelLabels.Minor)
+			specs.NFDKernelLabels.Major, specs.NFDKernelLabels.Minor, specs.OperatorKernelLabels.Major, specs.OperatorKernelLabels.Minor)
 	}
-	for _, k := range sortedKeys(nodeSelector) {
+	for _, k := range slices.Sorted(maps.Keys(nodeSelector)) {
 		msg += fmt.Sprintf(", %s=%s", k, nodeSelector[k])
 	}
 	return msg

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 )
 
 func node(name, kernel string, labels map[string]string, taints ...corev1.Taint) corev1.Node {
@@ -33,13 +35,13 @@ func TestParseMajorMinor(t *testing.T) {
 		// minKernelVersion's pattern refuses it before it gets here.
 		"v6.1": {6, 1},
 	} {
-		major, minor, ok := parseMajorMinor(in)
+		major, minor, ok := specs.ParseMajorMinor(in)
 		if !ok || major != want[0] || minor != want[1] {
 			t.Errorf("parseMajorMinor(%q) = %d.%d %v, want %v", in, major, minor, ok, want)
 		}
 	}
 	for _, in := range []string{"", "six", "6", "6.x", "-6.1"} {
-		if _, _, ok := parseMajorMinor(in); ok {
+		if _, _, ok := specs.ParseMajorMinor(in); ok {
 			t.Errorf("parseMajorMinor(%q) accepted", in)
 		}
 	}
@@ -71,8 +73,8 @@ func TestKernelEligibility(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
-			rp := newRedisPersistence(tc.spec)
-			sts := buildStatefulSet(rp, testOptions, newPodInputs(rp, ""))
+			rp := specstest.NewRedisPersistence(tc.spec)
+			sts := specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, ""))
 			if got := eligibleNodes(tc.nodes, &sts.Spec.Template.Spec); got != tc.want {
 				t.Errorf("eligible nodes = %d, want %d", got, tc.want)
 			}
@@ -85,8 +87,8 @@ func TestKernelEligibility(t *testing.T) {
 func TestKernelAffinityFollowsVersionOrder(t *testing.T) {
 	kernels := []string{"5.15.0", "5.15.0-119-generic", "6.0.0", "6.1.0-28-cloud-amd64", "6.8.0-1015-aws", "6.18.44-fc-v782", "7.0.1"}
 	for _, minimum := range []string{"5.15", "5.16", "6.0", "6.1", "6.2", "6.18", "6.19", "7.0"} {
-		rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{MinKernelVersion: minimum}})
-		spec := buildStatefulSet(rp, testOptions, newPodInputs(rp, "")).Spec.Template.Spec
+		rp := specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{MinKernelVersion: minimum}})
+		spec := specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, "")).Spec.Template.Spec
 		for _, kernel := range kernels {
 			admitted := eligibleNodes([]corev1.Node{node("n", kernel, nil)}, &spec) == 1
 			if want := version.MustParseGeneric(kernel).AtLeast(version.MustParseGeneric(minimum)); admitted != want {
@@ -99,13 +101,13 @@ func TestKernelAffinityFollowsVersionOrder(t *testing.T) {
 // Either set of kernel labels qualifies a node: NFD's alone (a cluster
 // without the node labeler), the operator's alone, or both.
 func TestEitherKernelLabelSetQualifies(t *testing.T) {
-	nfdOnly := node("nfd", "6.8.0", map[string]string{NFDKernelLabels.Major: "6", NFDKernelLabels.Minor: "8"})
-	delete(nfdOnly.Labels, OperatorKernelLabels.Major)
-	delete(nfdOnly.Labels, OperatorKernelLabels.Minor)
-	both := node("both", "6.8.0", map[string]string{NFDKernelLabels.Major: "6", NFDKernelLabels.Minor: "8"})
-	oldNFD := node("old-nfd", "5.15.0", map[string]string{NFDKernelLabels.Major: "5", NFDKernelLabels.Minor: "15"})
-	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
-	sts := buildStatefulSet(rp, testOptions, newPodInputs(rp, ""))
+	nfdOnly := node("nfd", "6.8.0", map[string]string{specs.NFDKernelLabels.Major: "6", specs.NFDKernelLabels.Minor: "8"})
+	delete(nfdOnly.Labels, specs.OperatorKernelLabels.Major)
+	delete(nfdOnly.Labels, specs.OperatorKernelLabels.Minor)
+	both := node("both", "6.8.0", map[string]string{specs.NFDKernelLabels.Major: "6", specs.NFDKernelLabels.Minor: "8"})
+	oldNFD := node("old-nfd", "5.15.0", map[string]string{specs.NFDKernelLabels.Major: "5", specs.NFDKernelLabels.Minor: "15"})
+	rp := specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
+	sts := specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, ""))
 	for _, tc := range []struct {
 		node corev1.Node
 		want int

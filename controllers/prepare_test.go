@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -27,23 +29,22 @@ import (
 // and backslashes included.
 func TestPrepareScript(t *testing.T) {
 	dir := t.TempDir()
+	// The filesystem reported is the root's: the test's directory need not be a mount point.
 	script := strings.NewReplacer(
-		"dir="+dataDir+" ", "dir=/ ",
-		" "+dataDir+" >>", " "+dir+" >>",
+		`-v dir="$DATA_DIR"`, "-v dir=/",
 		"/dev/termination-log", filepath.Join(dir, "termination-log"),
-		runDir+"/auth.conf", filepath.Join(dir, "auth.conf"),
-	).Replace(prepareScript)
+	).Replace(specs.PrepareScript)
 	password, exporterPassword, benchPassword := `p"a\ss word$1`, `e"x\p ort`, "bench"
 	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"),
-		"EXPORTER_USER="+exporterUser, "EXPORTER_PASSWORD="+exporterPassword, "EXPORTER_ACL="+exporterACLRules,
+	cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "RUN_DIR="+dir, "FSPROBE_MILLIS="+specs.FsprobeMillis, "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"),
+		"EXPORTER_USER="+specs.ExporterUser, "EXPORTER_PASSWORD="+exporterPassword, "EXPORTER_ACL="+specs.ExporterACLRules,
 		"BENCHMARK_USER="+bench.User, "BENCHMARK_PASSWORD="+benchPassword, "BENCHMARK_ACL="+bench.ACLRules(false))
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("prepare script: %v\n%s", err, out)
 	}
-	if budget, _ := strconv.Atoi(fsprobeMillis); time.Since(start) > time.Duration(budget)*time.Millisecond+time.Second {
-		t.Errorf("the prepare script took %s, the probe's bound is %s ms", time.Since(start), fsprobeMillis)
+	if budget, _ := strconv.Atoi(specs.FsprobeMillis); time.Since(start) > time.Duration(budget)*time.Millisecond+time.Second {
+		t.Errorf("the prepare script took %s, the probe's bound is %s ms", time.Since(start), specs.FsprobeMillis)
 	}
 
 	message, err := os.ReadFile(filepath.Join(dir, "termination-log"))
@@ -90,7 +91,7 @@ func TestPrepareScript(t *testing.T) {
 		allowed        [][]any
 		refused        [][]any
 	}{
-		{exporterUser, exporterPassword, [][]any{{"INFO", "persistence"}, {"EVAL", "return redis.call('INFO', 'server') ~= nil", 0}},
+		{specs.ExporterUser, exporterPassword, [][]any{{"INFO", "persistence"}, {"EVAL", "return redis.call('INFO', 'server') ~= nil", 0}},
 			[][]any{{"GET", "k"}, {"SET", "k", "v"}, {"CONFIG", "GET", "requirepass"}, {"EVAL", "return redis.call('GET', 'k')", 0}}},
 		{bench.User, benchPassword, [][]any{{"SET", "key:1", "v"}, {"INFO"}},
 			[][]any{{"SET", "orders:1", "v"}, {"FLUSHALL"}}},
@@ -124,11 +125,10 @@ func renderAuth(t *testing.T, ns, name string) string {
 	if err := get(t, sts, ns, name); err != nil {
 		t.Fatal(err)
 	}
-	prepare := containerNamed(t, sts, containerPrepare)
+	prepare := specstest.ContainerNamed(t, sts, specs.ContainerPrepare)
 	dir := t.TempDir()
-	script := strings.NewReplacer(measureScript, "", runDir+"/auth.conf", filepath.Join(dir, "auth.conf")).Replace(prepareScript)
-	cmd := exec.Command("sh", "-c", script)
-	cmd.Env = append(os.Environ(), resolveEnv(t, ns, prepare.Env)...)
+	cmd := exec.Command("sh", "-c", specs.RenderAuthScript)
+	cmd.Env = append(append(os.Environ(), resolveEnv(t, ns, prepare.Env)...), "RUN_DIR="+dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("prepare script: %v\n%s", err, out)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // RedisBenchmarkReconciler runs a RedisBenchmark: one Job per target, one at
@@ -36,7 +37,7 @@ type RedisBenchmarkReconciler struct {
 	// be behind: whether another benchmark's Job drives a target, and the
 	// result of a Job whose pod the cache does not show.
 	APIReader client.Reader
-	Options   BenchmarkOptions
+	Options   specs.BenchmarkOptions
 	// MaxConcurrentReconciles is how many RedisBenchmarks reconcile at once.
 	MaxConcurrentReconciles int
 	Recorder                record.EventRecorder
@@ -90,8 +91,8 @@ func (r *RedisBenchmarkReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		exportBenchmarkMetrics(rb)
 	}()
 
-	for int(rb.Status.CompletedRuns) < runs(rb) {
-		done, err := r.advance(ctx, rb, runAt(rb, int(rb.Status.CompletedRuns)))
+	for int(rb.Status.CompletedRuns) < specs.Runs(rb) {
+		done, err := r.advance(ctx, rb, specs.RunAt(rb, int(rb.Status.CompletedRuns)))
 		if err != nil || !done {
 			return ctrl.Result{}, err
 		}
@@ -105,7 +106,7 @@ func (r *RedisBenchmarkReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, nil
 	}
 	r.setBenchmarkConditions(rb,
-		condition{metav1.ConditionTrue, ReasonBenchmarkSucceeded, fmt.Sprintf("all %d targets ran %d time(s); results are in status.results", len(rb.Spec.Targets), repetitions(rb))},
+		condition{metav1.ConditionTrue, ReasonBenchmarkSucceeded, fmt.Sprintf("all %d targets ran %d time(s); results are in status.results", len(rb.Spec.Targets), specs.Repetitions(rb))},
 		condition{metav1.ConditionFalse, ReasonNoFailure, "no target failed"})
 	return ctrl.Result{}, nil
 }
@@ -114,9 +115,9 @@ func (r *RedisBenchmarkReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 // its result. done is true once the run's result is in the status (or the
 // benchmark failed on it). Waiting needs no requeue: a change of the target
 // or of any benchmark Job in the namespace brings the benchmark back.
-func (r *RedisBenchmarkReconciler) advance(ctx context.Context, rb *v1alpha1.RedisBenchmark, run benchmarkRun) (done bool, err error) {
-	target := rb.Spec.Targets[run.target]
-	name := benchmarkJobName(rb, run.index)
+func (r *RedisBenchmarkReconciler) advance(ctx context.Context, rb *v1alpha1.RedisBenchmark, run specs.BenchmarkRun) (done bool, err error) {
+	target := rb.Spec.Targets[run.Target]
+	name := specs.BenchmarkJobName(rb, run.Index)
 	job := &batchv1.Job{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: name}, job); apierrors.IsNotFound(err) {
 		return false, r.startRun(ctx, rb, run)
@@ -158,20 +159,20 @@ func (r *RedisBenchmarkReconciler) advance(ctx context.Context, rb *v1alpha1.Red
 			condition{metav1.ConditionTrue, ReasonResultInvalid, fmt.Sprintf("Job %s for target %s: %v", name, target, err)})
 		return true, nil
 	}
-	recordRun(&rb.Status, res, run.repetition)
+	recordRun(&rb.Status, res, run.Repetition)
 	rb.Status.CompletedRuns++
-	if run.last(rb) {
+	if run.Last(rb) {
 		rb.Status.Results = append(rb.Status.Results, medianRepetitions(rb.Status.Runs, target)...)
 		rb.Status.CompletedTargets++
 	}
-	r.Recorder.Eventf(rb, corev1.EventTypeNormal, "CollectedResult", "collected the result of Job %s for target %s, repetition %d", name, target, run.repetition)
+	r.Recorder.Eventf(rb, corev1.EventTypeNormal, "CollectedResult", "collected the result of Job %s for target %s, repetition %d", name, target, run.Repetition)
 	return true, nil
 }
 
 // startRun starts the Job of run once its target exists, opted in, is Ready
 // and is free; until then it says what it waits for.
-func (r *RedisBenchmarkReconciler) startRun(ctx context.Context, rb *v1alpha1.RedisBenchmark, run benchmarkRun) error {
-	target := rb.Spec.Targets[run.target]
+func (r *RedisBenchmarkReconciler) startRun(ctx context.Context, rb *v1alpha1.RedisBenchmark, run specs.BenchmarkRun) error {
+	target := rb.Spec.Targets[run.Target]
 	rp := &v1alpha1.RedisPersistence{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rb.Namespace, Name: target}, rp); apierrors.IsNotFound(err) {
 		r.setWaiting(rb, ReasonTargetNotFound, fmt.Sprintf("waiting for RedisPersistence %s, %s", target, runOf(rb, run)))
@@ -194,18 +195,18 @@ func (r *RedisBenchmarkReconciler) startRun(ctx context.Context, rb *v1alpha1.Re
 		r.setWaiting(rb, ReasonTargetBusy, fmt.Sprintf("RedisBenchmark %s is running against RedisPersistence %s; %s starts after it", other, target, runOf(rb, run)))
 		return nil
 	}
-	if err := r.apply(ctx, rb, buildBenchmarkJob(rb, run, rp, r.Options)); err != nil {
+	if err := r.apply(ctx, rb, specs.BenchmarkJob(rb, run, rp, r.Options)); err != nil {
 		return err
 	}
-	r.Recorder.Eventf(rb, corev1.EventTypeNormal, "StartedJob", "started Job %s for target %s, repetition %d", benchmarkJobName(rb, run.index), target, run.repetition)
+	r.Recorder.Eventf(rb, corev1.EventTypeNormal, "StartedJob", "started Job %s for target %s, repetition %d", specs.BenchmarkJobName(rb, run.Index), target, run.Repetition)
 	r.setRunning(rb, run)
 	return nil
 }
 
 // runOf names run for a message: "run 3 of 10 (target 1 of 5, repetition 1 of 2)".
-func runOf(rb *v1alpha1.RedisBenchmark, run benchmarkRun) string {
+func runOf(rb *v1alpha1.RedisBenchmark, run specs.BenchmarkRun) string {
 	return fmt.Sprintf("run %d of %d (target %d of %d, repetition %d of %d)",
-		run.index+1, runs(rb), run.target+1, len(rb.Spec.Targets), run.repetition, repetitions(rb))
+		run.Index+1, specs.Runs(rb), run.Target+1, len(rb.Spec.Targets), run.Repetition, specs.Repetitions(rb))
 }
 
 // targetAvailable decides whether rp, the target of run, may be benchmarked
@@ -214,13 +215,13 @@ func runOf(rb *v1alpha1.RedisBenchmark, run benchmarkRun) string {
 // now. A template still to roll (an operator upgrade waiting for its turn)
 // would restart the server under the benchmark, and may lack the
 // benchmark's ACL user that the Job signs in as.
-func targetAvailable(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1.RedisPersistence) (reason, message string, ok bool) {
+func targetAvailable(rb *v1alpha1.RedisBenchmark, run specs.BenchmarkRun, rp *v1alpha1.RedisPersistence) (reason, message string, ok bool) {
 	access := rp.Spec.Benchmark
 	ready := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionReady)
 	upToDate := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionUpToDate)
 	switch {
 	case access == nil:
-		return ReasonTargetNotOptedIn, fmt.Sprintf("RedisPersistence %s does not allow benchmarks: set its spec.benchmark (a benchmark writes to a database of its own, %d by default, and empties it)", rp.Name, defaultBenchmarkDatabase), false
+		return ReasonTargetNotOptedIn, fmt.Sprintf("RedisPersistence %s does not allow benchmarks: set its spec.benchmark (a benchmark writes to a database of its own, %d by default, and empties it)", rp.Name, specs.DefaultBenchmarkDatabase), false
 	case rb.Spec.CrashCheck != nil && !access.CrashCheck:
 		return ReasonCrashCheckNotAllowed, fmt.Sprintf("RedisPersistence %s does not allow the crash check, which kills its server: set its spec.benchmark.crashCheck: true, or run the benchmark without spec.crashCheck", rp.Name), false
 	case ready == nil || ready.Status != metav1.ConditionTrue || rp.Status.ObservedGeneration != rp.Generation:
@@ -236,7 +237,7 @@ func targetAvailable(rb *v1alpha1.RedisBenchmark, run benchmarkRun, rp *v1alpha1
 // has just started must count.
 func (r *RedisBenchmarkReconciler) benchmarkDriving(ctx context.Context, rb *v1alpha1.RedisBenchmark, target string) (string, error) {
 	var jobs batchv1.JobList
-	if err := r.APIReader.List(ctx, &jobs, client.InNamespace(rb.Namespace), client.MatchingLabels{labelBenchmarkTarget: target}); err != nil {
+	if err := r.APIReader.List(ctx, &jobs, client.InNamespace(rb.Namespace), client.MatchingLabels{specs.LabelBenchmarkTarget: target}); err != nil {
 		return "", fmt.Errorf("listing the Jobs of target %s: %w", target, err)
 	}
 	for _, job := range jobs.Items {
@@ -256,7 +257,7 @@ func (r *RedisBenchmarkReconciler) benchmarkDriving(ctx context.Context, rb *v1a
 func (r *RedisBenchmarkReconciler) jobResult(ctx context.Context, namespace, name string) (msg string, found bool, err error) {
 	for _, reader := range []client.Reader{r.Client, r.APIReader} {
 		var pods corev1.PodList
-		if err := reader.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{labelJobName: name}); err != nil {
+		if err := reader.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{specs.LabelJobName: name}); err != nil {
 			return "", false, fmt.Errorf("listing the pods of Job %s: %w", name, err)
 		}
 		if msg, found := terminationMessage(pods.Items); found {
@@ -272,10 +273,10 @@ func (r *RedisBenchmarkReconciler) setWaiting(rb *v1alpha1.RedisBenchmark, reaso
 		condition{metav1.ConditionFalse, ReasonNoFailure, "no target failed"})
 }
 
-func (r *RedisBenchmarkReconciler) setRunning(rb *v1alpha1.RedisBenchmark, run benchmarkRun) {
-	rb.Status.CurrentJob = benchmarkJobName(rb, run.index)
+func (r *RedisBenchmarkReconciler) setRunning(rb *v1alpha1.RedisBenchmark, run specs.BenchmarkRun) {
+	rb.Status.CurrentJob = specs.BenchmarkJobName(rb, run.Index)
 	r.setBenchmarkConditions(rb,
-		condition{metav1.ConditionFalse, ReasonBenchmarkRunning, fmt.Sprintf("running target %s, %s", rb.Spec.Targets[run.target], runOf(rb, run))},
+		condition{metav1.ConditionFalse, ReasonBenchmarkRunning, fmt.Sprintf("running target %s, %s", rb.Spec.Targets[run.Target], runOf(rb, run))},
 		condition{metav1.ConditionFalse, ReasonNoFailure, "no target failed"})
 }
 
@@ -293,7 +294,7 @@ func (r *RedisBenchmarkReconciler) setBenchmarkConditions(rb *v1alpha1.RedisBenc
 }
 
 func (r *RedisBenchmarkReconciler) apply(ctx context.Context, rb *v1alpha1.RedisBenchmark, obj client.Object) error {
-	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
 		r.Recorder.Eventf(rb, corev1.EventTypeWarning, "FailedApply", "applying %s %s: %v", kind, obj.GetName(), err)
 		return fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)
@@ -320,7 +321,7 @@ func (r *RedisBenchmarkReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 var benchmarkJobs = predicate.NewPredicateFuncs(func(obj client.Object) bool {
-	return obj.GetLabels()[labelBenchmarkTarget] != ""
+	return obj.GetLabels()[specs.LabelBenchmarkTarget] != ""
 })
 
 func (r *RedisBenchmarkReconciler) benchmarksInNamespace(ctx context.Context, obj client.Object) []reconcile.Request {

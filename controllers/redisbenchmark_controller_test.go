@@ -26,6 +26,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -75,7 +76,7 @@ func finishJobPod(t *testing.T, ns, job string, exitCode int32, message string) 
 	t.Helper()
 	eventually(t, 30*time.Second, func() error {
 		var pods corev1.PodList
-		if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{labelJobName: job}); err != nil {
+		if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{specs.LabelJobName: job}); err != nil {
 			return err
 		}
 		if len(pods.Items) != 1 {
@@ -89,7 +90,7 @@ func finishJobPod(t *testing.T, ns, job string, exitCode int32, message string) 
 		}
 		pod.Status.Phase = phase
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: containerBench, Image: pod.Spec.Containers[0].Image, ImageID: "bench@sha256:0",
+			Name: specs.ContainerBench, Image: pod.Spec.Containers[0].Image, ImageID: "bench@sha256:0",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: exitCode, Reason: reason, Message: message, StartedAt: now, FinishedAt: now,
 			}},
@@ -480,7 +481,7 @@ func TestBenchmarkWhoseResultIsGoneFails(t *testing.T) {
 	})
 	// The Job of the first target, finished, its pod gone: suspended, the real
 	// Job controller never makes one.
-	job := buildBenchmarkJob(rb, runAt(rb, 0), &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: ns}}, BenchmarkOptions{Image: "uring-redis-bench:test"})
+	job := specs.BenchmarkJob(rb, specs.RunAt(rb, 0), &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "gone", Namespace: ns}}, specs.BenchmarkOptions{Image: "uring-redis-bench:test"})
 	job.Spec.Suspend = ptr.To(true)
 	if err := k8s.Create(context.Background(), job); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
 	"github.com/uring-redis/uring-redis-operator/internal/dashboards"
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -35,7 +36,7 @@ import (
 // pending for it, and only for it.
 func TestDashboardQueriesReturnData(t *testing.T) {
 	ctx := context.Background()
-	script := filepath.Join(testenv.RepoRoot(), "controllers", exporterScriptFile)
+	script := filepath.Join(testenv.RepoRoot(), "internal", "specs", specs.ExporterScriptFile)
 	const uring = "save \"\"\nappendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\n"
 	servers := map[string]string{ // pod -> server address
 		"uring-0": testenv.StartServer(t, uring+"aof-uring-ack-replicas 1\n"),
@@ -99,7 +100,7 @@ scrape_configs:
 		if err != nil {
 			t.Fatal(err)
 		}
-		job := benchmarkJobName(&v1alpha1.RedisBenchmark{ObjectMeta: metav1.ObjectMeta{Name: "dash"}}, i)
+		job := specs.BenchmarkJobName(&v1alpha1.RedisBenchmark{ObjectMeta: metav1.ObjectMeta{Name: "dash"}}, i)
 		waitJob(t, ns, job)
 		finishJobPod(t, ns, job, 0, string(msg))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // RedisBenchmark condition reasons.
@@ -62,7 +63,7 @@ func terminationMessage(pods []corev1.Pod) (msg string, found bool) {
 			continue
 		}
 		for _, cs := range pod.Status.ContainerStatuses {
-			if cs.Name == containerBench && cs.State.Terminated != nil {
+			if cs.Name == specs.ContainerBench && cs.State.Terminated != nil {
 				return cs.State.Terminated.Message, true
 			}
 		}
@@ -84,7 +85,7 @@ func recordRun(st *v1alpha1.RedisBenchmarkStatus, r bench.Result, repetition int
 			Mode:             r.Mode,
 			AcknowledgedKeys: r.Crash.Acknowledged,
 			LostKeys:         r.Crash.Lost,
-			Durable:          durableMode(r.Mode),
+			Durable:          specs.DurableMode(r.Mode),
 		})
 	}
 }

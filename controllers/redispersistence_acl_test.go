@@ -18,6 +18,8 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -41,7 +43,7 @@ func TestACLUsers(t *testing.T) {
 	if owner := metav1.GetControllerOf(secret); owner == nil || owner.Kind != "RedisPersistence" || owner.Name != "users" {
 		t.Errorf("the Secret users-acl is controlled by %v, want the RedisPersistence", owner)
 	}
-	exporterPassword, benchPassword := string(secret.Data[aclExporterKey]), string(secret.Data[aclBenchmarkKey])
+	exporterPassword, benchPassword := string(secret.Data[specs.ACLExporterKey]), string(secret.Data[specs.ACLBenchmarkKey])
 	if len(exporterPassword) != 43 || len(benchPassword) != 43 || exporterPassword == benchPassword {
 		t.Errorf("passwords %q and %q, want two distinct 43-character ones", exporterPassword, benchPassword)
 	}
@@ -50,14 +52,14 @@ func TestACLUsers(t *testing.T) {
 	if err := get(t, sts, ns, "users"); err != nil {
 		t.Fatal(err)
 	}
-	hash := sts.Spec.Template.Annotations[annotationACLHash]
+	hash := sts.Spec.Template.Annotations[specs.AnnotationACLHash]
 	if hash == "" {
-		t.Errorf("the pod template has no %s", annotationACLHash)
+		t.Errorf("the pod template has no %s", specs.AnnotationACLHash)
 	}
-	exporter := containerNamed(t, sts, containerExporter)
+	exporter := specstest.ContainerNamed(t, sts, specs.ContainerExporter)
 	env := resolveEnv(t, ns, exporter.Env)
-	if envValue(env, "REDIS_USER") != exporterUser || envValue(env, "REDIS_PASSWORD") != exporterPassword {
-		t.Errorf("the exporter signs in with %q: want %s and the Secret's password", env, exporterUser)
+	if envValue(env, "REDIS_USER") != specs.ExporterUser || envValue(env, "REDIS_PASSWORD") != exporterPassword {
+		t.Errorf("the exporter signs in with %q: want %s and the Secret's password", env, specs.ExporterUser)
 	}
 
 	addr := testenv.StartServer(t, renderedConfig(t, ns, "users"))
@@ -69,7 +71,7 @@ func TestACLUsers(t *testing.T) {
 		case strings.HasPrefix(arg, "--web.listen-address="):
 			continue
 		case strings.HasPrefix(arg, "--script="):
-			arg = "--script=" + filepath.Join(testenv.RepoRoot(), "controllers", exporterScriptFile)
+			arg = "--script=" + filepath.Join(testenv.RepoRoot(), "internal", "specs", specs.ExporterScriptFile)
 		}
 		args = append(args, arg)
 	}
@@ -98,9 +100,9 @@ func TestACLUsers(t *testing.T) {
 		t.Errorf("the server refused the exporter: %q", refused)
 	}
 	for _, cmd := range [][]any{{"GET", "k"}, {"SET", "k", "v"}, {"CONFIG", "GET", "requirepass"}, {"FLUSHALL"}, {"KEYS", "*"}} {
-		got := admin.Do(ctx, append([]any{"ACL", "DRYRUN", exporterUser}, cmd...)...).Val()
+		got := admin.Do(ctx, append([]any{"ACL", "DRYRUN", specs.ExporterUser}, cmd...)...).Val()
 		if !strings.Contains(fmt.Sprint(got), "no permissions") {
-			t.Errorf("ACL DRYRUN %s %v: %v, want a refusal", exporterUser, cmd, got)
+			t.Errorf("ACL DRYRUN %s %v: %v, want a refusal", specs.ExporterUser, cmd, got)
 		}
 	}
 
@@ -113,14 +115,14 @@ func TestACLUsers(t *testing.T) {
 		if err := get(t, renewed, ns, "users-acl"); err != nil {
 			return err
 		}
-		if string(renewed.Data[aclExporterKey]) == exporterPassword {
+		if string(renewed.Data[specs.ACLExporterKey]) == exporterPassword {
 			return fmt.Errorf("the Secret was made again with the old password")
 		}
 		if err := get(t, sts, ns, "users"); err != nil {
 			return err
 		}
-		if sts.Spec.Template.Annotations[annotationACLHash] == hash {
-			return fmt.Errorf("the pod template keeps %s %s", annotationACLHash, hash)
+		if sts.Spec.Template.Annotations[specs.AnnotationACLHash] == hash {
+			return fmt.Errorf("the pod template keeps %s %s", specs.AnnotationACLHash, hash)
 		}
 		return nil
 	})
@@ -134,25 +136,13 @@ func TestACLUsers(t *testing.T) {
 	if err := get(t, &corev1.Secret{}, ns, "open-acl"); !apierrors.IsNotFound(err) {
 		t.Errorf("an instance without a password has the Secret open-acl (err %v)", err)
 	}
-	if env := containerNamed(t, sts, containerExporter).Env; len(env) > 0 {
+	if env := specstest.ContainerNamed(t, sts, specs.ContainerExporter).Env; len(env) > 0 {
 		t.Errorf("the exporter of an instance without a password has env %v", env)
 	}
-	if args := containerNamed(t, sts, containerExporter).Args; slices.Contains(args, "--config-command=-") {
+	if args := specstest.ContainerNamed(t, sts, specs.ContainerExporter).Args; slices.Contains(args, "--config-command=-") {
 		t.Errorf("the exporter of an instance without a password skips CONFIG: %q", args)
 	}
 	if auth := renderAuth(t, ns, "open"); auth != "" {
 		t.Errorf("the prepare script renders %q for an instance without a password", auth)
 	}
-}
-
-// containerNamed is the container or init container name of sts's template.
-func containerNamed(t *testing.T, sts *appsv1.StatefulSet, name string) corev1.Container {
-	t.Helper()
-	for _, c := range append(sts.Spec.Template.Spec.InitContainers, sts.Spec.Template.Spec.Containers...) {
-		if c.Name == name {
-			return c
-		}
-	}
-	t.Fatalf("StatefulSet %s has no container %s", sts.Name, name)
-	return corev1.Container{}
 }

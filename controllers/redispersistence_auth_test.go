@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -68,7 +70,7 @@ func TestAuthInstanceBlocksNoOne(t *testing.T) {
 	if err := get(t, sts, ns, "guarded"); err != nil {
 		t.Fatal(err)
 	}
-	firstHash := sts.Spec.Template.Annotations[annotationAuthHash]
+	firstHash := sts.Spec.Template.Annotations[specs.AnnotationAuthHash]
 	if firstHash == "" {
 		t.Fatal("the pod template carries no auth hash")
 	}
@@ -84,7 +86,7 @@ func TestAuthInstanceBlocksNoOne(t *testing.T) {
 		if err := get(t, sts, ns, "guarded"); err != nil {
 			return err
 		}
-		if h := sts.Spec.Template.Annotations[annotationAuthHash]; h == firstHash {
+		if h := sts.Spec.Template.Annotations[specs.AnnotationAuthHash]; h == firstHash {
 			return fmt.Errorf("auth hash still %s after the password changed", h)
 		}
 		return nil
@@ -129,7 +131,7 @@ func TestGeneratedPassword(t *testing.T) {
 	if len(password) < 32 {
 		t.Errorf("generated password %q is shorter than 32 characters", password)
 	}
-	if len(secret.OwnerReferences) != 0 || secret.Labels[labelManagedBy] != fieldOwner || secret.Labels[labelInstance] != "closed" {
+	if len(secret.OwnerReferences) != 0 || secret.Labels[specs.LabelManagedBy] != specs.FieldOwner || secret.Labels[specs.LabelInstance] != "closed" {
 		t.Errorf("the generated Secret must be labelled as the operator's and owned by no one (it outlives the instance): %+v", secret.ObjectMeta)
 	}
 	if len(eventsFor(t, ns, "closed", "GeneratedPassword")) == 0 {
@@ -142,12 +144,12 @@ func TestGeneratedPassword(t *testing.T) {
 	if err := get(t, sts, ns, "closed"); err != nil {
 		t.Fatal(err)
 	}
-	if sts.Spec.Template.Annotations[annotationAuthHash] == "" || sts.Annotations[annotationAuthSource] != string(authGenerated) {
+	if sts.Spec.Template.Annotations[specs.AnnotationAuthHash] == "" || sts.Annotations[specs.AnnotationAuthSource] != string(specs.AuthGenerated) {
 		t.Errorf("StatefulSet annotations %v, template annotations %v", sts.Annotations, sts.Spec.Template.Annotations)
 	}
 	for _, c := range append(sts.Spec.Template.Spec.InitContainers, sts.Spec.Template.Spec.Containers...) {
 		want := "closed-auth/password"
-		if c.Name == containerExporter {
+		if c.Name == specs.ContainerExporter {
 			want = "closed-acl/exporter" // its ACL user's (redispersistence_acl.go)
 		}
 		if env := secretEnv(c); env != want {
@@ -242,7 +244,7 @@ func TestAuthDisabled(t *testing.T) {
 	if err := get(t, sts, ns, "open"); err != nil {
 		t.Fatal(err)
 	}
-	if sts.Annotations[annotationAuthSource] != string(authDisabled) {
+	if sts.Annotations[specs.AnnotationAuthSource] != string(specs.AuthDisabled) {
 		t.Errorf("StatefulSet annotations %v", sts.Annotations)
 	}
 
@@ -251,7 +253,7 @@ func TestAuthDisabled(t *testing.T) {
 		if err := get(t, sts, ns, "open"); err != nil {
 			return err
 		}
-		if sts.Spec.Template.Annotations[annotationAuthHash] == "" {
+		if sts.Spec.Template.Annotations[specs.AnnotationAuthHash] == "" {
 			return fmt.Errorf("the pod template has no password yet")
 		}
 		return nil
@@ -259,7 +261,7 @@ func TestAuthDisabled(t *testing.T) {
 	if err := get(t, rp, ns, "open"); err != nil {
 		t.Fatal(err)
 	}
-	if _, marked := rp.Annotations[annotationPredatesClosedDefaults]; marked {
+	if _, marked := rp.Annotations[specs.AnnotationPredatesClosedDefaults]; marked {
 		t.Error("an instance of this operator was taken for one from before generated passwords")
 	}
 }
@@ -292,7 +294,7 @@ func TestAuthPredatesGeneratedPasswords(t *testing.T) {
 	}
 	generation := sts.Generation
 	if err := k8s.Patch(context.Background(), sts, client.RawPatch(types.MergePatchType,
-		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, annotationAuthSource)))); err != nil {
+		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, specs.AnnotationAuthSource)))); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Patch(context.Background(), rp, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"auth":null}}`))); err != nil {
@@ -304,13 +306,13 @@ func TestAuthPredatesGeneratedPasswords(t *testing.T) {
 		if err := get(t, rp, ns, "legacy"); err != nil {
 			return err
 		}
-		if rp.Annotations[annotationPredatesClosedDefaults] != "password,networkPolicy" {
+		if rp.Annotations[specs.AnnotationPredatesClosedDefaults] != "password,networkPolicy" {
 			return fmt.Errorf("annotations %v", rp.Annotations)
 		}
 		if err := get(t, sts, ns, "legacy"); err != nil {
 			return err
 		}
-		if sts.Annotations[annotationAuthSource] != string(authPredatesGenerated) {
+		if sts.Annotations[specs.AnnotationAuthSource] != string(specs.AuthPredatesGenerated) {
 			return fmt.Errorf("StatefulSet annotations %v", sts.Annotations)
 		}
 		return nil
@@ -323,7 +325,7 @@ func TestAuthPredatesGeneratedPasswords(t *testing.T) {
 	if err := get(t, sts, ns, "legacy"); err != nil {
 		t.Fatal(err)
 	}
-	if sts.Generation != generation || sts.Spec.Template.Annotations[annotationAuthHash] != "" {
+	if sts.Generation != generation || sts.Spec.Template.Annotations[specs.AnnotationAuthHash] != "" {
 		t.Errorf("the operator upgrade changed the pod template (generation %d -> %d, annotations %v)", generation, sts.Generation, sts.Spec.Template.Annotations)
 	}
 	if err := get(t, &corev1.Secret{}, ns, "legacy-auth"); err == nil {
@@ -335,14 +337,14 @@ func TestAuthPredatesGeneratedPasswords(t *testing.T) {
 
 	// The owner's choice: a generated password, rolled at once.
 	if err := k8s.Patch(context.Background(), rp, client.RawPatch(types.MergePatchType,
-		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, annotationPredatesClosedDefaults)))); err != nil {
+		[]byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:null}}}`, specs.AnnotationPredatesClosedDefaults)))); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() error {
 		if err := get(t, sts, ns, "legacy"); err != nil {
 			return err
 		}
-		if sts.Spec.Template.Annotations[annotationAuthHash] == "" || sts.Annotations[annotationAuthSource] != string(authGenerated) {
+		if sts.Spec.Template.Annotations[specs.AnnotationAuthHash] == "" || sts.Annotations[specs.AnnotationAuthSource] != string(specs.AuthGenerated) {
 			return fmt.Errorf("StatefulSet annotations %v, template annotations %v", sts.Annotations, sts.Spec.Template.Annotations)
 		}
 		if err := get(t, &networkingv1.NetworkPolicy{}, ns, "legacy"); err != nil {
@@ -363,7 +365,7 @@ func TestNetworkPolicy(t *testing.T) {
 	if ref := metav1.GetControllerOf(np); ref == nil || ref.UID != rp.UID {
 		t.Errorf("the NetworkPolicy is not controlled by the RedisPersistence: %v", ref)
 	}
-	want := buildNetworkPolicy(rp, testOptions.NetworkPolicy)
+	want := specs.NetworkPolicy(rp, specstest.Options.NetworkPolicy)
 	if !equality.Semantic.DeepEqual(np.Spec, want.Spec) {
 		t.Errorf("NetworkPolicy spec\n%+v\nwant\n%+v", np.Spec, want.Spec)
 	}

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // resyncInterval re-reads a running server's INFO: a fallback to the posix
@@ -60,7 +61,7 @@ type RedisPersistenceReconciler struct {
 	// get the Secrets its servers use, and caching every Secret in the cluster
 	// would need (and hold) far more than that.
 	APIReader client.Reader
-	Options   Options
+	Options   specs.Options
 	// MaxConcurrentReconciles is how many RedisPersistences reconcile at once.
 	MaxConcurrentReconciles int
 	// MaxConcurrentUpgrades is how many RedisPersistences at most roll an
@@ -87,7 +88,7 @@ type RedisPersistenceReconciler struct {
 	watchMu            sync.Mutex
 }
 
-// patch records annotationPredatesClosedDefaults.
+// patch records AnnotationPredatesClosedDefaults.
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences/status,verbs=get;patch;update
 // delete: the Sentinels' StatefulSet and Services of an instance scaled to one server.
@@ -129,7 +130,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	}
 	defer func() {
 		// A failover changes no Kubernetes object while the old primary keeps running.
-		if replicated(rp) && retErr == nil {
+		if specs.Replicated(rp) && retErr == nil {
 			result = requeueWithin(result, replicationResync)
 		}
 	}()
@@ -199,7 +200,7 @@ func (r *RedisPersistenceReconciler) forget(key types.NamespacedName) {
 // credentials are the secrets an instance's servers start with.
 type credentials struct {
 	password string
-	users    aclPasswords
+	users    specs.ACLPasswords
 	certs    *tlsMaterial // nil without spec.tls
 	// server is what the operator presents to the servers.
 	server serverCredentials
@@ -207,11 +208,11 @@ type credentials struct {
 
 // podInputs are the inputs of rp's pod templates, with the hashes of the
 // credentials they run with.
-func (c *credentials) podInputs(rp *v1alpha1.RedisPersistence) podInputs {
-	in := newPodInputs(rp, c.password)
-	in.aclHash = c.users.hash(rp)
+func (c *credentials) podInputs(rp *v1alpha1.RedisPersistence) specs.PodInputs {
+	in := specs.NewPodInputs(rp, c.password)
+	in.ACLHash = c.users.Hash(rp)
 	if c.certs != nil {
-		in.tlsHash = c.certs.hash
+		in.TLSHash = c.certs.hash
 	}
 	return in
 }
@@ -220,11 +221,11 @@ func (c *credentials) podInputs(rp *v1alpha1.RedisPersistence) podInputs {
 // certificate. It returns nil, and when to look again, while one the servers
 // cannot start without is missing.
 func (r *RedisPersistenceReconciler) readCredentials(ctx context.Context, rp *v1alpha1.RedisPersistence) (*credentials, ctrl.Result, error) {
-	if authSourceOf(rp) == authDisabled && rp.Status.ObservedGeneration != rp.Generation {
+	if specs.AuthSourceOf(rp) == specs.AuthDisabled && rp.Status.ObservedGeneration != rp.Generation {
 		r.Recorder.Event(rp, corev1.EventTypeWarning, "RunningWithoutPassword", "spec.auth.disabled: the server runs without a password; any client that reaches its port can read and write every key")
 	}
 	password, err := r.password(ctx, rp)
-	var users aclPasswords
+	var users specs.ACLPasswords
 	if err == nil {
 		users, err = r.aclPasswords(ctx, rp)
 	}
@@ -241,7 +242,7 @@ func (r *RedisPersistenceReconciler) readCredentials(ctx context.Context, rp *v1
 	if err := r.removeCertificate(ctx, rp); err != nil {
 		return nil, ctrl.Result{}, err
 	}
-	if !tlsEnabled(rp) {
+	if !specs.TLSEnabled(rp) {
 		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionTLSReady)
 		rp.Status.TLS = nil
 		return creds, ctrl.Result{}, nil
@@ -270,7 +271,7 @@ func (r *RedisPersistenceReconciler) readCredentials(ctx context.Context, rp *v1
 
 // observe reads what runs: the nodes rp's pods may go to, the StatefulSet,
 // the mode of the ConfigMap last applied, and the server pod (observePod).
-func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs) (observation, error) {
+func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in specs.PodInputs) (observation, error) {
 	var nodes corev1.NodeList
 	if err := r.List(ctx, &nodes); err != nil {
 		return observation{}, fmt.Errorf("listing nodes: %w", err)
@@ -282,20 +283,20 @@ func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp 
 		return observation{}, fmt.Errorf("reading StatefulSet %s: %w", rp.Name, err)
 	}
 	appliedConfig := &corev1.ConfigMap{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: configMapName(rp)}, appliedConfig); apierrors.IsNotFound(err) {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.ConfigMapName(rp)}, appliedConfig); apierrors.IsNotFound(err) {
 		appliedConfig = nil
 	} else if err != nil {
-		return observation{}, fmt.Errorf("reading ConfigMap %s: %w", configMapName(rp), err)
+		return observation{}, fmt.Errorf("reading ConfigMap %s: %w", specs.ConfigMapName(rp), err)
 	}
 
-	template := buildPodTemplate(rp, r.Options, in)
+	template := specs.PodTemplate(rp, r.Options, in)
 	obs := observation{
 		eligibleNodes: eligibleNodes(nodes.Items, &template.Spec),
-		requirement:   placementRequirement(minKernel(rp), rp.Spec.Placement.NodeSelector),
+		requirement:   placementRequirement(specs.MinKernel(rp), rp.Spec.Placement.NodeSelector),
 		statefulSet:   existing,
 		appliedMode:   appliedMode(appliedConfig),
 	}
-	obs.antiAffinity = podAntiAffinityFor(rp, obs.eligibleNodes, existing)
+	obs.antiAffinity = specs.PodAntiAffinityFor(rp, obs.eligibleNodes, existing)
 	if err := r.observePod(ctx, serverCtx, rp, creds, &obs); err != nil {
 		return observation{}, err
 	}
@@ -313,7 +314,7 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 	var probe storageReport
 	if rp.Spec.Storage != nil && rp.Spec.Storage.ProbeInterval != nil {
 		var pods corev1.PodList
-		if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels{labelJobName: storageProbeJobName(rp)}); err != nil {
+		if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels{specs.LabelJobName: specs.StorageProbeJobName(rp)}); err != nil {
 			return fmt.Errorf("listing the storage probe's pods: %w", err)
 		}
 		probe = storageReportFromProbePods(pods.Items)
@@ -342,12 +343,12 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 // apply brings the objects to what rp asks, the data volumes' size too. An
 // operator upgrade that must wait for its turn leaves the server's
 // StatefulSet as it is and is returned, held.
-func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs, obs *observation) (*upgradeWait, error) {
+func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in specs.PodInputs, obs *observation) (*upgradeWait, error) {
 	if err := r.applyObjects(ctx, rp); err != nil {
 		return nil, err
 	}
 	// The StatefulSet goes last: its pods start from the ConfigMap applied above.
-	in.antiAffinity = obs.antiAffinity
+	in.AntiAffinity = obs.antiAffinity
 	sts, heldUpgrade, err := r.applyStatefulSet(ctx, rp, in, obs.statefulSet)
 	if err != nil {
 		return nil, err
@@ -356,7 +357,7 @@ func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.Red
 	if heldUpgrade != nil {
 		obs.upgradePending = &heldUpgrade.condition
 	}
-	if replicated(rp) {
+	if specs.Replicated(rp) {
 		if err := r.followSentinels(ctx, rp, creds, in, obs); err != nil {
 			return nil, err
 		}
@@ -378,12 +379,12 @@ func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.Red
 // deletes the ones it no longer asks for.
 func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alpha1.RedisPersistence) error {
 	desired := []client.Object{
-		buildConfigMap(rp, renderConfig(rp)),
-		buildHeadlessService(rp),
-		buildClientService(rp),
+		specs.ConfigMap(rp, specs.RenderConfig(rp)),
+		specs.HeadlessService(rp),
+		specs.ClientService(rp),
 	}
-	if networkPolicyEnabled(rp, r.Options.NetworkPolicy) {
-		desired = append(desired, buildNetworkPolicy(rp, r.Options.NetworkPolicy))
+	if specs.NetworkPolicyEnabled(rp, r.Options.NetworkPolicy) {
+		desired = append(desired, specs.NetworkPolicy(rp, r.Options.NetworkPolicy))
 	} else if err := r.removeNetworkPolicy(ctx, rp); err != nil {
 		return err
 	}
@@ -398,7 +399,7 @@ func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alp
 		desired = append(desired, pm)
 	}
 	for _, obj := range desired {
-		if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		if err := r.Patch(ctx, obj, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 			kind := obj.GetObjectKind().GroupVersionKind().Kind
 			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying %s %s: %v", kind, obj.GetName(), err)
 			return fmt.Errorf("applying %s %s: %w", kind, obj.GetName(), err)
@@ -430,12 +431,12 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.probes.clock = clock.RealClock{}
 	if r.ServerAddress == nil {
 		r.ServerAddress = func(pod *corev1.Pod) string {
-			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(redisPort))
+			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(specs.RedisPort))
 		}
 	}
 	if r.SentinelAddress == nil {
 		r.SentinelAddress = func(pod *corev1.Pod) string {
-			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(sentinelPort))
+			return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(specs.SentinelPort))
 		}
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.RedisPersistence{}, secretIndex, usedSecretNames); err != nil {
@@ -443,7 +444,7 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.cache = mgr.GetCache()
 	c, err := ctrl.NewControllerManagedBy(mgr).
-		// Annotations too: removing annotationPredatesClosedDefaults closes the server.
+		// Annotations too: removing AnnotationPredatesClosedDefaults closes the server.
 		For(&v1alpha1.RedisPersistence{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.MaxConcurrentReconciles, 1)}).
 		Owns(&appsv1.StatefulSet{}).
@@ -466,7 +467,7 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 var managedPods = predicate.NewPredicateFuncs(func(obj client.Object) bool {
-	return obj.GetLabels()[labelManagedBy] == fieldOwner
+	return obj.GetLabels()[specs.LabelManagedBy] == specs.FieldOwner
 })
 
 var nodeChanged = predicate.Funcs{
@@ -478,7 +479,7 @@ var nodeChanged = predicate.Funcs{
 }
 
 func podToRedisPersistence(_ context.Context, obj client.Object) []reconcile.Request {
-	name := obj.GetLabels()[labelInstance]
+	name := obj.GetLabels()[specs.LabelInstance]
 	if name == "" {
 		return nil
 	}
@@ -488,13 +489,13 @@ func podToRedisPersistence(_ context.Context, obj client.Object) []reconcile.Req
 func usedSecretNames(obj client.Object) []string {
 	rp := obj.(*v1alpha1.RedisPersistence)
 	var names []string
-	if ref := authSecretRef(rp); ref != nil {
+	if ref := specs.AuthSecretRef(rp); ref != nil {
 		names = append(names, ref.Name)
 	}
-	if aclUsersEnabled(rp) {
-		names = append(names, aclSecretName(rp))
+	if specs.ACLUsersEnabled(rp) {
+		names = append(names, specs.ACLSecretName(rp))
 	}
-	if name := tlsSecretName(rp); name != "" {
+	if name := specs.TLSSecretName(rp); name != "" {
 		names = append(names, name)
 	}
 	return names

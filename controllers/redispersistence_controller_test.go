@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -209,7 +210,7 @@ func actAsKubeletReporting(t *testing.T, ns, podName, report string, finishedAt 
 		pod.Status.PodIP = "127.0.0.1"
 		pod.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
 		pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{
-			Name: containerPrepare, Ready: true, Image: "redis-uring:test", ImageID: "redis-uring@sha256:0",
+			Name: specs.ContainerPrepare, Ready: true, Image: "redis-uring:test", ImageID: "redis-uring@sha256:0",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: report, StartedAt: finishedAt, FinishedAt: finishedAt}},
 		}}
 		pod.Status.ContainerStatuses = nil
@@ -238,7 +239,7 @@ func renderedConfig(t *testing.T, ns, name string) string {
 	if err := get(t, cm, ns, name+"-config"); err != nil {
 		t.Fatal(err)
 	}
-	return strings.Replace(cm.Data["redis.conf"], "include "+runDir+"/auth.conf\n", renderAuth(t, ns, name), 1)
+	return strings.Replace(cm.Data["redis.conf"], "include "+specs.RunDir+"/auth.conf\n", renderAuth(t, ns, name), 1)
 }
 
 // instancePassword is the password the operator gives the instance's pods,
@@ -249,7 +250,7 @@ func instancePassword(t *testing.T, ns, name string) string {
 	if err := get(t, rp, ns, name); err != nil {
 		t.Fatal(err)
 	}
-	ref := authSecretRef(rp)
+	ref := specs.AuthSecretRef(rp)
 	if ref == nil {
 		return ""
 	}
@@ -263,7 +264,7 @@ func instancePassword(t *testing.T, ns, name string) string {
 // withPassword replaces the auth include of a rendered redis.conf with what
 // the prepare container writes there.
 func withPassword(config, password string) string {
-	include := "include " + runDir + "/auth.conf\n"
+	include := "include " + specs.RunDir + "/auth.conf\n"
 	if password == "" {
 		return strings.Replace(config, include, "", 1)
 	}
@@ -294,7 +295,7 @@ func TestLifecycle(t *testing.T) {
 	if !strings.Contains(renderedConfig(t, ns, "cache"), "appendfsync everysec\n") {
 		t.Fatalf("redis.conf does not carry the fsync policy")
 	}
-	firstHash := sts.Spec.Template.Annotations[annotationConfigHash]
+	firstHash := sts.Spec.Template.Annotations[specs.AnnotationConfigHash]
 
 	// The real scheduler binds the pod; the status follows it to the node.
 	got := waitCondition(t, ns, "cache", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
@@ -340,7 +341,7 @@ func TestLifecycle(t *testing.T) {
 	if err := get(t, sts, ns, "cache"); err != nil {
 		t.Fatal(err)
 	}
-	if sts.Spec.Template.Annotations[annotationConfigHash] != firstHash {
+	if sts.Spec.Template.Annotations[specs.AnnotationConfigHash] != firstHash {
 		t.Error("a runtime option changed the config hash: the pod would restart")
 	}
 
@@ -412,7 +413,7 @@ func TestKernelPlacement(t *testing.T) {
 	createRP(t, ns, "future", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Placement: v1alpha1.PlacementSpec{MinKernelVersion: "7.0"}})
 	got = waitCondition(t, ns, "future", v1alpha1.ConditionScheduled, metav1.ConditionFalse, ReasonNoEligibleNodes)
 	msg := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionScheduled).Message
-	if !strings.Contains(msg, "kernel >= 7.0") || !strings.Contains(msg, OperatorKernelLabels.Major) {
+	if !strings.Contains(msg, "kernel >= 7.0") || !strings.Contains(msg, specs.OperatorKernelLabels.Major) {
 		t.Errorf("NoEligibleNodes message does not name the requirement: %q", msg)
 	}
 	waitCondition(t, ns, "future", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonNotScheduled)
@@ -458,7 +459,7 @@ func TestPodMonitorOnlyWhenServed(t *testing.T) {
 	if endpoints := podMonitor.Spec.PodMetricsEndpoints; len(endpoints) != 1 || endpoints[0].Port != "metrics" || endpoints[0].Interval != "30s" {
 		t.Errorf("PodMonitor endpoints %+v", endpoints)
 	}
-	if selector := podMonitor.Spec.Selector.MatchLabels; selector[labelInstance] != "monitored" {
+	if selector := podMonitor.Spec.Selector.MatchLabels; selector[specs.LabelInstance] != "monitored" {
 		t.Errorf("PodMonitor selects %v", selector)
 	}
 	if ref := metav1.GetControllerOf(podMonitor); ref == nil || ref.Name != "monitored" {

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -202,10 +203,10 @@ func TestNodeRelabellingKeepsThePodTemplate(t *testing.T) {
 
 	relabel := func(nfd bool) {
 		for name, kernel := range nodesOnce {
-			major, minor, _ := parseMajorMinor(kernel)
-			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, NFDKernelLabels.Major, NFDKernelLabels.Minor)
+			major, minor, _ := specs.ParseMajorMinor(kernel)
+			patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null,%q:null}}}`, specs.NFDKernelLabels.Major, specs.NFDKernelLabels.Minor)
 			if nfd {
-				patch = fmt.Sprintf(`{"metadata":{"labels":{%q:"%d",%q:"%d"}}}`, NFDKernelLabels.Major, major, NFDKernelLabels.Minor, minor)
+				patch = fmt.Sprintf(`{"metadata":{"labels":{%q:"%d",%q:"%d"}}}`, specs.NFDKernelLabels.Major, major, specs.NFDKernelLabels.Minor, minor)
 			}
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 			if err := k8s.Patch(context.Background(), node, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
@@ -237,7 +238,7 @@ func TestCacheHoldsOnlyManagedObjects(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := context.Background()
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: ns}}
-	managed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "managed", Namespace: ns, Labels: map[string]string{labelManagedBy: fieldOwner}}}
+	managed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "managed", Namespace: ns, Labels: map[string]string{specs.LabelManagedBy: specs.FieldOwner}}}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "auth", Namespace: ns,
 		Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"password":"c2VjcmV0"}}`}}}
 	for _, obj := range []client.Object{foreign, managed, secret} {

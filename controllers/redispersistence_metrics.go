@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // What a RedisPersistence's status says about its server process and its
@@ -83,14 +83,11 @@ func boolGauge(b bool) float64 {
 // The servers' own metrics come from their exporter sidecars; a PodMonitor
 // has the Prometheus Operator scrape them, where the cluster serves the kind.
 
-// podMonitorGVK is applied only when the cluster serves it.
-var podMonitorGVK = monitoringv1.SchemeGroupVersion.WithKind(monitoringv1.PodMonitorsKind)
-
 // podMonitor returns the PodMonitor to apply, or nil when the cluster does
 // not serve the kind or the spec turns it off; then it deletes the one the
 // operator made before.
 func (r *RedisPersistenceReconciler) podMonitor(ctx context.Context, rp *v1alpha1.RedisPersistence) (client.Object, error) {
-	if _, err := r.RESTMapper().RESTMapping(podMonitorGVK.GroupKind(), podMonitorGVK.Version); err != nil {
+	if _, err := r.RESTMapper().RESTMapping(specs.PodMonitorGVK.GroupKind(), specs.PodMonitorGVK.Version); err != nil {
 		if meta.IsNoMatchError(err) {
 			return nil, nil
 		}
@@ -99,8 +96,8 @@ func (r *RedisPersistenceReconciler) podMonitor(ctx context.Context, rp *v1alpha
 	if err := r.watchPodMonitors(ctx); err != nil {
 		return nil, err
 	}
-	if exporterEnabled(rp) && ptr.Deref(rp.Spec.Monitoring.PodMonitor.Enabled, true) {
-		return buildPodMonitor(rp), nil
+	if specs.ExporterEnabled(rp) && ptr.Deref(rp.Spec.Monitoring.PodMonitor.Enabled, true) {
+		return specs.PodMonitor(rp), nil
 	}
 	pm := &monitoringv1.PodMonitor{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, pm); apierrors.IsNotFound(err) {
@@ -143,26 +140,4 @@ func (r *RedisPersistenceReconciler) watchPodMonitors(ctx context.Context) error
 	}
 	r.watchingPodMonitor.Store(true)
 	return nil
-}
-
-func buildPodMonitor(rp *v1alpha1.RedisPersistence) *monitoringv1.PodMonitor {
-	meta := objectMeta(rp, rp.Name)
-	// The operator's labels go last: the cache selects owned objects by them.
-	labels := maps.Clone(rp.Spec.Monitoring.PodMonitor.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	maps.Copy(labels, meta.Labels)
-	meta.Labels = labels
-	return &monitoringv1.PodMonitor{
-		TypeMeta:   metav1.TypeMeta{APIVersion: podMonitorGVK.GroupVersion().String(), Kind: podMonitorGVK.Kind},
-		ObjectMeta: meta,
-		Spec: monitoringv1.PodMonitorSpec{
-			Selector: metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
-			PodMetricsEndpoints: []monitoringv1.PodMetricsEndpoint{{
-				Port:     "metrics",
-				Interval: monitoringv1.Duration(orDefault(rp.Spec.Monitoring.PodMonitor.Interval, "30s")),
-			}},
-		},
-	}
 }

@@ -8,87 +8,12 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
-
-// labelClient on a pod admits it to the server port of the instance it names,
-// unless spec.networkPolicy.clients says otherwise.
-const labelClient = "uringredis.io/client"
-
-// NetworkPolicyOptions are the operator-wide settings of the instances'
-// NetworkPolicies.
-type NetworkPolicyOptions struct {
-	// Enabled is what an empty spec.networkPolicy.enabled means.
-	Enabled bool
-	// Operator selects the operator's own pods, which read INFO from and set
-	// options on every server; nil when the operator does not run in a pod
-	// it knows the labels of.
-	Operator *networkingv1.NetworkPolicyPeer
-	// Prometheus selects the pods that may scrape the exporter.
-	Prometheus []networkingv1.NetworkPolicyPeer
-}
-
-// networkPolicyEnabled is spec.networkPolicy.enabled, else the operator's
-// default, except for an instance kept out of it (recordPredatedDefaults).
-func networkPolicyEnabled(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) bool {
-	if rp.Spec.NetworkPolicy != nil && rp.Spec.NetworkPolicy.Enabled != nil {
-		return *rp.Spec.NetworkPolicy.Enabled
-	}
-	return opts.Enabled && !predatesClosedDefault(rp, closedDefaultNetworkPolicy)
-}
-
-// buildNetworkPolicy admits to the server port the instance's clients, the
-// RedisBenchmark runners that target it and the operator, and for a
-// replicated instance its servers (replication) and Sentinels; to the
-// exporter port the Prometheus pods; nothing else. Egress is left alone.
-func buildNetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) *networkingv1.NetworkPolicy {
-	clients := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{labelClient: rp.Name}}}}
-	if rp.Spec.NetworkPolicy != nil && len(rp.Spec.NetworkPolicy.Clients) > 0 {
-		clients = nil
-		for _, peer := range rp.Spec.NetworkPolicy.Clients {
-			clients = append(clients, *peer.DeepCopy())
-		}
-	}
-	clients = append(clients, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
-		labelManagedBy: fieldOwner, labelComponent: "benchmark", labelBenchmarkTarget: rp.Name,
-	}}})
-	if opts.Operator != nil {
-		clients = append(clients, *opts.Operator.DeepCopy())
-	}
-	if replicated(rp) {
-		clients = append(clients, replicationPeers(rp)...)
-	}
-	tcp := ptr.To(corev1.ProtocolTCP)
-	ingress := []networkingv1.NetworkPolicyIngressRule{{
-		Ports: []networkingv1.NetworkPolicyPort{{Protocol: tcp, Port: ptr.To(intstr.FromInt32(redisPort))}},
-		From:  clients,
-	}}
-	if exporterEnabled(rp) && len(opts.Prometheus) > 0 {
-		var scrapers []networkingv1.NetworkPolicyPeer
-		for _, peer := range opts.Prometheus {
-			scrapers = append(scrapers, *peer.DeepCopy())
-		}
-		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{
-			Ports: []networkingv1.NetworkPolicyPort{{Protocol: tcp, Port: ptr.To(intstr.FromInt32(exporterPort))}},
-			From:  scrapers,
-		})
-	}
-	return &networkingv1.NetworkPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
-		ObjectMeta: objectMeta(rp, rp.Name),
-		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: selectorLabels(rp)},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress:     ingress,
-		},
-	}
-}
 
 // removeNetworkPolicy deletes the NetworkPolicy the operator made for rp, if
 // any: the instance's spec or the operator's default turned it off.
@@ -107,41 +32,4 @@ func (r *RedisPersistenceReconciler) removeNetworkPolicy(ctx context.Context, rp
 	}
 	r.Recorder.Event(rp, corev1.EventTypeWarning, "DeletedNetworkPolicy", "the NetworkPolicy is off: any pod that reaches the server may connect")
 	return nil
-}
-
-// ParseNetworkPolicyOptions builds the options from the operator's flags:
-// label lists as k=v,k=v. The operator is admitted only when its namespace
-// and pod labels are both known.
-func ParseNetworkPolicyOptions(enabled bool, operatorNamespace, operatorPodLabels, prometheusNamespaceLabels, prometheusPodLabels string) (NetworkPolicyOptions, error) {
-	opts := NetworkPolicyOptions{Enabled: enabled}
-	parse := func(flag, value string) (map[string]string, error) {
-		m, err := labels.ConvertSelectorToLabelsMap(value)
-		if err != nil {
-			return nil, fmt.Errorf("--%s: %w", flag, err)
-		}
-		return m, nil
-	}
-	operator, err := parse("operator-pod-labels", operatorPodLabels)
-	if err != nil {
-		return opts, err
-	}
-	if operatorNamespace != "" && len(operator) > 0 {
-		opts.Operator = &networkingv1.NetworkPolicyPeer{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: operatorNamespace}},
-			PodSelector:       &metav1.LabelSelector{MatchLabels: operator},
-		}
-	}
-	namespaces, err := parse("prometheus-namespace-labels", prometheusNamespaceLabels)
-	if err != nil {
-		return opts, err
-	}
-	pods, err := parse("prometheus-pod-labels", prometheusPodLabels)
-	if err != nil {
-		return opts, err
-	}
-	opts.Prometheus = []networkingv1.NetworkPolicyPeer{{
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: namespaces},
-		PodSelector:       &metav1.LabelSelector{MatchLabels: pods},
-	}}
-	return opts, nil
 }

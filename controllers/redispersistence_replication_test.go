@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
 func TestDecideReplication(t *testing.T) {
-	rp := newRedisPersistence(replicatedSpec)
+	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
 	pods := []corev1.Pod{}
 	for i := range 3 {
 		pods = append(pods, corev1.Pod{
@@ -73,7 +72,7 @@ func TestDecideReplication(t *testing.T) {
 	}
 	// uring.ackReplicas: with fewer replicas linked than it asks for, the
 	// primary refuses writes, which the condition names.
-	acks := newRedisPersistence(replicatedSpec)
+	acks := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
 	acks.Spec.Mode = v1alpha1.ModeUring
 	acks.Spec.Uring = &v1alpha1.UringSpec{AckReplicas: 2}
 	oneDown := map[string]replicationInfo{"cache-0": healthy["cache-0"], "cache-1": {role: "slave", offset: 10}, "cache-2": healthy["cache-2"]}
@@ -142,7 +141,7 @@ func roleLabels(t *testing.T, ns string, pods ...string) map[string]string {
 		if err := get(t, pod, ns, name); err != nil {
 			t.Fatal(err)
 		}
-		roles[name] = pod.Labels[labelRole]
+		roles[name] = pod.Labels[specs.LabelRole]
 	}
 	return roles
 }
@@ -178,7 +177,7 @@ func TestReplicationFollowsTheSentinels(t *testing.T) {
 	if err := get(t, svc, ns, name); err != nil {
 		t.Fatal(err)
 	}
-	if svc.Spec.Selector[labelRole] != string(v1alpha1.RolePrimary) {
+	if svc.Spec.Selector[specs.LabelRole] != string(v1alpha1.RolePrimary) {
 		t.Fatalf("the Service %s does not select the primary: %v", name, svc.Spec.Selector)
 	}
 
@@ -305,138 +304,4 @@ requirepass %[3]q
 		}
 		return nil
 	})
-}
-
-// failoverHarness runs a three-server, three-Sentinel instance from the start
-// scripts in a network namespace of its own, where /etc/hosts gives every pod
-// name of the headless domain an address of its own on the loopback, then
-// loses the primary with its volume: the Sentinels must promote a replica,
-// and the old primary come back as a replica of it instead of as an empty
-// primary.
-const failoverHarness = `set -eu
-ip link set lo up
-mount --bind "$W/hosts" /etc/hosts
-export PATH="$BIN:$PATH"
-D=cache-headless.apps.svc
-cli() { valkey-cli --no-auth-warning -t 1 "$@"; }
-until_ok() { # tries, command...
-  n=$1; shift
-  while ! "$@" >/dev/null 2>&1; do
-    n=$((n - 1)); [ "$n" -gt 0 ] || { echo "gave up on: $*"; return 1; }
-    sleep 0.5
-  done
-}
-pong() { cli -h "$1" -p "$2" ping | grep -qx PONG; }
-linked() { cli -h "$1" INFO replication | grep -q '^master_link_status:up'; }
-replicas_seen() { # sentinel, count: the Sentinel sees that many healthy replicas
-  [ "$(cli -h cache-sentinel-$1.$D -p 26379 SENTINEL replicas cache | awk 'prev == "flags" && $0 == "slave" { n++ } { prev = $0 } END { print n + 0 }')" = "$2" ]
-}
-server() { POD_NAME=cache-$1 sh "$W/server-$1.sh" >>"$W/server-$1.log" 2>&1 & echo $! >"$W/server-$1.pid"; }
-primary_of() { cli -h cache-sentinel-$1.$D -p 26379 SENTINEL get-master-addr-by-name cache | head -n 1; }
-
-for i in 0 1 2; do POD_NAME=cache-sentinel-$i sh "$W/sentinel-$i.sh" >"$W/sentinel-$i.log" 2>&1 & done
-# OrderedReady: each server starts once the one before it answers.
-for i in 0 1 2; do server $i; until_ok 60 pong cache-$i.$D 6379; done
-until_ok 60 linked cache-1.$D
-until_ok 60 linked cache-2.$D
-for i in 0 1 2; do until_ok 90 replicas_seen $i 2; done
-echo "bootstrap primary: $(primary_of 0) $(primary_of 1) $(primary_of 2)"
-
-i=0; while [ $i -lt 100 ]; do echo "SET key:$i $i"; i=$((i + 1)); done | cli -h cache-0.$D >/dev/null
-echo "acknowledged by replicas: $(cli -h cache-0.$D WAIT 2 5000)"
-
-# The node and its disk are lost: the server dies and comes back on an empty volume.
-kill -9 "$(cat "$W/server-0.pid")"
-rm -rf "$W/data-0"/*
-server 0
-promoted() { p=$(primary_of 0); [ -n "$p" ] && [ "$p" != cache-0.$D ]; }
-until_ok 120 promoted
-until_ok 60 pong cache-0.$D 6379
-until_ok 60 linked cache-0.$D
-new=$(primary_of 0)
-echo "promoted: $new $(primary_of 1) $(primary_of 2)"
-echo "keys on the new primary: $(cli -h "$new" DBSIZE)"
-echo "keys on the old primary: $(cli -h cache-0.$D DBSIZE)"
-echo "role of the old primary: $(cli -h cache-0.$D INFO replication | grep '^role:' | tr -d '\r')"
-`
-
-func TestStartScriptsFailOver(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the harness runs in a network and mount namespace of its own (unshare --net --mount)")
-	}
-	rp := newRedisPersistence(replicatedSpec)
-	password := `pass"word\with quotes`
-	w := t.TempDir()
-	var hosts strings.Builder
-	hosts.WriteString("127.0.0.1 localhost\n")
-	for i := range 3 {
-		fmt.Fprintf(&hosts, "127.0.0.1%d cache-%d.cache-headless.apps.svc\n127.0.0.2%d cache-sentinel-%d.cache-headless.apps.svc\n", i, i, i, i)
-	}
-	files := map[string]string{"hosts": hosts.String()}
-	escaped := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(password)
-	for i := range 3 {
-		data := filepath.Join(w, fmt.Sprintf("data-%d", i))
-		if err := os.Mkdir(data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		// What the prepare container and the pod's mounts provide, moved
-		// into the test's directory; every server binds its own address.
-		conf := strings.NewReplacer(
-			"bind * -::*", fmt.Sprintf("bind 127.0.0.1%d", i),
-			"dir "+dataDir, "dir "+data,
-			"include "+runDir+"/auth.conf", fmt.Sprintf("requirepass \"%s\"\nprimaryauth \"%s\"", escaped, escaped),
-		).Replace(renderConfig(rp))
-		files[fmt.Sprintf("redis-%d.conf", i)] = conf
-		files[fmt.Sprintf("server-%d.sh", i)] = strings.NewReplacer(
-			configDir+"/redis.conf", filepath.Join(w, fmt.Sprintf("redis-%d.conf", i)),
-			dataDir+"/", data+"/",
-		).Replace(serverStartScript(rp))
-		sentinelDirOf := filepath.Join(w, fmt.Sprintf("sentinel-%d", i))
-		if err := os.Mkdir(sentinelDirOf, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		files[fmt.Sprintf("sentinel-%d.sh", i)] = strings.NewReplacer(
-			sentinelDir, sentinelDirOf,
-			fmt.Sprintf(`echo "port %d"`, sentinelPort), fmt.Sprintf(`echo "bind 127.0.0.2%d"; echo "port %d"`, i, sentinelPort),
-		).Replace(sentinelStartScript(rp))
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(w, name), []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	// The namespace's processes die with the harness: nothing outlives the network namespace.
-	cmd := exec.CommandContext(ctx, "unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "bash", "-c", failoverHarness)
-	cmd.Env = append(os.Environ(), "W="+w, "BIN="+filepath.Dir(testenv.ServerBin()), "REDISCLI_AUTH="+password, "REDIS_PASSWORD="+password)
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	t.Logf("harness (%s):\n%s", time.Since(start).Round(time.Second), out)
-	logs := func() {
-		for _, name := range []string{"server-0", "server-1", "server-2", "sentinel-0"} {
-			b, _ := os.ReadFile(filepath.Join(w, name+".log"))
-			t.Logf("%s.log:\n%s", name, b)
-		}
-	}
-	if err != nil {
-		logs()
-		t.Fatalf("harness: %v", err)
-	}
-	for _, want := range []string{
-		"bootstrap primary: cache-0.cache-headless.apps.svc cache-0.cache-headless.apps.svc cache-0.cache-headless.apps.svc",
-		"acknowledged by replicas: 2",
-		"keys on the new primary: 100",
-		"keys on the old primary: 100",
-		"role of the old primary: role:slave",
-	} {
-		if !strings.Contains(string(out), want+"\n") {
-			logs()
-			t.Errorf("the harness did not print %q", want)
-		}
-	}
-	restarted, _ := os.ReadFile(filepath.Join(w, "server-0.log"))
-	if !strings.Contains(string(restarted), "its volume holds no data and a replica does: waiting") {
-		t.Errorf("the primary restarted on an empty volume did not wait for the failover:\n%s", restarted)
-	}
 }

@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // requeueAfter is how soon a reconcile that went through every phase looks at
@@ -30,7 +31,7 @@ func requeueAfter(rp *v1alpha1.RedisPersistence, obs observation, heldUpgrade *u
 			return left + time.Second
 		}
 	}
-	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != runtimeConfigHash(rp) ||
+	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != specs.RuntimeConfigHash(rp) ||
 		degraded || meta.IsStatusConditionFalse(rp.Status.Conditions, v1alpha1.ConditionStorageResized) || heldUpgrade != nil {
 		// No event says that a volume finished expanding or that a
 		// StorageClass now allows it. An upgrade waiting for its turn is

@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 func TestRequeueAfter(t *testing.T) {
@@ -74,7 +75,7 @@ func TestRequeueAfter(t *testing.T) {
 		if c.mode != "" {
 			rp.Spec.Mode = c.mode
 		}
-		rp.Status.AppliedConfigHash = runtimeConfigHash(rp)
+		rp.Status.AppliedConfigHash = specs.RuntimeConfigHash(rp)
 		for _, set := range c.status {
 			set(rp)
 		}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // testNow is the reconciler's fake clock.
@@ -29,7 +30,7 @@ func reportRestart(t *testing.T, ns, podName string, restarts int32, exitCode in
 		}
 		for i := range pod.Status.ContainerStatuses {
 			cs := &pod.Status.ContainerStatuses[i]
-			if cs.Name != containerRedis {
+			if cs.Name != specs.ContainerRedis {
 				continue
 			}
 			cs.RestartCount = restarts

@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // The operator follows the Sentinels' view of a replicated instance; it never
@@ -159,7 +161,7 @@ func decideReplication(rp *v1alpha1.RedisPersistence, pods []corev1.Pod, answers
 		view.servers = append(view.servers, st)
 	}
 
-	want := int(replicasOf(rp)) - 1
+	want := int(specs.ReplicasOf(rp)) - 1
 	switch {
 	case answered == 0:
 		view.condition = condition{metav1.ConditionFalse, ReasonSentinelsUnreachable, "no Sentinel answered; the server pods keep their role labels"}
@@ -193,10 +195,10 @@ func ackReplicasOf(rp *v1alpha1.RedisPersistence) int32 {
 // reconcile one timeout, and no other instance anything.
 func (r *RedisPersistenceReconciler) observeReplication(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials) (replicationView, []corev1.Pod, error) {
 	var servers, sentinels corev1.PodList
-	if err := r.List(ctx, &servers, client.InNamespace(rp.Namespace), client.MatchingLabels(selectorLabels(rp))); err != nil {
+	if err := r.List(ctx, &servers, client.InNamespace(rp.Namespace), client.MatchingLabels(specs.SelectorLabels(rp))); err != nil {
 		return replicationView{}, nil, fmt.Errorf("listing the server pods: %w", err)
 	}
-	if err := r.List(ctx, &sentinels, client.InNamespace(rp.Namespace), client.MatchingLabels(sentinelSelectorLabels(rp))); err != nil {
+	if err := r.List(ctx, &sentinels, client.InNamespace(rp.Namespace), client.MatchingLabels(specs.SentinelSelectorLabels(rp))); err != nil {
 		return replicationView{}, nil, fmt.Errorf("listing the Sentinel pods: %w", err)
 	}
 
@@ -274,10 +276,10 @@ func (r *RedisPersistenceReconciler) labelRoles(ctx context.Context, rp *v1alpha
 		return nil
 	}
 	label := func(pod *corev1.Pod, role v1alpha1.ServerRole) error {
-		if pod.Labels[labelRole] == string(role) || !pod.DeletionTimestamp.IsZero() {
+		if pod.Labels[specs.LabelRole] == string(role) || !pod.DeletionTimestamp.IsZero() {
 			return nil
 		}
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, labelRole, role)
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, specs.LabelRole, role)
 		if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("labelling pod %s %s: %w", pod.Name, role, err)
 		}
@@ -291,7 +293,7 @@ func (r *RedisPersistenceReconciler) labelRoles(ctx context.Context, rp *v1alpha
 			return err
 		}
 	}
-	if promote == nil || promote.Labels[labelRole] == string(v1alpha1.RolePrimary) {
+	if promote == nil || promote.Labels[specs.LabelRole] == string(v1alpha1.RolePrimary) {
 		return nil
 	}
 	if err := label(promote, v1alpha1.RolePrimary); err != nil {
@@ -307,9 +309,9 @@ const replicationBudget = 2 * serverRequestTimeout
 
 // followSentinels applies the Sentinels' StatefulSet, reads who is primary
 // and labels the server pods by role.
-func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in podInputs, obs *observation) error {
-	sts := buildSentinelStatefulSet(rp, r.Options, in)
-	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in specs.PodInputs, obs *observation) error {
+	sts := specs.SentinelStatefulSet(rp, r.Options, in)
+	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
 		return fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)
 	}
@@ -333,27 +335,27 @@ func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1
 // StatefulSets; for a single server it deletes the ones an earlier
 // spec.replicas made.
 func (r *RedisPersistenceReconciler) replicationObjects(ctx context.Context, rp *v1alpha1.RedisPersistence) ([]client.Object, error) {
-	withPolicy := networkPolicyEnabled(rp, r.Options.NetworkPolicy)
-	if replicated(rp) {
-		objects := []client.Object{buildReplicasService(rp), buildSentinelService(rp)}
-		for _, pdb := range buildPodDisruptionBudgets(rp) {
+	withPolicy := specs.NetworkPolicyEnabled(rp, r.Options.NetworkPolicy)
+	if specs.Replicated(rp) {
+		objects := []client.Object{specs.ReplicasService(rp), specs.SentinelService(rp)}
+		for _, pdb := range specs.PodDisruptionBudgets(rp) {
 			objects = append(objects, pdb)
 		}
 		if withPolicy {
-			return append(objects, buildSentinelNetworkPolicy(rp, r.Options.NetworkPolicy)), nil
+			return append(objects, specs.SentinelNetworkPolicy(rp, r.Options.NetworkPolicy)), nil
 		}
-		return objects, r.deleteOwned(ctx, rp, &networkingv1.NetworkPolicy{}, sentinelName(rp))
+		return objects, r.deleteOwned(ctx, rp, &networkingv1.NetworkPolicy{}, specs.SentinelName(rp))
 	}
 	for _, gone := range []struct {
 		obj  client.Object
 		name string
 	}{
-		{&appsv1.StatefulSet{}, sentinelName(rp)},
-		{&corev1.Service{}, sentinelName(rp)},
-		{&corev1.Service{}, replicasServiceName(rp)},
-		{&policyv1.PodDisruptionBudget{}, sentinelName(rp)},
+		{&appsv1.StatefulSet{}, specs.SentinelName(rp)},
+		{&corev1.Service{}, specs.SentinelName(rp)},
+		{&corev1.Service{}, specs.ReplicasServiceName(rp)},
+		{&policyv1.PodDisruptionBudget{}, specs.SentinelName(rp)},
 		{&policyv1.PodDisruptionBudget{}, rp.Name},
-		{&networkingv1.NetworkPolicy{}, sentinelName(rp)},
+		{&networkingv1.NetworkPolicy{}, specs.SentinelName(rp)},
 	} {
 		if err := r.deleteOwned(ctx, rp, gone.obj, gone.name); err != nil {
 			return nil, err
@@ -376,4 +378,11 @@ func (r *RedisPersistenceReconciler) deleteOwned(ctx context.Context, rp *v1alph
 		return fmt.Errorf("deleting %T %s: %w", obj, name, err)
 	}
 	return nil
+}
+
+// podOfHost is the pod a server or Sentinel announces itself as: the first
+// label of <pod>.<headless domain>.
+func podOfHost(rp *v1alpha1.RedisPersistence, host string) (string, bool) {
+	pod, domain, ok := strings.Cut(host, ".")
+	return pod, ok && domain == specs.HeadlessDomain(rp)
 }

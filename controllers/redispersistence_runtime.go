@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // What the operator does on the running server, over the network: mode
@@ -45,7 +46,7 @@ import (
 //   - aof <-> uring: nothing to prepare; the engine is a runtime option.
 //
 // Only when the server confirmed does the operator write the new mode to the
-// ConfigMap (annotationMode, the record of which files hold the data) and the
+// ConfigMap (AnnotationMode, the record of which files hold the data) and the
 // StatefulSet, which rolls the pod where the pod template changed. While the
 // server cannot be reached the old objects stay, Ready says why, and the
 // operator retries.
@@ -76,7 +77,7 @@ func (c modeChange) needsServer() bool {
 }
 
 // renderedModeHeader finds the mode in the header of a redis.conf rendered
-// before the ConfigMap carried annotationMode.
+// before the ConfigMap carried AnnotationMode.
 var renderedModeHeader = regexp.MustCompile(`^# Rendered by uring-redis-operator from RedisPersistence \S+ \(mode (none|rdb|aof|uring)\)`)
 
 // appliedMode is the mode of the configuration the server was last given:
@@ -85,7 +86,7 @@ func appliedMode(cm *corev1.ConfigMap) v1alpha1.PersistenceMode {
 	if cm == nil {
 		return ""
 	}
-	if mode, ok := cm.Annotations[annotationMode]; ok {
+	if mode, ok := cm.Annotations[specs.AnnotationMode]; ok {
 		return v1alpha1.PersistenceMode(mode)
 	}
 	if m := renderedModeHeader.FindStringSubmatch(cm.Data["redis.conf"]); m != nil {
@@ -114,7 +115,7 @@ var (
 
 // snapshotTaken reports whether a snapshot started after the first call for
 // uid has completed on this server, asking for one if none is under way.
-func (s *snapshots) snapshotTaken(ctx context.Context, client *redis.Client, uid types.UID, info *serverInfo) (bool, error) {
+func (s *snapshots) snapshotTaken(ctx context.Context, server *redis.Client, uid types.UID, info *serverInfo) (bool, error) {
 	s.Lock()
 	defer s.Unlock()
 	if s.requested == nil {
@@ -138,7 +139,7 @@ func (s *snapshots) snapshotTaken(ctx context.Context, client *redis.Client, uid
 	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
 	defer cancel()
 	// SCHEDULE: an AOF rewrite in progress delays the snapshot instead of refusing it.
-	if err := client.Do(ctx, "BGSAVE", "SCHEDULE").Err(); err != nil {
+	if err := server.Do(ctx, "BGSAVE", "SCHEDULE").Err(); err != nil {
 		return false, fmt.Errorf("BGSAVE: %w", err)
 	}
 	s.requested[uid] = snapshotRequest{runID: info.runID, savesBefore: info.rdbSaves}
@@ -147,15 +148,15 @@ func (s *snapshots) snapshotTaken(ctx context.Context, client *redis.Client, uid
 
 // prepareStep moves the server one step towards change.to and reports
 // whether it is there; progress says what it waits for.
-func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, client *redis.Client, rp *v1alpha1.RedisPersistence, change modeChange) (done bool, progress string, err error) {
-	info, err := infoOf(ctx, client)
+func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, server *redis.Client, rp *v1alpha1.RedisPersistence, change modeChange) (done bool, progress string, err error) {
+	info, err := infoOf(ctx, server)
 	if err != nil {
 		return false, "", err
 	}
 	if keepsAOF(change.to) {
 		switch {
 		case !info.aofEnabled:
-			if err := configSet(ctx, client, "appendonly", "yes"); err != nil {
+			if err := configSet(ctx, server, "appendonly", "yes"); err != nil {
 				return false, "", err
 			}
 			return false, "rewriting the append-only file from memory", nil
@@ -166,15 +167,15 @@ func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, client *re
 		}
 		return true, "", nil
 	}
-	taken, err := r.snapshots.snapshotTaken(ctx, client, rp.UID, info)
+	taken, err := r.snapshots.snapshotTaken(ctx, server, rp.UID, info)
 	if !taken || err != nil {
 		return false, "taking a snapshot of the dataset", err
 	}
-	if err := configSet(ctx, client, "save", saveRules(rp)); err != nil {
+	if err := configSet(ctx, server, "save", specs.SaveRules(rp)); err != nil {
 		return false, "", err
 	}
 	if info.aofEnabled {
-		if err := configSet(ctx, client, "appendonly", "no"); err != nil {
+		if err := configSet(ctx, server, "appendonly", "no"); err != nil {
 			return false, "", err
 		}
 	}
@@ -184,11 +185,11 @@ func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, client *re
 // prepareModeChange runs prepareStep until the server is there, an error, or
 // modeChangeWait.
 func (r *RedisPersistenceReconciler) prepareModeChange(ctx context.Context, addr string, creds serverCredentials, rp *v1alpha1.RedisPersistence, change modeChange) (done bool, progress string, err error) {
-	client := dialServer(addr, creds)
-	defer func() { _ = client.Close() }()
+	server := dialServer(addr, creds)
+	defer func() { _ = server.Close() }()
 	deadline := time.Now().Add(modeChangeWait)
 	for {
-		done, progress, err = r.prepareStep(ctx, client, rp, change)
+		done, progress, err = r.prepareStep(ctx, server, rp, change)
 		if done || err != nil || time.Now().After(deadline) {
 			return done, progress, err
 		}
@@ -200,10 +201,10 @@ func (r *RedisPersistenceReconciler) prepareModeChange(ctx context.Context, addr
 	}
 }
 
-func configSet(ctx context.Context, client *redis.Client, name, value string) error {
+func configSet(ctx context.Context, server *redis.Client, name, value string) error {
 	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
 	defer cancel()
-	if err := client.ConfigSet(ctx, name, value).Err(); err != nil {
+	if err := server.ConfigSet(ctx, name, value).Err(); err != nil {
 		return fmt.Errorf("CONFIG SET %s: %w", name, err)
 	}
 	return nil
@@ -211,18 +212,18 @@ func configSet(ctx context.Context, client *redis.Client, name, value string) er
 
 // applyRuntimeSettings sets every runtime option whose value on the running
 // server differs from settings, and returns the names it changed.
-func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredentials, settings []serverSetting) ([]string, error) {
-	client := dialServer(addr, creds)
-	defer func() { _ = client.Close() }()
+func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredentials, settings []specs.ServerSetting) ([]string, error) {
+	server := dialServer(addr, creds)
+	defer func() { _ = server.Close() }()
 	var changed []string
 	for _, s := range settings {
 		getCtx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
-		values, err := client.ConfigGet(getCtx, s.name).Result()
+		values, err := server.ConfigGet(getCtx, s.Name).Result()
 		cancel()
 		if err != nil {
-			return changed, fmt.Errorf("CONFIG GET %s: %w", s.name, err)
+			return changed, fmt.Errorf("CONFIG GET %s: %w", s.Name, err)
 		}
-		current, known := values[s.name]
+		current, known := values[s.Name]
 		if !known && len(values) == 1 {
 			// An alias (slave-read-only) answers under its canonical name.
 			for _, v := range values {
@@ -230,17 +231,17 @@ func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredenti
 			}
 		}
 		switch {
-		case !known && s.implicit:
+		case !known && s.Implicit:
 			continue
 		case !known:
-			return changed, fmt.Errorf("the server does not know the option %s", s.name)
-		case current == s.value:
+			return changed, fmt.Errorf("the server does not know the option %s", s.Name)
+		case current == s.Value:
 			continue
 		}
-		if err := configSet(ctx, client, s.name, s.value); err != nil {
+		if err := configSet(ctx, server, s.Name, s.Value); err != nil {
 			return changed, err
 		}
-		changed = append(changed, s.name)
+		changed = append(changed, s.Name)
 	}
 	return changed, nil
 }
@@ -301,11 +302,11 @@ func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha
 // volumeInUse is true when the data volume's claim is bound: it may hold data
 // written in the previous mode.
 func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alpha1.RedisPersistence) (bool, error) {
-	if !hasVolume(rp) {
+	if !specs.HasVolume(rp) {
 		return false, nil
 	}
 	claim := &corev1.PersistentVolumeClaim{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: "data-" + rp.Name + "-0"}, claim)
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.DataClaimName(rp, 0)}, claim)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	} else if err != nil {
@@ -321,7 +322,7 @@ func (r *RedisPersistenceReconciler) convergeRuntimeConfig(ctx context.Context, 
 	if obs.info == nil || !runsCurrentRevision(obs.pod, obs.statefulSet) {
 		return
 	}
-	if rp.Status.AppliedConfigHash != runtimeConfigHash(rp) || !r.probes.appliedOn(client.ObjectKeyFromObject(rp), obs.info.runID) {
+	if rp.Status.AppliedConfigHash != specs.RuntimeConfigHash(rp) || !r.probes.appliedOn(client.ObjectKeyFromObject(rp), obs.info.runID) {
 		r.applyRuntimeConfig(ctx, rp, creds, obs.pod, obs.info.runID)
 	}
 }
@@ -333,8 +334,8 @@ func (r *RedisPersistenceReconciler) convergeRuntimeConfig(ctx context.Context, 
 // starts later reads them from the ConfigMap.
 func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pod *corev1.Pod, runID string) {
 	key := client.ObjectKeyFromObject(rp)
-	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, runtimeSettings(rp))
-	if err == nil && replicated(rp) {
+	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, specs.RuntimeSettings(rp))
+	if err == nil && specs.Replicated(rp) {
 		var others []string
 		others, err = r.applyRuntimeConfigToReplicas(ctx, rp, creds, pod.Name)
 		changed = append(changed, others...)
@@ -350,7 +351,7 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp 
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApplyConfig", "setting runtime options on the running server: %v", err)
 		return
 	}
-	rp.Status.AppliedConfigHash = runtimeConfigHash(rp)
+	rp.Status.AppliedConfigHash = specs.RuntimeConfigHash(rp)
 	r.probes.setAppliedOn(key, runID)
 }
 
@@ -359,7 +360,7 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp 
 // any of them changed.
 func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, done string) ([]string, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(selectorLabels(rp))); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(specs.SelectorLabels(rp))); err != nil {
 		return nil, fmt.Errorf("listing the server pods: %w", err)
 	}
 	var changed []string
@@ -368,7 +369,7 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Co
 		if pod.Name == done || !podReady(pod) || pod.Status.PodIP == "" {
 			continue
 		}
-		names, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, runtimeSettings(rp))
+		names, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, specs.RuntimeSettings(rp))
 		changed = append(changed, names...)
 		if err != nil {
 			return changed, fmt.Errorf("%s: %w", pod.Name, err)

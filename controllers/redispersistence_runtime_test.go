@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -55,8 +57,8 @@ func TestModeChangeNeedsServer(t *testing.T) {
 }
 
 func TestAppliedMode(t *testing.T) {
-	rp := newRedisPersistence(specOfMode[v1alpha1.ModeRDB])
-	if got := appliedMode(buildConfigMap(rp, renderConfig(rp))); got != v1alpha1.ModeRDB {
+	rp := specstest.NewRedisPersistence(specOfMode[v1alpha1.ModeRDB])
+	if got := appliedMode(specs.ConfigMap(rp, specs.RenderConfig(rp))); got != v1alpha1.ModeRDB {
 		t.Errorf("annotated ConfigMap: %q", got)
 	}
 	// A ConfigMap an earlier operator rendered has the mode in its header only.
@@ -73,13 +75,13 @@ func TestAppliedMode(t *testing.T) {
 // server reads only at start changes the template, so the pod restarts.
 func TestRuntimeOptionsKeepThePodTemplate(t *testing.T) {
 	template := func(rp *v1alpha1.RedisPersistence) string {
-		out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, testPassword(rp))).Spec.Template)
+		out, err := yaml.Marshal(specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, specstest.Password(rp))).Spec.Template)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(out)
 	}
-	base := newRedisPersistence(goldenCases["uring-durable"])
+	base := specstest.NewRedisPersistence(specstest.GoldenCases["uring-durable"])
 	for desc, mutate := range map[string]func(*v1alpha1.RedisPersistenceSpec){
 		"queue depth": func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.QueueDepth = 1024 },
 		"io-wq bound": func(s *v1alpha1.RedisPersistenceSpec) { s.Uring.MaxWorkers = 8 },
@@ -97,11 +99,11 @@ func TestRuntimeOptionsKeepThePodTemplate(t *testing.T) {
 		if template(changed) != template(base) {
 			t.Errorf("%s: the pod template changed; the server takes it at runtime", desc)
 		}
-		if renderConfig(changed) == renderConfig(base) || runtimeConfigHash(changed) == runtimeConfigHash(base) {
+		if specs.RenderConfig(changed) == specs.RenderConfig(base) || specs.RuntimeConfigHash(changed) == specs.RuntimeConfigHash(base) {
 			t.Errorf("%s: the ConfigMap or the runtime hash did not change; a restart would lose it", desc)
 		}
 	}
-	aof := newRedisPersistence(goldenCases["aof-always"])
+	aof := specstest.NewRedisPersistence(specstest.GoldenCases["aof-always"])
 	everysec := aof.DeepCopy()
 	everysec.Spec.AOF.Fsync = v1alpha1.FsyncEverySec
 	if template(everysec) != template(aof) {
@@ -109,7 +111,7 @@ func TestRuntimeOptionsKeepThePodTemplate(t *testing.T) {
 	}
 	withoutAuth := base.DeepCopy()
 	withoutAuth.Spec.Auth = &v1alpha1.AuthSpec{Disabled: true}
-	if configHash(withoutAuth) == configHash(base) {
+	if specs.ConfigHash(withoutAuth) == specs.ConfigHash(base) {
 		t.Error("auth is read at start: turning it off must restart the pod")
 	}
 }
@@ -162,12 +164,12 @@ func TestModeChangesCarryTheData(t *testing.T) {
 			}
 			t.Run(string(from)+"-to-"+string(to), func(t *testing.T) {
 				dir := t.TempDir()
-				old := newRedisPersistence(specOfMode[from])
-				next := newRedisPersistence(specOfMode[to])
+				old := specstest.NewRedisPersistence(specOfMode[from])
+				next := specstest.NewRedisPersistence(specOfMode[to])
 				old.UID = types.UID("uid-" + string(from) + "-" + string(to))
 				next.UID = old.UID
 
-				server := testenv.RunServer(t, dir, withPassword(renderConfig(old), ""))
+				server := testenv.RunServer(t, dir, withPassword(specs.RenderConfig(old), ""))
 				c := newClient(server.Addr, "")
 				defer func() { _ = c.Close() }()
 				writeKeys(t, c, "before", 500)
@@ -189,7 +191,7 @@ func TestModeChangesCarryTheData(t *testing.T) {
 				writeKeys(t, c, "after", 100)
 				server.Stop(t)
 
-				restarted := testenv.RunServer(t, dir, withPassword(renderConfig(next), ""))
+				restarted := testenv.RunServer(t, dir, withPassword(specs.RenderConfig(next), ""))
 				c2 := newClient(restarted.Addr, "")
 				defer func() { _ = c2.Close() }()
 				waitLoaded(t, c2)
@@ -205,7 +207,7 @@ func TestModeChangesCarryTheData(t *testing.T) {
 				}
 				writeKeys(t, c2, "later", 100)
 				restarted.Stop(t)
-				again := testenv.RunServer(t, dir, withPassword(renderConfig(next), ""))
+				again := testenv.RunServer(t, dir, withPassword(specs.RenderConfig(next), ""))
 				c3 := newClient(again.Addr, "")
 				defer func() { _ = c3.Close() }()
 				waitLoaded(t, c3)
@@ -266,7 +268,7 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 		if err := get(t, cm, ns, "tuned-config"); err != nil {
 			return err
 		}
-		if want := cm.Annotations[annotationRuntimeConfigHash]; rp.Status.AppliedConfigHash != want {
+		if want := cm.Annotations[specs.AnnotationRuntimeConfigHash]; rp.Status.AppliedConfigHash != want {
 			return fmt.Errorf("appliedConfigHash %q, the ConfigMap's %q", rp.Status.AppliedConfigHash, want)
 		}
 		return nil
@@ -302,8 +304,8 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 		if err := get(t, cm, ns, "tuned-config"); err != nil {
 			return err
 		}
-		if cm.Annotations[annotationMode] != string(v1alpha1.ModeRDB) {
-			return fmt.Errorf("the ConfigMap is still in mode %s", cm.Annotations[annotationMode])
+		if cm.Annotations[specs.AnnotationMode] != string(v1alpha1.ModeRDB) {
+			return fmt.Errorf("the ConfigMap is still in mode %s", cm.Annotations[specs.AnnotationMode])
 		}
 		return nil
 	})
@@ -363,13 +365,13 @@ func serverAddress(t *testing.T, ns, pod string) string {
 // SET, no restart); the ones it reads only at start restart it.
 func TestServerOptionsLiveOrAtStart(t *testing.T) {
 	template := func(rp *v1alpha1.RedisPersistence) string {
-		out, err := yaml.Marshal(buildStatefulSet(rp, testOptions, newPodInputs(rp, "")).Spec.Template)
+		out, err := yaml.Marshal(specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, "")).Spec.Template)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return string(out)
 	}
-	base := newRedisPersistence(goldenCases["aof-config"])
+	base := specstest.NewRedisPersistence(specstest.GoldenCases["aof-config"])
 	for desc, tc := range map[string]struct {
 		key, value string
 		restart    bool
@@ -385,10 +387,10 @@ func TestServerOptionsLiveOrAtStart(t *testing.T) {
 		if restarts := template(changed) != template(base); restarts != tc.restart {
 			t.Errorf("%s: the pod template changed: %v, want %v", desc, restarts, tc.restart)
 		}
-		if runtimeChanged := runtimeConfigHash(changed) != runtimeConfigHash(base); runtimeChanged == tc.restart {
+		if runtimeChanged := specs.RuntimeConfigHash(changed) != specs.RuntimeConfigHash(base); runtimeChanged == tc.restart {
 			t.Errorf("%s: the runtime hash changed: %v, want %v", desc, runtimeChanged, !tc.restart)
 		}
-		if !strings.Contains(renderConfig(changed), "\n"+tc.key+" ") {
+		if !strings.Contains(specs.RenderConfig(changed), "\n"+tc.key+" ") {
 			t.Errorf("%s: redis.conf lacks %s: a restart would lose it", desc, tc.key)
 		}
 	}
@@ -396,17 +398,17 @@ func TestServerOptionsLiveOrAtStart(t *testing.T) {
 
 // A memory limit sets maxmemory to 70% of it unless spec.config sets it.
 func TestMaxmemoryFollowsTheMemoryLimit(t *testing.T) {
-	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF,
+	rp := specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF,
 		Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}})
-	if !strings.Contains(renderConfig(rp), "\nmaxmemory 751619276\n") {
-		t.Errorf("a 1Gi limit: want maxmemory 751619276 (70%%):\n%s", renderConfig(rp))
+	if !strings.Contains(specs.RenderConfig(rp), "\nmaxmemory 751619276\n") {
+		t.Errorf("a 1Gi limit: want maxmemory 751619276 (70%%):\n%s", specs.RenderConfig(rp))
 	}
 	rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory": "900mb"}
-	if conf := renderConfig(rp); !strings.Contains(conf, "\nmaxmemory 900mb\n") || strings.Contains(conf, "751619276") {
+	if conf := specs.RenderConfig(rp); !strings.Contains(conf, "\nmaxmemory 900mb\n") || strings.Contains(conf, "751619276") {
 		t.Errorf("spec.config.maxmemory must win over the default:\n%s", conf)
 	}
 	rp.Spec.Config, rp.Spec.Resources = nil, &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
-	if strings.Contains(renderConfig(rp), "maxmemory") {
+	if strings.Contains(specs.RenderConfig(rp), "maxmemory") {
 		t.Error("a request is no limit: no maxmemory")
 	}
 }
@@ -416,7 +418,7 @@ func TestConfigValueQuoting(t *testing.T) {
 		"allkeys-lru": "allkeys-lru", "2gb": "2gb", "": `""`, "pubsub 32mb 8mb 60": `"pubsub 32mb 8mb 60"`,
 		`a"b\c`: `"a\"b\\c"`, "x\ny": `"x\ny"`,
 	} {
-		if got := configValue(in); got != want {
+		if got := specs.ConfigValue(in); got != want {
 			t.Errorf("configValue(%q) = %s, want %s", in, got, want)
 		}
 	}

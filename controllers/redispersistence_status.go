@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/upgrade"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // Condition reasons.
@@ -78,7 +80,7 @@ type observation struct {
 	// replication is what the Sentinels and servers of a replicated
 	// instance said; nil for a single server.
 	replication *replicationView
-	// antiAffinity keeps a replicated instance's servers apart.
+	// AntiAffinity keeps a replicated instance's servers apart.
 	antiAffinity v1alpha1.PodAntiAffinity
 }
 
@@ -179,7 +181,7 @@ func serverContainer(pod *corev1.Pod) *corev1.ContainerStatus {
 		return nil
 	}
 	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == containerRedis {
+		if pod.Status.ContainerStatuses[i].Name == specs.ContainerRedis {
 			return &pod.Status.ContainerStatuses[i]
 		}
 	}
@@ -215,7 +217,7 @@ func describeTermination(t *v1alpha1.ServerTermination) string {
 	case t.Signal != 0:
 		return fmt.Sprintf("the server was killed by signal %d (%s), exit code %d", t.Signal, syscall.Signal(t.Signal), t.ExitCode)
 	}
-	return fmt.Sprintf("the server exited with code %d (%s)", t.ExitCode, orDefault(t.Reason, "no reason given"))
+	return fmt.Sprintf("the server exited with code %d (%s)", t.ExitCode, cmp.Or(t.Reason, "no reason given"))
 }
 
 // degradedCondition is True while the server restarts: it ended within
@@ -318,7 +320,7 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	}
 
 	st := &rp.Status
-	st.Endpoint = net.JoinHostPort(fmt.Sprintf("%s.%s.svc", rp.Name, rp.Namespace), strconv.Itoa(redisPort))
+	st.Endpoint = net.JoinHostPort(fmt.Sprintf("%s.%s.svc", rp.Name, rp.Namespace), strconv.Itoa(specs.RedisPort))
 	st.Node, st.KernelVersion = "", ""
 	if obs.pod != nil {
 		st.Node = obs.pod.Spec.NodeName
@@ -337,10 +339,10 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	if obs.replication != nil {
 		st.Primary, st.Replicas = obs.replication.primary, obs.replication.servers
 	}
-	if image, ok := runningImage(obs.pod, containerRedis); ok {
+	if image, ok := runningImage(obs.pod, specs.ContainerRedis); ok {
 		st.Image = image
 	}
-	if image, ok := runningImage(obs.pod, containerExporter); ok {
+	if image, ok := runningImage(obs.pod, specs.ContainerExporter); ok {
 		st.ExporterImage = image
 	}
 	exportInstanceMetrics(rp)

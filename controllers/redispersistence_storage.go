@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -11,26 +12,21 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
-// The data volume is measured by the prepare container (prepareScript): the
+// The data volume is measured by the prepare container (PrepareScript): the
 // filesystem from mountinfo, then uring-redis-fsprobe
 // (images/redis-uring/fsprobe) appends the mount options, the device's write
-// cache and the latency of 4 KiB write+fdatasync pairs over fsprobeMillis:
+// cache and the latency of 4 KiB write+fdatasync pairs over FsprobeMillis:
 // appending (fsync*), overwriting a zero-written file as the server's
 // preallocated log does (overwriteFsync*), and the rate of four such writers
 // at once. All of it is key=value lines in the container's termination
 // message.
-
-// fsprobeMillis bounds the probe (uring-redis-fsprobe -t): the server starts
-// this many milliseconds later, plus the write+fdatasync under way then.
-const fsprobeMillis = "2000"
 
 // storageReport is the prepare container's termination message, parsed.
 type storageReport struct {
@@ -121,7 +117,7 @@ func storageReportFromPod(pod *corev1.Pod) storageReport {
 		return storageReport{}
 	}
 	for _, s := range pod.Status.InitContainerStatuses {
-		if s.Name != containerPrepare || s.State.Terminated == nil {
+		if s.Name != specs.ContainerPrepare || s.State.Terminated == nil {
 			continue
 		}
 		r := parseStorageReport(s.State.Terminated.Message)
@@ -173,12 +169,12 @@ func storageCondition(rp *v1alpha1.RedisPersistence, report storageReport) condi
 			fmt.Sprintf("mode %s needs the data directory on ext4, found %s (a local-path or hostPath class puts it on the node's own filesystem); "+
 				"use spec.storage.profile local-nvme or gp3, or a storageClassName whose volumes are formatted ext4 (for CSI drivers, the parameter csi.storage.k8s.io/fstype: ext4), in a new RedisPersistence",
 				rp.Spec.Mode, fs)}
-	case durableMode(persistenceMode(rp)) && barrierDisabled(report):
+	case specs.DurableMode(specs.PersistenceMode(rp)) && barrierDisabled(report):
 		return condition{metav1.ConditionFalse, ReasonWriteBarrierDisabled,
 			fmt.Sprintf("%s promises that an acknowledged write survives a power cut, but the data volume is mounted without write barriers (%s) over a %s device cache: "+
 				"fdatasync returns before the data is on stable media; mount the volume with barriers (drop nobarrier / barrier=0 from the StorageClass's or PersistentVolume's mountOptions) "+
 				"or use another StorageClass, or choose a mode that does not promise durability",
-				durableName(rp), report.mountOptions, orDefault(report.writeCache, "unknown"))}
+				durableName(rp), report.mountOptions, cmp.Or(report.writeCache, "unknown"))}
 	}
 	message := "the data directory is on " + fs
 	if report.mountOptions != "" {
@@ -247,7 +243,7 @@ func recommendation(r storageReport) string {
 	case barrierDisabled(r):
 		return fmt.Sprintf("no mode is durable on this volume: it is mounted without write barriers (%s) over a %s cache, so fdatasync (p50 %s) does not reach stable media; "+
 			"mount it with barriers or use another StorageClass before relying on aof fsync: always or uring ack: durable",
-			r.mountOptions, orDefault(r.writeCache, "unknown"), formatLatency(r.p50))
+			r.mountOptions, cmp.Or(r.writeCache, "unknown"), formatLatency(r.p50))
 	}
 	perClient := int64(math.Round(float64(time.Second) / float64(r.p50)))
 	measured := fmt.Sprintf("fdatasync p50 %s, p99 %s over %d samples", formatLatency(r.p50), formatLatency(r.p99), r.samples)
@@ -285,33 +281,7 @@ func storageEvent(r storageReport, storage condition) (eventType, reason, messag
 		return "", "", ""
 	}
 	return corev1.EventTypeNormal, "MeasuredStorage", fmt.Sprintf("%s (%s, write cache %s): fdatasync p50 %s, p99 %s over %d samples",
-		r.filesystem, r.mountOptions, orDefault(r.writeCache, "unknown"), formatLatency(r.p50), formatLatency(r.p99), r.samples)
-}
-
-// The periodic re-probe (spec.storage.probeInterval): a Job on the server's
-// node runs measureScript on the server's claim, and its pod's termination
-// message is read like the prepare container's. The Job is never deleted by
-// the operator: its TTL removes it, and a new one is made only once the old
-// one is gone, so a probe that fails is retried at most every
-// storageProbeTTL.
-const (
-	containerStorageProbe = "storage-probe"
-	// storageProbeTTL is how long a finished probe Job stays for the
-	// operator (and a person) to read.
-	storageProbeTTL = 5 * time.Minute
-	// storageProbeDeadline ends a probe whose volume does not answer.
-	storageProbeDeadline = 2 * time.Minute
-)
-
-func storageProbeJobName(rp *v1alpha1.RedisPersistence) string { return rp.Name + "-storage-probe" }
-
-func storageProbeLabels(rp *v1alpha1.RedisPersistence) map[string]string {
-	return map[string]string{
-		labelName:      "redis-storage-probe",
-		labelInstance:  rp.Name,
-		labelManagedBy: fieldOwner,
-		labelComponent: "storage-probe",
-	}
+		r.filesystem, r.mountOptions, cmp.Or(r.writeCache, "unknown"), formatLatency(r.p50), formatLatency(r.p99), r.samples)
 }
 
 // storageProbeDue is how long until the volume is due for a re-probe (<= 0:
@@ -339,14 +309,14 @@ func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1a
 		return 0, nil
 	}
 	job := &batchv1.Job{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: storageProbeJobName(rp)}, job); err == nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.StorageProbeJobName(rp)}, job); err == nil {
 		// Running, or finished without a newer measurement: its TTL frees the name for the next try.
 		return resyncInterval, nil
 	} else if !apierrors.IsNotFound(err) {
-		return 0, fmt.Errorf("reading Job %s: %w", storageProbeJobName(rp), err)
+		return 0, fmt.Errorf("reading Job %s: %w", specs.StorageProbeJobName(rp), err)
 	}
-	image, _ := runningImage(pod, containerRedis)
-	job = buildStorageProbeJob(rp, r.Options, orDefault(image, orDefault(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
+	image, _ := runningImage(pod, specs.ContainerRedis)
+	job = specs.StorageProbeJob(rp, r.Options, cmp.Or(image, cmp.Or(rp.Spec.Image, r.Options.RedisImage)), pod.Spec.NodeName)
 	if err := r.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedCreate", "creating the storage probe Job %s: %v", job.Name, err)
 		return 0, fmt.Errorf("creating Job %s: %w", job.Name, err)
@@ -354,58 +324,12 @@ func (r *RedisPersistenceReconciler) reprobeStorage(ctx context.Context, rp *v1a
 	return 0, nil
 }
 
-// buildStorageProbeJob runs image's probe on node, on the claim of rp's
-// server pod, as the server's user.
-func buildStorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, node string) *batchv1.Job {
-	labels := storageProbeLabels(rp)
-	job := &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: storageProbeJobName(rp), Namespace: rp.Namespace, Labels: labels,
-			OwnerReferences: []metav1.OwnerReference{ownerReference(rp)},
-		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            ptr.To[int32](0),
-			ActiveDeadlineSeconds:   ptr.To(int64(storageProbeDeadline.Seconds())),
-			TTLSecondsAfterFinished: ptr.To(int32(storageProbeTTL.Seconds())),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					// The server's node: a ReadWriteOnce claim mounts only there.
-					NodeName:      node,
-					RestartPolicy: corev1.RestartPolicyNever,
-					Containers: []corev1.Container{{
-						Name:                     containerStorageProbe,
-						Image:                    image,
-						Command:                  []string{"sh", "-c", "set -eu\n" + measureScript},
-						VolumeMounts:             []corev1.VolumeMount{{Name: "data", MountPath: dataDir}},
-						SecurityContext:          restrictedSecurityContext(),
-						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
-						},
-					}},
-					Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + rp.Name + "-0"},
-					}}},
-					SecurityContext:              serverPodSecurity(&corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}),
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-				},
-			},
-		},
-	}
-	opts.ImagePull.applyTo(&job.Spec.Template.Spec)
-	return job
-}
-
 // storageReportFromProbePods is the newest report of the probe Job's pods.
 func storageReportFromProbePods(pods []corev1.Pod) storageReport {
 	var newest storageReport
 	for _, pod := range pods {
 		for _, s := range pod.Status.ContainerStatuses {
-			if t := s.State.Terminated; s.Name == containerStorageProbe && t != nil && t.FinishedAt.After(newest.measuredAt.Time) {
+			if t := s.State.Terminated; s.Name == specs.ContainerStorageProbe && t != nil && t.FinishedAt.After(newest.measuredAt.Time) {
 				newest = parseStorageReport(t.Message)
 				newest.measuredAt = t.FinishedAt
 			}

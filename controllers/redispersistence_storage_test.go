@@ -16,9 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -291,23 +291,6 @@ func TestStorageMeasured(t *testing.T) {
 	}
 }
 
-func TestStorageProbeJobGolden(t *testing.T) {
-	rp := newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring,
-		Storage: &v1alpha1.StorageSpec{StorageClassName: "local", ProbeInterval: &metav1.Duration{Duration: time.Hour}}})
-	render := func() []byte {
-		b, err := yaml.Marshal(buildStorageProbeJob(rp, testOptions, "redis-uring:test", "node-a"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	first := render()
-	if second := render(); string(first) != string(second) {
-		t.Fatal("two renders of the same storage probe Job differ")
-	}
-	compareGolden(t, filepath.Join("testdata", "storage-probe.job.yaml"), first)
-}
-
 func TestStorageProbeDue(t *testing.T) {
 	measured := metav1.NewTime(testNow.Add(-50 * time.Minute))
 	rp := func(interval *metav1.Duration, st *v1alpha1.StorageStatus) *v1alpha1.RedisPersistence {
@@ -389,7 +372,7 @@ func TestStorageReprobe(t *testing.T) {
 	probedAt := metav1.NewTime(testNow.Add(-time.Minute))
 	eventually(t, 30*time.Second, func() error {
 		var pods corev1.PodList
-		if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{labelJobName: job.Name}); err != nil {
+		if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{specs.LabelJobName: job.Name}); err != nil {
 			return err
 		}
 		if len(pods.Items) != 1 {
@@ -398,7 +381,7 @@ func TestStorageReprobe(t *testing.T) {
 		pod := pods.Items[0]
 		pod.Status.Phase = corev1.PodSucceeded
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: containerStorageProbe, Image: pod.Spec.Containers[0].Image, ImageID: "redis-uring@sha256:0",
+			Name: specs.ContainerStorageProbe, Image: pod.Spec.Containers[0].Image, ImageID: "redis-uring@sha256:0",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", Message: unsafeReport, StartedAt: probedAt, FinishedAt: probedAt}},
 		}}
 		return k8s.Status().Update(context.Background(), &pod)

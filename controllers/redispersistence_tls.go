@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,42 +16,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/tlsclient"
 )
 
-// TLS (spec.tls): the server listens with TLS on redisPort and not at all
-// in plain TCP (port 0), so a plain connection is refused. Its certificate
-// files are the keys of a kubernetes.io/tls Secret mounted at tlsDir: the
-// user's (spec.tls.secretName) or the one cert-manager writes for the
-// Certificate the operator creates (spec.tls.issuerRef).
-//
-// Rotation keeps the server running: the kubelet replaces the mounted files
-// in place (an atomic symlink swap) some time after the Secret changes, and
-// CONFIG SET of tls-cert-file with the same path makes the server read its
-// files again (the option is volatile). The operator compares the
-// certificate a server presents with the Secret's; when they differ it issues
-// that CONFIG SET and looks again, until the server presents the new one.
-// Sentinels cannot reload: their pod template carries a hash of the Secret,
-// so they roll one at a time instead; they hold no data.
 const (
-	tlsDir        = "/etc/redis-tls"
-	tlsVolumeName = "tls"
-	tlsCertFile   = tlsDir + "/" + corev1.TLSCertKey
-	tlsKeyFile    = tlsDir + "/" + corev1.TLSPrivateKeyKey
-	tlsCAFile     = tlsDir + "/" + caCertKey
-	caCertKey     = "ca.crt"
-
-	// annotationTLSHash on the Sentinels' pod template is a hash of the
-	// Secret's certificate files: a new certificate rolls the Sentinels.
-	annotationTLSHash = "uringredis.io/tls-hash"
-
 	// tlsRotationRetry is how often the operator looks again while a server
 	// still presents an older certificate than the Secret holds: the kubelet
 	// updates a mounted Secret within its sync period (a minute by default)
@@ -68,153 +42,11 @@ const (
 	ReasonTLSNotServing      = "NotServing"
 )
 
-// certificateGVK is cert-manager's Certificate, applied as an unstructured
-// object: the operator does not link cert-manager's API types.
-var certificateGVK = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
-
 // serverCredentials are what the operator presents to a server: the
 // password and, with spec.tls, the TLS configuration.
 type serverCredentials struct {
 	password string
 	tls      *tls.Config
-}
-
-func tlsEnabled(rp *v1alpha1.RedisPersistence) bool { return rp.Spec.TLS != nil }
-
-func clientAuth(rp *v1alpha1.RedisPersistence) bool {
-	return rp.Spec.TLS != nil && rp.Spec.TLS.ClientAuth
-}
-
-// tlsSecretName is the Secret the server's certificate comes from: the
-// user's, or the one the operator's Certificate has cert-manager write.
-func tlsSecretName(rp *v1alpha1.RedisPersistence) string {
-	switch {
-	case rp.Spec.TLS == nil:
-		return ""
-	case rp.Spec.TLS.SecretName != "":
-		return rp.Spec.TLS.SecretName
-	}
-	return certificateName(rp)
-}
-
-func certificateName(rp *v1alpha1.RedisPersistence) string { return rp.Name + "-tls" }
-
-// tlsServerConfig are the redis.conf lines of a TLS server or Sentinel
-// listening on port. Replication and Sentinel traffic use TLS too
-// (tls-replication); every peer presents its own certificate, which
-// tls-auth-clients yes requires.
-func tlsServerConfig(rp *v1alpha1.RedisPersistence, port int) []string {
-	return []string{
-		"port 0",
-		fmt.Sprintf("tls-port %d", port),
-		"tls-cert-file " + tlsCertFile,
-		"tls-key-file " + tlsKeyFile,
-		"tls-ca-cert-file " + tlsCAFile,
-		"tls-auth-clients " + yesNo(clientAuth(rp)),
-		"tls-replication yes",
-	}
-}
-
-// valkeyCLI is how the pods' scripts and probes call valkey-cli: over TLS,
-// with the instance's CA and, when clients must present one, the server's
-// certificate. valkey-cli checks the chain, not the host name.
-func valkeyCLI(rp *v1alpha1.RedisPersistence) string {
-	if !tlsEnabled(rp) {
-		return "valkey-cli"
-	}
-	cli := "valkey-cli --tls --cacert " + tlsCAFile
-	if clientAuth(rp) {
-		cli += " --cert " + tlsCertFile + " --key " + tlsKeyFile
-	}
-	return cli
-}
-
-// withTLSCLI makes every valkey-cli call of a script speak TLS when the
-// instance does.
-func withTLSCLI(rp *v1alpha1.RedisPersistence, script string) string {
-	if !tlsEnabled(rp) {
-		return script
-	}
-	return strings.ReplaceAll(script, "valkey-cli ", valkeyCLI(rp)+" ")
-}
-
-// tlsVolume mounts the certificate Secret, readable by the server's group
-// (the pod's fsGroup) and no one else.
-func tlsVolume(rp *v1alpha1.RedisPersistence) corev1.Volume {
-	return corev1.Volume{Name: tlsVolumeName, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-		SecretName:  tlsSecretName(rp),
-		DefaultMode: ptr.To[int32](0o440),
-	}}}
-}
-
-var tlsVolumeMount = corev1.VolumeMount{Name: tlsVolumeName, MountPath: tlsDir, ReadOnly: true}
-
-// exporterTLSArgs point redis_exporter at the TLS port. It reaches the server
-// over the pod's loopback, where no other pod can answer, so it skips the
-// certificate check: checking it would need every certificate to name
-// localhost. With clientAuth it presents the server's certificate.
-func exporterTLSArgs(rp *v1alpha1.RedisPersistence) []string {
-	args := []string{"--skip-tls-verification"}
-	if clientAuth(rp) {
-		args = append(args, "--tls-client-cert-file="+tlsCertFile, "--tls-client-key-file="+tlsKeyFile)
-	}
-	return args
-}
-
-// benchmarkOverTLS has a RedisBenchmark runner's pod reach its TLS target:
-// the target's certificate Secret mounted as the servers mount it, readable
-// by the runner's group, and the runner's flags naming its files.
-func benchmarkOverTLS(rp *v1alpha1.RedisPersistence, pod *corev1.PodSpec) {
-	runner := &pod.Containers[0]
-	runner.Args = append(runner.Args, "--tls-ca-cert="+tlsCAFile)
-	if clientAuth(rp) {
-		runner.Args = append(runner.Args, "--tls-cert="+tlsCertFile, "--tls-key="+tlsKeyFile)
-	}
-	runner.VolumeMounts = append(runner.VolumeMounts, tlsVolumeMount)
-	pod.Volumes = append(pod.Volumes, tlsVolume(rp))
-	pod.SecurityContext.FSGroup = pod.SecurityContext.RunAsGroup
-}
-
-// buildCertificate is the cert-manager Certificate of spec.tls.issuerRef: the
-// names clients reach the servers and Sentinels by, and localhost for a
-// port-forward. It serves as a client certificate too: with clientAuth the
-// servers, Sentinels, exporter and probes present it to each other.
-func buildCertificate(rp *v1alpha1.RedisPersistence) *unstructured.Unstructured {
-	issuer := rp.Spec.TLS.IssuerRef
-	var dnsNames []any
-	for _, service := range []string{rp.Name, replicasServiceName(rp), sentinelName(rp)} {
-		if service != rp.Name && !replicated(rp) {
-			continue
-		}
-		dnsNames = append(dnsNames, service, service+"."+rp.Namespace, service+"."+rp.Namespace+".svc")
-	}
-	dnsNames = append(dnsNames, "*."+headlessDomain(rp), "localhost")
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"metadata": map[string]any{
-			"name":      certificateName(rp),
-			"namespace": rp.Namespace,
-			"labels":    toAny(objectLabels(rp)),
-		},
-		"spec": map[string]any{
-			"secretName":  tlsSecretName(rp),
-			"dnsNames":    dnsNames,
-			"ipAddresses": []any{"127.0.0.1"},
-			"usages":      []any{"digital signature", "key encipherment", "server auth", "client auth"},
-			"privateKey":  map[string]any{"algorithm": "ECDSA", "size": int64(256), "rotationPolicy": "Always"},
-			"issuerRef":   map[string]any{"name": issuer.Name, "kind": orDefault(string(issuer.Kind), string(v1alpha1.IssuerNamespaced)), "group": orDefault(issuer.Group, certificateGVK.Group)},
-		},
-	}}
-	u.SetGroupVersionKind(certificateGVK)
-	u.SetOwnerReferences([]metav1.OwnerReference{ownerReference(rp)})
-	return u
-}
-
-func toAny(m map[string]string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // tlsMaterial is the certificate Secret as the operator uses it.
@@ -223,7 +55,7 @@ type tlsMaterial struct {
 	leaf       *x509.Certificate
 	// hash identifies the three files; the Sentinels' template carries it.
 	hash string
-	// client reaches the servers: ca.crt verifies them, and with clientAuth
+	// client reaches the servers: ca.crt verifies them, and with ClientAuth
 	// the Secret's certificate is presented.
 	client *tls.Config
 }
@@ -231,8 +63,8 @@ type tlsMaterial struct {
 // tlsMaterialFrom checks that secret holds a usable certificate, its key and
 // a CA. The errors name only keys, so they can go into a condition.
 func tlsMaterialFrom(secret *corev1.Secret, withClientCert bool) (*tlsMaterial, error) {
-	certPEM, keyPEM, caPEM := secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], secret.Data[caCertKey]
-	for key, v := range map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, caCertKey: caPEM} {
+	certPEM, keyPEM, caPEM := secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey], secret.Data[specs.CACertKey]
+	for key, v := range map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, specs.CACertKey: caPEM} {
 		if len(v) == 0 {
 			return nil, fmt.Errorf("it has no key %s (it needs tls.crt, tls.key and ca.crt)", key)
 		}
@@ -268,28 +100,28 @@ func tlsMaterialFrom(secret *corev1.Secret, withClientCert bool) (*tlsMaterial, 
 func (r *RedisPersistenceReconciler) readTLS(ctx context.Context, rp *v1alpha1.RedisPersistence) (*tlsMaterial, *condition, error) {
 	named := "named in spec.tls.secretName"
 	if rp.Spec.TLS.IssuerRef != nil {
-		if _, err := r.RESTMapper().RESTMapping(certificateGVK.GroupKind(), certificateGVK.Version); meta.IsNoMatchError(err) {
+		if _, err := r.RESTMapper().RESTMapping(specs.CertificateGVK.GroupKind(), specs.CertificateGVK.Version); meta.IsNoMatchError(err) {
 			return nil, &condition{metav1.ConditionFalse, ReasonCertManagerMissing,
 				"spec.tls.issuerRef needs cert-manager, and the cluster does not serve its Certificate kind (cert-manager.io/v1); " +
 					"install cert-manager, or name a Secret of yours in spec.tls.secretName"}, nil
 		} else if err != nil {
 			return nil, nil, fmt.Errorf("looking up the Certificate kind: %w", err)
 		}
-		cert := buildCertificate(rp)
-		if err := r.Patch(ctx, cert, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		cert := specs.Certificate(rp)
+		if err := r.Patch(ctx, cert, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying Certificate %s: %v", cert.GetName(), err)
 			return nil, nil, fmt.Errorf("applying Certificate %s: %w", cert.GetName(), err)
 		}
-		named = "of the Certificate " + certificateName(rp) + " (cert-manager has not issued it yet; see the Certificate's conditions)"
+		named = "of the Certificate " + specs.CertificateName(rp) + " (cert-manager has not issued it yet; see the Certificate's conditions)"
 	}
 	secret := &corev1.Secret{}
-	name := tlsSecretName(rp)
+	name := specs.TLSSecretName(rp)
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: name}, secret); apierrors.IsNotFound(err) {
 		return nil, &condition{metav1.ConditionFalse, ReasonTLSSecretMissing, fmt.Sprintf("the Secret %s %s does not exist", name, named)}, nil
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("reading the TLS Secret: %w", err)
 	}
-	material, err := tlsMaterialFrom(secret, clientAuth(rp))
+	material, err := tlsMaterialFrom(secret, specs.ClientAuth(rp))
 	if err != nil {
 		return nil, &condition{metav1.ConditionFalse, ReasonTLSSecretInvalid, fmt.Sprintf("the Secret %s %s cannot serve: %v", name, named, err)}, nil
 	}
@@ -302,28 +134,28 @@ func (r *RedisPersistenceReconciler) readTLS(ctx context.Context, rp *v1alpha1.R
 // so instances that never had one cost no request. cert-manager leaves its
 // Secret behind; the servers stop using it.
 func (r *RedisPersistenceReconciler) removeCertificate(ctx context.Context, rp *v1alpha1.RedisPersistence) error {
-	if rp.Status.TLS == nil || rp.Status.TLS.SecretName != certificateName(rp) || (rp.Spec.TLS != nil && rp.Spec.TLS.IssuerRef != nil) {
+	if rp.Status.TLS == nil || rp.Status.TLS.SecretName != specs.CertificateName(rp) || (rp.Spec.TLS != nil && rp.Spec.TLS.IssuerRef != nil) {
 		return nil
 	}
-	if _, err := r.RESTMapper().RESTMapping(certificateGVK.GroupKind(), certificateGVK.Version); meta.IsNoMatchError(err) {
+	if _, err := r.RESTMapper().RESTMapping(specs.CertificateGVK.GroupKind(), specs.CertificateGVK.Version); meta.IsNoMatchError(err) {
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("looking up the Certificate kind: %w", err)
 	}
 	cert := &unstructured.Unstructured{}
-	cert.SetGroupVersionKind(certificateGVK)
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: certificateName(rp)}, cert); apierrors.IsNotFound(err) {
+	cert.SetGroupVersionKind(specs.CertificateGVK)
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.CertificateName(rp)}, cert); apierrors.IsNotFound(err) {
 		return nil
 	} else if err != nil {
-		return fmt.Errorf("reading Certificate %s: %w", certificateName(rp), err)
+		return fmt.Errorf("reading Certificate %s: %w", specs.CertificateName(rp), err)
 	}
 	if !metav1.IsControlledBy(cert, rp) {
 		return nil // not ours: left alone
 	}
 	if err := r.Delete(ctx, cert, client.Preconditions{UID: ptr.To(cert.GetUID())}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("deleting Certificate %s: %w", certificateName(rp), err)
+		return fmt.Errorf("deleting Certificate %s: %w", specs.CertificateName(rp), err)
 	}
-	r.Recorder.Event(rp, corev1.EventTypeNormal, "DeletedCertificate", "spec.tls names no issuer any more: deleted the Certificate "+certificateName(rp))
+	r.Recorder.Event(rp, corev1.EventTypeNormal, "DeletedCertificate", "spec.tls names no issuer any more: deleted the Certificate "+specs.CertificateName(rp))
 	return nil
 }
 
@@ -387,7 +219,7 @@ type tlsOutcome struct {
 // Secret holds, without restarting it (see the comment at the top).
 func (r *RedisPersistenceReconciler) serveCertificate(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, material *tlsMaterial) (tlsOutcome, error) {
 	var pods corev1.PodList
-	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(selectorLabels(rp))); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(specs.SelectorLabels(rp))); err != nil {
 		return tlsOutcome{}, fmt.Errorf("listing the server pods: %w", err)
 	}
 	out := tlsOutcome{served: material.leaf}

@@ -1,14 +1,12 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -25,78 +23,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 	"github.com/uring-redis/uring-redis-operator/internal/tlsclient"
 )
-
-// A replicated TLS instance: the servers' start scripts and probes, the
-// Sentinels' configuration and the Certificate cert-manager issues.
-func TestReplicatedTLSGolden(t *testing.T) {
-	render := func() []byte {
-		spec := replicatedSpec
-		spec.TLS = &v1alpha1.TLSSpec{IssuerRef: &v1alpha1.IssuerRef{Name: "ca", Kind: v1alpha1.IssuerNamespaced, Group: "cert-manager.io"}, ClientAuth: true}
-		rp := newRedisPersistence(spec)
-		in := newPodInputs(rp, testPassword(rp))
-		in.antiAffinity = v1alpha1.AntiAffinityRequired
-		in.tlsHash = "0123456789abcdef"
-		return documents(t, buildCertificate(rp).Object, buildSentinelStatefulSet(rp, testOptions, in), buildStatefulSet(rp, testOptions, in))
-	}
-	got := render()
-	if !bytes.Equal(got, render()) {
-		t.Fatal("rendering the same spec twice gave different output")
-	}
-	compareGolden(t, filepath.Join("testdata", "replicated-tls.yaml"), got)
-}
-
-// With spec.tls nothing in a pod speaks plain TCP to a server: every
-// valkey-cli call carries --tls, the server and Sentinels listen on port 0,
-// and the exporter dials rediss://.
-func TestTLSReachesEveryClientInThePod(t *testing.T) {
-	spec := replicatedSpec
-	spec.TLS = &v1alpha1.TLSSpec{SecretName: "cache-certs", ClientAuth: true}
-	rp := newRedisPersistence(spec)
-	in := newPodInputs(rp, testPassword(rp))
-	for _, script := range []string{serverStartScript(rp), sentinelStartScript(rp)} {
-		for _, line := range strings.Split(script, "\n") {
-			if strings.Contains(line, "valkey-cli ") && !strings.Contains(line, "valkey-cli --tls --cacert "+tlsCAFile+" --cert "+tlsCertFile+" --key "+tlsKeyFile+" ") {
-				t.Errorf("a valkey-cli call without TLS and the client certificate: %s", line)
-			}
-		}
-	}
-	if !strings.Contains(sentinelStartScript(rp), `echo "port 0"`) || !strings.Contains(sentinelStartScript(rp), `echo "tls-port 26379"`) {
-		t.Errorf("the Sentinel does not listen on TLS only:\n%s", sentinelStartScript(rp))
-	}
-	conf := renderConfig(rp)
-	for _, want := range []string{"port 0\n", "tls-port 6379\n", "tls-auth-clients yes\n", "tls-replication yes\n", "tls-cert-file " + tlsCertFile + "\n"} {
-		if !strings.Contains(conf, want) {
-			t.Errorf("redis.conf lacks %q", want)
-		}
-	}
-	if strings.Contains(conf, "port 6379\n") && !strings.Contains(conf, "tls-port 6379\n") {
-		t.Error("redis.conf listens in plain TCP")
-	}
-	pod := buildStatefulSet(rp, testOptions, in).Spec.Template.Spec
-	for _, c := range pod.Containers {
-		joined := strings.Join(append(append([]string{}, c.Command...), c.Args...), " ")
-		if c.Name == containerExporter && !strings.Contains(joined, "--redis.addr=rediss://localhost:6379") {
-			t.Errorf("the exporter does not speak TLS: %s", joined)
-		}
-		if c.Name == containerRedis && !strings.Contains(strings.Join(c.ReadinessProbe.Exec.Command, " "), "valkey-cli --tls") {
-			t.Errorf("the readiness probe does not speak TLS: %v", c.ReadinessProbe.Exec.Command)
-		}
-	}
-	// No TLS, no trace of it: instances from before keep their pods.
-	plain := newRedisPersistence(replicatedSpec)
-	if s := renderConfig(plain) + serverStartScript(plain) + sentinelStartScript(plain); strings.Contains(s, "tls") {
-		t.Errorf("a plain instance mentions TLS:\n%s", s)
-	}
-}
 
 func tlsSecret(ns, name string, certPEM, keyPEM, caPEM []byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Type:       corev1.SecretTypeTLS,
-		Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, caCertKey: caPEM},
+		Data:       map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, specs.CACertKey: caPEM},
 	}
 }
 
@@ -135,7 +72,7 @@ func TestTLSServedAndRotated(t *testing.T) {
 	}
 	files := t.TempDir()
 	testenv.WriteTLSFiles(t, files, firstCert, firstKey, ca.PEM)
-	addr := testenv.StartServer(t, strings.ReplaceAll(renderedConfig(t, ns, "secure"), tlsDir, files))
+	addr := testenv.StartServer(t, strings.ReplaceAll(renderedConfig(t, ns, "secure"), specs.TLSDir, files))
 	serverAddrs.Store(ns+"/secure-0", addr)
 	actAsKubelet(t, ns, "secure-0", "ext4")
 	got := waitCondition(t, ns, "secure", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
@@ -266,7 +203,7 @@ func TestTLSIssuerNeedsCertManager(t *testing.T) {
 		t.Errorf("TLSReady %q does not name the Certificate", c.Message)
 	}
 	cert := &unstructured.Unstructured{}
-	cert.SetGroupVersionKind(certificateGVK)
+	cert.SetGroupVersionKind(specs.CertificateGVK)
 	if err := get(t, cert, ns, "issued-tls"); err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +268,7 @@ func TestTLSSecretInvalid(t *testing.T) {
 }
 
 // A RedisBenchmark runner reaches a TLS target with the target's files and,
-// with clientAuth, its certificate; a plain target's Job is unchanged.
+// with ClientAuth, its certificate; a plain target's Job is unchanged.
 func TestBenchmarkJobOverTLS(t *testing.T) {
 	rb := &v1alpha1.RedisBenchmark{
 		ObjectMeta: metav1.ObjectMeta{Name: "cmp", Namespace: "ns"},
@@ -341,9 +278,9 @@ func TestBenchmarkJobOverTLS(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "secure", Namespace: "ns"},
 		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, TLS: &v1alpha1.TLSSpec{SecretName: "secure-certs", ClientAuth: true}},
 	}
-	pod := buildBenchmarkJob(rb, runAt(rb, 0), rp, BenchmarkOptions{Image: "uring-redis-bench:test"}).Spec.Template.Spec
+	pod := specs.BenchmarkJob(rb, specs.RunAt(rb, 0), rp, specs.BenchmarkOptions{Image: "uring-redis-bench:test"}).Spec.Template.Spec
 	args := strings.Join(pod.Containers[0].Args, " ")
-	for _, want := range []string{"--tls-ca-cert=" + tlsCAFile, "--tls-cert=" + tlsCertFile, "--tls-key=" + tlsKeyFile} {
+	for _, want := range []string{"--tls-ca-cert=" + specs.TLSCAFile, "--tls-cert=" + specs.TLSCertFile, "--tls-key=" + specs.TLSKeyFile} {
 		if !strings.Contains(args, want) {
 			t.Errorf("runner args %q lack %s", args, want)
 		}
@@ -355,7 +292,7 @@ func TestBenchmarkJobOverTLS(t *testing.T) {
 		t.Error("the runner's group cannot read the mounted certificate files")
 	}
 	rp.Spec.TLS = nil
-	if plain := buildBenchmarkJob(rb, runAt(rb, 0), rp, BenchmarkOptions{Image: "uring-redis-bench:test"}).Spec.Template.Spec; strings.Contains(strings.Join(plain.Containers[0].Args, " "), "tls") || len(plain.Volumes) != 0 {
+	if plain := specs.BenchmarkJob(rb, specs.RunAt(rb, 0), rp, specs.BenchmarkOptions{Image: "uring-redis-bench:test"}).Spec.Template.Spec; strings.Contains(strings.Join(plain.Containers[0].Args, " "), "tls") || len(plain.Volumes) != 0 {
 		t.Errorf("a plain target's runner mentions TLS: %+v", plain)
 	}
 }
@@ -386,7 +323,7 @@ func TestReplicationOverTLS(t *testing.T) {
 	files := t.TempDir()
 	testenv.WriteTLSFiles(t, files, firstCert, firstKey, ca.PEM)
 	password := instancePassword(t, ns, name)
-	config := strings.ReplaceAll(renderedConfig(t, ns, name), tlsDir, files) + fmt.Sprintf("primaryauth %q\n", password)
+	config := strings.ReplaceAll(renderedConfig(t, ns, name), specs.TLSDir, files) + fmt.Sprintf("primaryauth %q\n", password)
 	primary := testenv.StartServer(t, config)
 	serverAddrs.Store(ns+"/"+name+"-0", primary)
 	markRunning(t, ns, name+"-0")
@@ -395,13 +332,7 @@ func TestReplicationOverTLS(t *testing.T) {
 	serverAddrs.Store(ns+"/"+name+"-1", replica)
 	markRunning(t, ns, name+"-1")
 	rp := fetchRP(t, ns, name)
-	var listen []string
-	for _, line := range strings.Split(sentinelListenLines(rp), "\n") {
-		if l := strings.TrimSpace(line); l != "" {
-			listen = append(listen, strings.Trim(strings.TrimPrefix(l, "echo "), `"`))
-		}
-	}
-	sentinel := testenv.StartSentinel(t, strings.ReplaceAll(strings.Join(listen, "\n"), tlsDir, files)+fmt.Sprintf(`
+	sentinel := testenv.StartSentinel(t, strings.ReplaceAll(specs.SentinelListenConfig(rp), specs.TLSDir, files)+fmt.Sprintf(`
 sentinel monitor %[1]s 127.0.0.1 %[2]s 1
 sentinel down-after-milliseconds %[1]s 1000
 sentinel failover-timeout %[1]s 10000
@@ -419,7 +350,7 @@ requirepass %[3]q
 	if err := get(t, sts, ns, name+"-sentinel"); err != nil {
 		t.Fatal(err)
 	}
-	firstHash := sts.Spec.Template.Annotations[annotationTLSHash]
+	firstHash := sts.Spec.Template.Annotations[specs.AnnotationTLSHash]
 	if firstHash == "" {
 		t.Fatal("the Sentinels' template carries no certificate hash: they would not restart for a new certificate")
 	}
@@ -460,14 +391,14 @@ requirepass %[3]q
 		if err := get(t, sts, ns, name+"-sentinel"); err != nil {
 			return err
 		}
-		if sts.Spec.Template.Annotations[annotationTLSHash] == firstHash {
+		if sts.Spec.Template.Annotations[specs.AnnotationTLSHash] == firstHash {
 			return errors.New("the Sentinels' template still carries the first certificate's hash")
 		}
 		return nil
 	})
 }
 
-// Without clientAuth the real server, run from the rendered redis.conf,
+// Without ClientAuth the real server, run from the rendered redis.conf,
 // serves a TLS client that presents no certificate, and still no plain one.
 func TestTLSWithoutClientCertificates(t *testing.T) {
 	ctx := context.Background()
@@ -475,8 +406,8 @@ func TestTLSWithoutClientCertificates(t *testing.T) {
 	certPEM, keyPEM := ca.Issue(t, time.Hour, "cache")
 	files := t.TempDir()
 	testenv.WriteTLSFiles(t, files, certPEM, keyPEM, ca.PEM)
-	rp := newRedisPersistence(goldenCases["tls-secret"])
-	addr := testenv.StartServer(t, strings.ReplaceAll(renderConfig(rp), tlsDir, files))
+	rp := specstest.NewRedisPersistence(specstest.GoldenCases["tls-secret"])
+	addr := testenv.StartServer(t, strings.ReplaceAll(specs.RenderConfig(rp), specs.TLSDir, files))
 	noCert, err := tlsclient.Config(ca.PEM, nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ package controllers
 // UpgradePending.
 //
 // Whose change it is follows from what the StatefulSet records about the
-// template it runs (rolloutAnnotations): the hash of that template, the hash
+// template it runs (RolloutAnnotations): the hash of that template, the hash
 // of the template with the operator's defaults left out, and the
 // RedisPersistence generation it was built for. A new template is the
 // operator's when the second hash is unchanged (only defaults moved), or when
@@ -52,12 +52,9 @@ package controllers
 //     be seen, instead of stopping every later upgrade until someone acts.
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -74,22 +71,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/upgrade"
-)
-
-// What the StatefulSet records about the pod template it runs.
-const (
-	// annotationTemplateHash identifies the pod template as built.
-	annotationTemplateHash = "uringredis.io/template-hash"
-	// annotationSpecTemplateHash identifies the pod template built with the
-	// operator's defaults left out: what the RedisPersistence and its
-	// password make of it.
-	annotationSpecTemplateHash = "uringredis.io/spec-template-hash"
-	// annotationGeneration is the RedisPersistence generation the template was built for.
-	annotationGeneration = "uringredis.io/generation"
-	// annotationUpgradeStarted marks an operator upgrade that holds a turn,
-	// with the time it started (RFC 3339); it goes once the pod rolled out.
-	annotationUpgradeStarted = "uringredis.io/upgrade-started"
 )
 
 // upgradeAnnounceDelay is how long an instance that announced that its
@@ -97,33 +80,6 @@ const (
 // (the operator reconciles every instance when it starts), so that the first
 // turns, too, go in namespace/name order.
 const upgradeAnnounceDelay = 5 * time.Second
-
-// operatorDefault stands for every value the operator's defaults supply in
-// the template that annotationSpecTemplateHash identifies.
-const operatorDefault = "(operator default)"
-
-// rolloutAnnotations record what template was built from (see the file comment).
-func rolloutAnnotations(rp *v1alpha1.RedisPersistence, opts Options, in podInputs, template corev1.PodTemplateSpec) map[string]string {
-	withoutDefaults := opts
-	withoutDefaults.RedisImage, withoutDefaults.ExporterImage, withoutDefaults.UringSeccompProfile = operatorDefault, operatorDefault, operatorDefault
-	withoutDefaults.ImagePull = ImagePull{Policy: operatorDefault, Secrets: []string{operatorDefault}}
-	annotations := map[string]string{
-		annotationTemplateHash:     templateHash(template),
-		annotationSpecTemplateHash: templateHash(buildPodTemplate(rp, withoutDefaults, in)),
-		annotationGeneration:       strconv.FormatInt(rp.Generation, 10),
-	}
-	if in.upgradeStarted != nil {
-		annotations[annotationUpgradeStarted] = in.upgradeStarted.UTC().Format(time.RFC3339)
-	}
-	return annotations
-}
-
-func templateHash(template corev1.PodTemplateSpec) string {
-	// A PodTemplateSpec always marshals; map keys come out sorted.
-	data, _ := json.Marshal(template)
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:8])
-}
 
 // rolloutOrigin is whose change a new pod template carries.
 type rolloutOrigin int
@@ -144,16 +100,16 @@ func rolloutOriginOf(desired, existing *appsv1.StatefulSet) rolloutOrigin {
 	}
 	want, have := desired.Annotations, existing.Annotations
 	switch {
-	case have[annotationTemplateHash] == want[annotationTemplateHash]:
+	case have[specs.AnnotationTemplateHash] == want[specs.AnnotationTemplateHash]:
 		return noRollout
-	case have[annotationTemplateHash] == "":
+	case have[specs.AnnotationTemplateHash] == "":
 		// Built by an operator from before staged upgrades: upgrading to
 		// this one is the operator's change.
 		return operatorRollout
-	case have[annotationSpecTemplateHash] == want[annotationSpecTemplateHash]:
+	case have[specs.AnnotationSpecTemplateHash] == want[specs.AnnotationSpecTemplateHash]:
 		// Only the operator's defaults moved.
 		return operatorRollout
-	case have[annotationGeneration] == want[annotationGeneration] && !passwordsChanged(desired, existing):
+	case have[specs.AnnotationGeneration] == want[specs.AnnotationGeneration] && !passwordsChanged(desired, existing):
 		// Neither the spec nor a password changed: a new operator
 		// version builds the template differently.
 		return operatorRollout
@@ -166,8 +122,8 @@ func rolloutOriginOf(desired, existing *appsv1.StatefulSet) rolloutOrigin {
 // version that makes them, is not a change of their passwords.
 func passwordsChanged(desired, existing *appsv1.StatefulSet) bool {
 	want, have := desired.Spec.Template.Annotations, existing.Spec.Template.Annotations
-	return have[annotationAuthHash] != want[annotationAuthHash] ||
-		have[annotationACLHash] != "" && have[annotationACLHash] != want[annotationACLHash]
+	return have[specs.AnnotationAuthHash] != want[specs.AnnotationAuthHash] ||
+		have[specs.AnnotationACLHash] != "" && have[specs.AnnotationACLHash] != want[specs.AnnotationACLHash]
 }
 
 // upgradeInFlight is when the operator upgrade that sts rolls started, or nil
@@ -177,7 +133,7 @@ func upgradeInFlight(sts *appsv1.StatefulSet) *metav1.Time {
 	if sts == nil || rolledOut(sts) {
 		return nil
 	}
-	started, err := time.Parse(time.RFC3339, sts.Annotations[annotationUpgradeStarted])
+	started, err := time.Parse(time.RFC3339, sts.Annotations[specs.AnnotationUpgradeStarted])
 	if err != nil {
 		return nil
 	}
@@ -220,9 +176,9 @@ func upgradeWaitFor(turn upgrade.Turn, announced bool, maxConcurrent int) *upgra
 // operator upgrade that must wait for its turn: then it leaves the existing
 // one as it is and says so. It returns the StatefulSet as the API server has
 // it.
-func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v1alpha1.RedisPersistence, in podInputs, existing *appsv1.StatefulSet) (*appsv1.StatefulSet, *upgradeWait, error) {
-	in.upgradeStarted = upgradeInFlight(existing) // an upgrade keeps its turn until its pod is Ready
-	sts := buildStatefulSet(rp, r.Options, in)
+func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v1alpha1.RedisPersistence, in specs.PodInputs, existing *appsv1.StatefulSet) (*appsv1.StatefulSet, *upgradeWait, error) {
+	in.UpgradeStarted = upgradeInFlight(existing) // an upgrade keeps its turn until its pod is Ready
+	sts := specs.StatefulSet(rp, r.Options, in)
 	origin := rolloutOriginOf(sts, existing)
 	takesTurn := origin == operatorRollout && rolledOut(existing)
 	if takesTurn {
@@ -237,19 +193,19 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 		if !turn.Start {
 			return existing, upgradeWaitFor(turn, announced, fleet.MaxConcurrent), nil
 		}
-		in.upgradeStarted = ptr.To(metav1.NewTime(turn.At))
-		sts = buildStatefulSet(rp, r.Options, in)
+		in.UpgradeStarted = ptr.To(metav1.NewTime(turn.At))
+		sts = specs.StatefulSet(rp, r.Options, in)
 	}
 
 	if existing != nil {
-		keepClaimSize(sts, existing)
-		if kept, wanted, differ := keepClaimClass(sts, existing); differ {
+		specs.KeepClaimSize(sts, existing)
+		if kept, wanted, differ := specs.KeepClaimClass(sts, existing); differ {
 			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "StorageClassKept",
 				"the volume keeps StorageClass %s; storage profile %q now maps to %s, which only a new RedisPersistence uses",
-				kept, storageOf(rp).Profile, wanted)
+				kept, specs.StorageOf(rp).Profile, wanted)
 		}
 	}
-	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
 		return nil, nil, fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)
 	}
@@ -258,14 +214,14 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 	case takesTurn:
 		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Upgrading",
 			"rolling the pod onto the operator's new pod template (server image %s); the operator upgrades at most %d instances at a time",
-			orDefault(rp.Spec.Image, r.Options.RedisImage), r.maxConcurrentUpgrades())
+			cmp.Or(rp.Spec.Image, r.Options.RedisImage), r.maxConcurrentUpgrades())
 		// The next decision reads the fleet from the cache: it must see this turn taken.
 		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 			cached := &appsv1.StatefulSet{}
 			if err := r.Get(ctx, client.ObjectKeyFromObject(sts), cached); err != nil {
 				return false, client.IgnoreNotFound(err)
 			}
-			return cached.Generation >= sts.Generation && cached.Annotations[annotationUpgradeStarted] == sts.Annotations[annotationUpgradeStarted], nil
+			return cached.Generation >= sts.Generation && cached.Annotations[specs.AnnotationUpgradeStarted] == sts.Annotations[specs.AnnotationUpgradeStarted], nil
 		}); err != nil {
 			return nil, nil, fmt.Errorf("waiting for the cache to show the upgrade of StatefulSet %s: %w", sts.Name, err)
 		}
@@ -290,7 +246,7 @@ func (r *RedisPersistenceReconciler) upgradeFleet(ctx context.Context) (upgrade.
 		return upgrade.Fleet{}, fmt.Errorf("listing RedisPersistences: %w", err)
 	}
 	var sets appsv1.StatefulSetList
-	if err := r.List(ctx, &sets, client.MatchingLabels{labelManagedBy: fieldOwner}); err != nil {
+	if err := r.List(ctx, &sets, client.MatchingLabels{specs.LabelManagedBy: specs.FieldOwner}); err != nil {
 		return upgrade.Fleet{}, fmt.Errorf("listing StatefulSets: %w", err)
 	}
 	byKey := make(map[types.NamespacedName]*appsv1.StatefulSet, len(sets.Items))
@@ -326,8 +282,8 @@ var upgradeTurnFreed = predicate.Funcs{
 		if !oldOK || !newOK || upgradeInFlight(updated) != nil {
 			return false
 		}
-		_, marked := updated.Annotations[annotationUpgradeStarted]
-		_, wasMarked := old.Annotations[annotationUpgradeStarted]
+		_, marked := updated.Annotations[specs.AnnotationUpgradeStarted]
+		_, wasMarked := old.Annotations[specs.AnnotationUpgradeStarted]
 		return upgradeInFlight(old) != nil || marked && !wasMarked
 	},
 	DeleteFunc: func(e event.DeleteEvent) bool {

@@ -27,6 +27,8 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/upgrade"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 )
 
 // upgradeTestOperator labels the RedisPersistences of an upgrade test with
@@ -62,7 +64,7 @@ type testOperator struct {
 
 // startOperator runs an operator for the RedisPersistences labelled for ns,
 // with defaults opts, until the test ends or stop is called.
-func startOperator(t *testing.T, ns string, opts Options, maxConcurrentUpgrades int, clock *clocktesting.FakePassiveClock) *testOperator {
+func startOperator(t *testing.T, ns string, opts specs.Options, maxConcurrentUpgrades int, clock *clocktesting.FakePassiveClock) *testOperator {
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.UserConfig(operatorUser), ctrl.Options{
 		Scheme:                 scheme.Scheme,
@@ -114,8 +116,8 @@ func (op *testOperator) reconcile(t *testing.T, ns, name string) {
 	}
 }
 
-func versionOptions(redisImage string) Options {
-	opts := testOptions
+func versionOptions(redisImage string) specs.Options {
+	opts := specstest.Options
 	opts.RedisImage = redisImage
 	opts.ExporterImage = "oliver006/redis_exporter:v1"
 	return opts
@@ -192,11 +194,11 @@ func templateImage(t *testing.T, ns, name string) (image string, upgrading bool)
 		t.Fatal(err)
 	}
 	for _, c := range sts.Spec.Template.Spec.Containers {
-		if c.Name == containerRedis {
+		if c.Name == specs.ContainerRedis {
 			image = c.Image
 		}
 	}
-	_, upgrading = sts.Annotations[annotationUpgradeStarted]
+	_, upgrading = sts.Annotations[specs.AnnotationUpgradeStarted]
 	return image, upgrading
 }
 
@@ -272,7 +274,7 @@ func TestUpgradeRollsOneInstanceAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// helm upgrade --set redisImage=redis-uring:v2: a new operator process.
+	// helm upgrade --set RedisImage=redis-uring:v2: a new operator process.
 	op.stop()
 	op = startOperator(t, ns, versionOptions("redis-uring:v2"), 1, clock)
 	waitTemplate(t, 30*time.Second, ns, "a", "redis-uring:v2")
@@ -436,7 +438,7 @@ func TestUpgradeFromAnOperatorBeforeStagedUpgrades(t *testing.T) {
 		if err := get(t, sts, ns, name); err != nil {
 			t.Fatal(err)
 		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null,%q:null}}}`, annotationTemplateHash, annotationSpecTemplateHash, annotationGeneration)
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:null,%q:null,%q:null}}}`, specs.AnnotationTemplateHash, specs.AnnotationSpecTemplateHash, specs.AnnotationGeneration)
 		if err := k8s.Patch(context.Background(), sts, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
@@ -451,7 +453,7 @@ func TestUpgradeFromAnOperatorBeforeStagedUpgrades(t *testing.T) {
 			if err := get(t, sts, ns, name); err != nil {
 				return err
 			}
-			if sts.Annotations[annotationTemplateHash] == "" || sts.Annotations[annotationUpgradeStarted] != "" {
+			if sts.Annotations[specs.AnnotationTemplateHash] == "" || sts.Annotations[specs.AnnotationUpgradeStarted] != "" {
 				return fmt.Errorf("%s: annotations %v", name, sts.Annotations)
 			}
 		}
@@ -473,21 +475,21 @@ func TestUpgradeFromAnOperatorBeforeStagedUpgrades(t *testing.T) {
 func TestUpgradeRolloutOrigin(t *testing.T) {
 	v1, v2 := versionOptions("redis-uring:v1"), versionOptions("redis-uring:v2")
 	base := func() *v1alpha1.RedisPersistence {
-		return newRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec},
+		return specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec},
 			Auth: &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "auth", Key: "password"}}})
 	}
-	build := func(rp *v1alpha1.RedisPersistence, opts Options, password string) *appsv1.StatefulSet {
-		return buildStatefulSet(rp, opts, newPodInputs(rp, password))
+	build := func(rp *v1alpha1.RedisPersistence, opts specs.Options, password string) *appsv1.StatefulSet {
+		return specs.StatefulSet(rp, opts, specs.NewPodInputs(rp, password))
 	}
-	withUsers := func(rp *v1alpha1.RedisPersistence, opts Options, password, users string) *appsv1.StatefulSet {
-		in := newPodInputs(rp, password)
-		in.aclHash = aclPasswords{exporter: users, benchmark: users}.hash(rp)
-		return buildStatefulSet(rp, opts, in)
+	withUsers := func(rp *v1alpha1.RedisPersistence, opts specs.Options, password, users string) *appsv1.StatefulSet {
+		in := specs.NewPodInputs(rp, password)
+		in.ACLHash = specs.ACLPasswords{Exporter: users, Benchmark: users}.Hash(rp)
+		return specs.StatefulSet(rp, opts, in)
 	}
 	existing := build(base(), v1, "secret")
 	// What an older operator version built: another template for the same spec.
 	older := existing.DeepCopy()
-	older.Annotations[annotationTemplateHash], older.Annotations[annotationSpecTemplateHash] = "older", "older"
+	older.Annotations[specs.AnnotationTemplateHash], older.Annotations[specs.AnnotationSpecTemplateHash] = "older", "older"
 	legacy := existing.DeepCopy()
 	legacy.Annotations = nil
 

@@ -14,12 +14,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // A StatefulSet's volumeClaimTemplates cannot change, so spec.storage.size
 // grows the volume by expanding the claim the StatefulSet made
 // (data-<name>-0), where its StorageClass allows it. The claim template keeps
-// the size the instance was created with (keepClaimSize); the API refuses a
+// the size the instance was created with (KeepClaimSize); the API refuses a
 // smaller spec.storage.size.
 
 // Reasons of the StorageResized condition.
@@ -29,11 +30,6 @@ const (
 	ReasonExpansionNotAllowed = "ExpansionNotAllowed"
 	ReasonClaimNotBound       = "ClaimNotBound"
 )
-
-// dataClaimName is the data claim of the server with this ordinal.
-func dataClaimName(rp *v1alpha1.RedisPersistence, ordinal int32) string {
-	return fmt.Sprintf("data-%s-%d", rp.Name, ordinal)
-}
 
 // volumeResize is what resizing the data volume takes.
 type volumeResize struct {
@@ -71,14 +67,14 @@ func planVolumeResize(want resource.Quantity, claim *corev1.PersistentVolumeClai
 // where their class allows it and returns the StorageResized condition, or
 // nil while there is no claim to speak of.
 func (r *RedisPersistenceReconciler) resizeVolume(ctx context.Context, rp *v1alpha1.RedisPersistence) (*condition, error) {
-	if !hasVolume(rp) {
+	if !specs.HasVolume(rp) {
 		return nil, nil
 	}
 	// Every server's claim grows; the condition is the first one not done,
 	// else ordinal 0's.
 	var first *condition
-	for ordinal := range replicasOf(rp) {
-		c, err := r.resizeClaim(ctx, rp, dataClaimName(rp, ordinal))
+	for ordinal := range specs.ReplicasOf(rp) {
+		c, err := r.resizeClaim(ctx, rp, specs.DataClaimName(rp, ordinal))
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +106,7 @@ func (r *RedisPersistenceReconciler) resizeClaim(ctx context.Context, rp *v1alph
 			return nil, fmt.Errorf("reading StorageClass %s: %w", name, err)
 		}
 	}
-	plan := planVolumeResize(volumeSize(rp), claim, class)
+	plan := planVolumeResize(specs.VolumeSize(rp), claim, class)
 	if plan.expandTo != nil {
 		patch := client.MergeFrom(claim.DeepCopy())
 		if claim.Spec.Resources.Requests == nil {

@@ -18,6 +18,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -66,7 +68,7 @@ func TestMain(m *testing.M) {
 	reconciler = &RedisPersistenceReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
-		Options:                 testOptions,
+		Options:                 specstest.Options,
 		MaxConcurrentReconciles: 4,
 		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
 		Clock:                   clocktesting.NewFakePassiveClock(testNow),
@@ -92,7 +94,7 @@ func TestMain(m *testing.M) {
 	if err := (&RedisBenchmarkReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
-		Options:                 BenchmarkOptions{Image: "uring-redis-bench:test"},
+		Options:                 specs.BenchmarkOptions{Image: "uring-redis-bench:test"},
 		MaxConcurrentReconciles: 4,
 		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
 		Clock:                   clocktesting.NewFakePassiveClock(testNow),

@@ -40,7 +40,8 @@ results=$work/local-results.jsonl
 : >"$results"
 port=16700
 pids=()
-trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+stop_servers() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap stop_servers EXIT
 for mode in aof-always aof-everysec uring-durable uring-fast; do
   port=$((port + 1))
   dir=$work/$mode

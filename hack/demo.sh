@@ -92,7 +92,7 @@ apiVersion: persistence.uringredis.io/v1alpha1
 kind: RedisBenchmark
 metadata: {name: modes, namespace: $ns}
 spec:
-  targets: [$(IFS=,; echo "${targets[*]}" | sed 's/,/, /g')]
+  targets: [$(IFS=,; list="${targets[*]}"; echo "${list//,/, }")]
   workload: {commands: [set, hset, lpush, incr], requests: $requests, clients: 50, mixedReads: true}
   repetitions: $repetitions
   crashCheck: {clients: 50, writeSeconds: 5}

@@ -41,6 +41,7 @@ fetch_etcd() {
   trap 'rm -rf "$tmp"' RETURN
   echo "k8s-binaries: fetching etcd-server $etcd_version" >&2
   # The pinned .deb from the pool first (trixie's index moves on with updates), then apt.
+  # shellcheck disable=SC2015 # apt is the fallback whenever the pool fetch is skipped or fails
   (cd "$tmp" && { [[ -n $etcd_sha256 ]] && "$here/apt-trixie.sh" pool "main/e/etcd/etcd-server_${etcd_version}_amd64.deb" "$etcd_sha256"; } ||
     "$here/apt-trixie.sh" -qq download "etcd-server=$etcd_version")
   dpkg-deb -x "$tmp"/etcd-server_*.deb "$tmp/root"

@@ -15,6 +15,7 @@ out=$repo/bin/prometheus/$version
 if [[ ! -f $out/.complete ]]; then
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
+  # shellcheck disable=SC2015 # apt is the fallback whenever the pool fetch is skipped or fails
   (cd "$work" && {
     [[ -n $prometheus_sha256 ]] &&
       "$repo/hack/apt-trixie.sh" pool "main/p/prometheus/prometheus_${version}_amd64.deb" "$prometheus_sha256" &&

@@ -38,5 +38,5 @@ fi
 
 start=$SECONDS
 make -C "$tree" --no-print-directory release VERSION="$version" REGISTRY="$registry" DIST="$dist" \
-  HELM="${HELM:?HELM names this tree's helm}" KUSTOMIZE="${KUSTOMIZE:?KUSTOMIZE names this tree's kustomize}"
+  HELM="${HELM:?HELM names the helm of this tree}" KUSTOMIZE="${KUSTOMIZE:?KUSTOMIZE names the kustomize of this tree}"
 log "$version from $commit released to $registry in $((SECONDS - start)) s"

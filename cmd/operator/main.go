@@ -18,6 +18,7 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/controllers"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 func main() {
@@ -28,8 +29,8 @@ func main() {
 		metricsCertDir          string
 		maxConcurrentReconciles int
 		maxConcurrentUpgrades   int
-		opts                    controllers.Options
-		benchOpts               controllers.BenchmarkOptions
+		opts                    specs.Options
+		benchOpts               specs.BenchmarkOptions
 		operatorNamespace       string
 		operatorPodLabels       string
 		prometheusPodLabels     string
@@ -49,7 +50,7 @@ func main() {
 	flag.IntVar(&maxConcurrentReconciles, "max-concurrent-reconciles", 4, "RedisPersistences, and RedisBenchmarks, reconciled at once; a slow server or API call then delays only its own object.")
 	flag.IntVar(&maxConcurrentUpgrades, "max-concurrent-upgrades", 1, "How many RedisPersistences may roll an upgrade of the operator's making at once (a new --redis-image, --exporter-image or --uring-seccomp-profile, a new operator version), each until its server is Ready; at least 1. A change to a RedisPersistence's own spec rolls it at once.")
 	flag.StringVar(&benchOpts.Image, "bench-image", "", "RedisBenchmark runner image (cmd/bench with valkey-benchmark); required.")
-	var imagePull controllers.ImagePull
+	var imagePull specs.ImagePull
 	flag.Func("image-pull-policy", "Pull policy of every container of the pods the operator creates (Always, IfNotPresent, Never); empty leaves the API server's default.", func(v string) error {
 		switch policy := corev1.PullPolicy(v); policy {
 		case "", corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
@@ -90,7 +91,7 @@ func main() {
 	}
 
 	var err error
-	if opts.NetworkPolicy, err = controllers.ParseNetworkPolicyOptions(opts.NetworkPolicy.Enabled, operatorNamespace, operatorPodLabels, prometheusNSLabels, prometheusPodLabels); err != nil {
+	if opts.NetworkPolicy, err = specs.ParseNetworkPolicyOptions(opts.NetworkPolicy.Enabled, operatorNamespace, operatorPodLabels, prometheusNSLabels, prometheusPodLabels); err != nil {
 		setupLog.Error(err, "parsing the NetworkPolicy flags")
 		os.Exit(1)
 	}

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	"github.com/uring-redis/uring-redis-operator/controllers"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -792,7 +792,7 @@ func TestNetworkPolicyFlags(t *testing.T) {
 			flags[name] = value
 		}
 	}
-	opts, err := controllers.ParseNetworkPolicyOptions(flags["network-policy"] == "true", flags["operator-namespace"],
+	opts, err := specs.ParseNetworkPolicyOptions(flags["network-policy"] == "true", flags["operator-namespace"],
 		flags["operator-pod-labels"], flags["prometheus-namespace-labels"], flags["prometheus-pod-labels"])
 	if err != nil {
 		t.Fatal(err)

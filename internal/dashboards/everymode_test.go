@@ -24,7 +24,7 @@ import (
 // runs every query of every panel; this one checks them per mode.)
 func TestEveryModeFillsTheFsyncPanels(t *testing.T) {
 	ctx := context.Background()
-	script := filepath.Join(testenv.RepoRoot(), "controllers", "uring-info.lua")
+	script := filepath.Join(testenv.RepoRoot(), "internal", "specs", "uring-info.lua")
 	modes := map[string]string{ // pod -> the server's AOF settings
 		"always-0":   "appendfsync always\n",
 		"everysec-0": "appendfsync everysec\n",

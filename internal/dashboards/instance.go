@@ -12,7 +12,7 @@ import (
 // targets carry namespace and pod labels.
 const podSelector = `namespace=~"$namespace", pod=~"$pod"`
 
-// script selects one field the exporter's Lua script (controllers/uring-info.lua) exports.
+// script selects one field the exporter's Lua script (internal/specs/uring-info.lua) exports.
 func script(key string) string {
 	return `redis_script_values{` + podSelector + `, key="` + key + `"}`
 }

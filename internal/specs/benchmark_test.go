@@ -1,0 +1,67 @@
+package specs_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+)
+
+func TestPersistenceMode(t *testing.T) {
+	for _, tc := range []struct {
+		spec v1alpha1.RedisPersistenceSpec
+		want string
+	}{
+		{v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}, "none"},
+		{v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeRDB}, "rdb"},
+		{v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF}, "aof-everysec"},
+		{v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}}, "aof-always"},
+		{v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring}, "uring-durable"},
+		{v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast}}, "uring-fast"},
+	} {
+		if got := specs.PersistenceMode(&v1alpha1.RedisPersistence{Spec: tc.spec}); got != tc.want {
+			t.Errorf("persistenceMode(%+v) = %q, want %q", tc.spec, got, tc.want)
+		}
+	}
+}
+
+// TestBenchmarkJobGolden renders the Job of a benchmark with every option set
+// twice (the builder is deterministic) and compares it with
+// testdata/benchmark.job.yaml.
+func TestBenchmarkJobGolden(t *testing.T) {
+	rb := &v1alpha1.RedisBenchmark{
+		ObjectMeta: metav1.ObjectMeta{Name: "cmp", Namespace: "ns", UID: types.UID("b-uid")},
+		Spec: v1alpha1.RedisBenchmarkSpec{
+			Targets: []string{"always", "durable"},
+			Workload: v1alpha1.BenchmarkWorkload{
+				Commands: []v1alpha1.BenchmarkCommand{"set", "get"}, Requests: 5000, Clients: 8, Pipeline: 4, ValueSize: 128, Keyspace: 1000, MixedReads: true,
+			},
+			Repetitions: 3,
+			CrashCheck:  &v1alpha1.CrashCheckSpec{Clients: 20, WriteSeconds: 7},
+		},
+	}
+	rp := &v1alpha1.RedisPersistence{
+		ObjectMeta: metav1.ObjectMeta{Name: "durable", Namespace: "ns"},
+		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Auth: &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "pw"}}},
+	}
+	render := func() []byte {
+		// The last repetition of the second target: the run with the crash check.
+		b, err := yaml.Marshal(specs.BenchmarkJob(rb, specs.RunAt(rb, 5), rp, specs.BenchmarkOptions{Image: "uring-redis-bench:test",
+			ImagePull: specs.ImagePull{Policy: corev1.PullIfNotPresent, Secrets: []string{"registry-pull"}}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first := render()
+	if second := render(); string(first) != string(second) {
+		t.Fatal("two renders of the same benchmark Job differ")
+	}
+	compareGolden(t, filepath.Join("testdata", "benchmark.job.yaml"), first)
+}
