@@ -26,9 +26,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
-	"github.com/uring-redis/uring-redis-operator/internal/upgrade"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
+	"github.com/uring-redis/uring-redis-operator/internal/upgrade"
 )
 
 // upgradeTestOperator labels the RedisPersistences of an upgrade test with
