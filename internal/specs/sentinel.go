@@ -227,13 +227,7 @@ func SentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInpu
 			PeriodSeconds:       10,
 			FailureThreshold:    6,
 		},
-		ReadinessProbe: &corev1.Probe{
-			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-				Command: []string{"sh", "-c", ValkeyCLI(rp) + " -p " + strconv.Itoa(SentinelPort) + " ping | grep -qx PONG"},
-			}},
-			PeriodSeconds:  5,
-			TimeoutSeconds: 3,
-		},
+		ReadinessProbe:  pingProbe(rp, SentinelPort),
 		VolumeMounts:    []corev1.VolumeMount{{Name: "sentinel", MountPath: sentinelDir}},
 		SecurityContext: restrictedSecurityContext(),
 		Resources:       resources,

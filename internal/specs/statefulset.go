@@ -352,13 +352,7 @@ func serverPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs
 			PeriodSeconds:    10,
 			FailureThreshold: 6,
 		},
-		ReadinessProbe: &corev1.Probe{
-			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-				Command: []string{"sh", "-c", ValkeyCLI(rp) + " -p " + strconv.Itoa(RedisPort) + " ping | grep -qx PONG"},
-			}},
-			PeriodSeconds:  5,
-			TimeoutSeconds: 3,
-		},
+		ReadinessProbe:  pingProbe(rp, RedisPort),
 		VolumeMounts:    volumeMounts,
 		SecurityContext: restrictedSecurityContext(),
 	}
@@ -502,4 +496,16 @@ func templateHash(template corev1.PodTemplateSpec) string {
 	data, _ := json.Marshal(template)
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:8])
+}
+
+// pingProbe is ready while the server or Sentinel on port answers PING
+// (valkey-cli with the instance's TLS and auth options).
+func pingProbe(rp *v1alpha1.RedisPersistence, port int) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
+			Command: []string{"sh", "-c", ValkeyCLI(rp) + " -p " + strconv.Itoa(port) + " ping | grep -qx PONG"},
+		}},
+		PeriodSeconds:  5,
+		TimeoutSeconds: 3,
+	}
 }
