@@ -30,7 +30,7 @@ var (
 	}, benchmarkResultLabels)
 	benchmarkFsync = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "uringredis_benchmark_fsync_seconds",
-		Help: "fsync latency quantiles (upper bounds) the io_uring engine reported during the command.",
+		Help: "fdatasync latency quantiles (upper bounds) of the AOF the server reported during the command (INFO aof_fsync_*, every AOF mode).",
 	}, append(benchmarkResultLabels, "quantile"))
 	benchmarkCrashLost = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "uringredis_benchmark_crash_lost_keys",

@@ -24,7 +24,7 @@ func TestBenchmarkMetricsExport(t *testing.T) {
 	t.Cleanup(func() { forgetBenchmarkMetrics("metrics-ns", "m") })
 
 	expected := `
-# HELP uringredis_benchmark_fsync_seconds fsync latency quantiles (upper bounds) the io_uring engine reported during the command.
+# HELP uringredis_benchmark_fsync_seconds fdatasync latency quantiles (upper bounds) of the AOF the server reported during the command (INFO aof_fsync_*, every AOF mode).
 # TYPE uringredis_benchmark_fsync_seconds gauge
 uringredis_benchmark_fsync_seconds{benchmark="m",command="set",mode="uring-durable",namespace="metrics-ns",quantile="0.5",target="u"} 0.0004
 uringredis_benchmark_fsync_seconds{benchmark="m",command="set",mode="uring-durable",namespace="metrics-ns",quantile="0.99",target="u"} 0.0025
