@@ -93,10 +93,11 @@
  *        command without key arguments the last write of all: such a
  *        command may summarise the keyspace (KEYS, SCAN, DBSIZE, RANDOMKEY,
  *        MEMORY STATS, DEBUG DIGEST, FUNCTION LIST...). Deny by default:
- *        only the connection's commands, transactions, pub/sub and server
- *        introspection (INFO, CONFIG, ROLE, LATENCY...) are exempt
- *        (keylessShowsNoData), so a command added later waits rather than
- *        leaks. INFO's keyspace section, which counts keys, shows the
+ *        only the connection's commands, transactions, pub/sub, server
+ *        introspection (INFO, CONFIG, ROLE, LATENCY...) and server control
+ *        (REPLICAOF, FAILOVER, SHUTDOWN, BGSAVE...: a failover must not
+ *        wait for the disk) are exempt (keylessShowsNoData), so a command
+ *        added later waits rather than leaks. INFO's keyspace section, which counts keys, shows the
  *        counts of the newest snapshot the gate has released (one is taken
  *        at the end of a pass and promoted when its offset is released)
  *        instead of waiting: monitoring must answer when the disk stalls.
@@ -1098,18 +1099,26 @@ void aofUringDbModified(serverDb *db) {
 
 /* A command without key arguments that shows nothing of the data: the
  * connection's own state, transactions (EXEC's commands are judged one by
- * one), pub/sub (receivers are held as pushes), and server introspection
- * (INFO's keyspace section is served as of the last durable point, see
- * aofUringKeyspaceCounts). Every other keyless command is taken to see the
- * whole keyspace: a new or unknown one waits rather than leaks. */
+ * one), pub/sub (receivers are held as pushes), server introspection (INFO's
+ * keyspace section is served as of the last durable point, see
+ * aofUringKeyspaceCounts) and server control: a failover (REPLICAOF NO ONE,
+ * FAILOVER, a Sentinel's MULTI) or a SHUTDOWN must not wait for a disk that
+ * may be the reason for it. CLUSTER's subcommands that count or list keys
+ * are not exempt. Every other keyless command is taken to see the whole
+ * keyspace: a new or unknown one waits rather than leaks. */
 static int keylessShowsNoData(struct serverCommand *cmd) {
-    static const char *const introspection[] = {"info", "config", "time",     "lastsave", "role", "monitor",
-                                                "script", "acl",  "latency", "replconf", "psync", "sync"};
+    static const char *const exempt[] = {
+        "info",     "config",  "time",     "lastsave", "role",     "monitor", "script", "acl",
+        "latency",  "replconf", "psync",   "sync",     "replicaof", "slaveof", "failover", "shutdown",
+        "save",     "bgsave",   "bgrewriteaof", "module", "cluster"};
     if (cmd->acl_categories & (ACL_CATEGORY_CONNECTION | ACL_CATEGORY_TRANSACTION)) return 1;
     if (cmd->flags & CMD_PUBSUB) return 1;
     const char *name = (cmd->parent ? cmd->parent : cmd)->declared_name;
-    for (size_t i = 0; i < sizeof(introspection) / sizeof(*introspection); i++)
-        if (!strcasecmp(name, introspection[i])) return 1;
+    if (!strcasecmp(name, "cluster") &&
+        (!strcasecmp(cmd->declared_name, "countkeysinslot") || !strcasecmp(cmd->declared_name, "getkeysinslot")))
+        return 0;
+    for (size_t i = 0; i < sizeof(exempt) / sizeof(*exempt); i++)
+        if (!strcasecmp(name, exempt[i])) return 1;
     return 0;
 }
 
