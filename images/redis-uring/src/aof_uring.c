@@ -94,7 +94,7 @@
  *        command may summarise the keyspace (KEYS, SCAN, DBSIZE, RANDOMKEY,
  *        MEMORY STATS, DEBUG DIGEST, FUNCTION LIST...). Deny by default:
  *        only the connection's commands, transactions, pub/sub, server
- *        introspection (INFO, CONFIG, ROLE, LATENCY...) and server control
+ *        introspection (INFO, CONFIG, ROLE, SLOWLOG...) and server control
  *        (REPLICAOF, FAILOVER, SHUTDOWN, BGSAVE...: a failover must not
  *        wait for the disk) are exempt (keylessShowsNoData), so a command
  *        added later waits rather than leaks. INFO's keyspace section, which counts keys, shows the
@@ -1099,18 +1099,23 @@ void aofUringDbModified(serverDb *db) {
 
 /* A command without key arguments that shows nothing of the data: the
  * connection's own state, transactions (EXEC's commands are judged one by
- * one), pub/sub (receivers are held as pushes), server introspection (INFO's
- * keyspace section is served as of the last durable point, see
- * aofUringKeyspaceCounts) and server control: a failover (REPLICAOF NO ONE,
- * FAILOVER, a Sentinel's MULTI) or a SHUTDOWN must not wait for a disk that
- * may be the reason for it. CLUSTER's subcommands that count or list keys
- * are not exempt. Every other keyless command is taken to see the whole
- * keyspace: a new or unknown one waits rather than leaks. */
+ * one), pub/sub (receivers are held as pushes), server introspection and
+ * server control. INFO's keyspace section is served as of the last durable
+ * point (aofUringKeyspaceCounts). SLOWLOG and COMMANDLOG show a slow
+ * command's arguments at once: an admin's view, which redis_exporter reads
+ * at every scrape, and monitoring must answer while the disk stalls. A
+ * failover (REPLICAOF NO ONE, FAILOVER, a Sentinel's MULTI) or a SHUTDOWN
+ * must not wait for a disk that may be the reason for it. CLUSTER's
+ * subcommands that count or list keys are not exempt. Every other keyless
+ * command is taken to see the whole keyspace: a new or unknown one waits
+ * rather than leaks. */
 static int keylessShowsNoData(struct serverCommand *cmd) {
     static const char *const exempt[] = {
-        "info",     "config",  "time",     "lastsave", "role",     "monitor", "script", "acl",
-        "latency",  "replconf", "psync",   "sync",     "replicaof", "slaveof", "failover", "shutdown",
-        "save",     "bgsave",   "bgrewriteaof", "module", "cluster"};
+        /* introspection */
+        "info", "config", "time", "lastsave", "role", "monitor", "script", "acl", "latency", "slowlog", "commandlog",
+        /* replication and server control */
+        "replconf", "psync", "sync", "replicaof", "slaveof", "failover", "shutdown", "save", "bgsave",
+        "bgrewriteaof", "module", "cluster"};
     if (cmd->acl_categories & (ACL_CATEGORY_CONNECTION | ACL_CATEGORY_TRANSACTION)) return 1;
     if (cmd->flags & CMD_PUBSUB) return 1;
     const char *name = (cmd->parent ? cmd->parent : cmd)->declared_name;
