@@ -76,9 +76,9 @@ type RedisPersistenceReconciler struct {
 
 	snapshots snapshots
 	probes    serverProbes
-	// upgradeTurns serializes the decisions that start an operator upgrade:
+	// upgradeDecisions serializes the decisions that start an operator upgrade:
 	// each reads the others' from the cache (redispersistence_upgrade.go).
-	upgradeTurns sync.Mutex
+	upgradeDecisions sync.Mutex
 
 	// controller and cache let the reconciler watch PodMonitors once their
 	// kind is served, which may be after the operator started.

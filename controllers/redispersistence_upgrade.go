@@ -33,7 +33,7 @@ package controllers
 // it waits; upgradeAnnounceDelay later, when the instances the same operator
 // change reaches have announced theirs, it may start if fewer than the
 // maximum are in flight and no Ready instance waits ahead of it in
-// namespace/name order. One decision at a time (upgradeTurns), each waiting
+// namespace/name order. One decision at a time (upgradeDecisions), each waiting
 // until the cache shows the mark it made, so two workers never both take the
 // last turn. When an upgrade ends, its StatefulSet event wakes the next
 // waiting instances in order (nextUpgrades), not all of them; a waiting
@@ -182,8 +182,8 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 	origin := rolloutOriginOf(sts, existing)
 	takesTurn := origin == operatorRollout && rolledOut(existing)
 	if takesTurn {
-		r.upgradeTurns.Lock()
-		defer r.upgradeTurns.Unlock()
+		r.upgradeDecisions.Lock()
+		defer r.upgradeDecisions.Unlock()
 		fleet, err := r.upgradeFleet(ctx)
 		if err != nil {
 			return nil, nil, err
