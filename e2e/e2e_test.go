@@ -165,7 +165,7 @@ func waitFor(t *testing.T, name string, timeout time.Duration, check func(*v1alp
 		}
 		return last == nil, nil
 	}) != nil {
-		t.Fatalf("%s after %s: %v\n%s", name, timeout, last, describe(name))
+		fatalDescribed(t, name, "%s after %s: %v", name, timeout, last)
 	}
 	return rp
 }
@@ -188,16 +188,34 @@ func waitReady(t *testing.T, name string) *v1alpha1.RedisPersistence {
 // describe gathers what a person would look at when a wait fails.
 func describe(name string) string {
 	var out bytes.Buffer
-	for _, args := range [][]string{
-		{"get", "redispersistence", name, "-o", "yaml"},
-		{"describe", "pod", name + "-0"},
-		{"logs", name + "-0", "-c", "redis", "--tail", "30"},
-	} {
+	run := func(args ...string) {
+		fmt.Fprintf(&out, "$ kubectl %s\n", strings.Join(args, " "))
 		cmd := exec.Command(kubectl[0], append(append(kubectl[1:], "-n", namespace), args...)...)
 		cmd.Stdout, cmd.Stderr = &out, &out
 		_ = cmd.Run()
 	}
+	run("get", "redispersistence", name, "-o", "yaml")
+	run("get", "pods,pvc", "-o", "wide")
+	run("get", "events", "--sort-by=.lastTimestamp")
+	var pods corev1.PodList
+	_ = k8s.List(context.Background(), &pods, client.InNamespace(namespace))
+	for _, pod := range pods.Items {
+		if !strings.HasPrefix(pod.Name, name+"-") {
+			continue
+		}
+		for _, c := range pod.Spec.Containers {
+			run("logs", pod.Name, "-c", c.Name, "--tail", "40")
+		}
+	}
 	return out.String()
+}
+
+// fatalDescribed fails t with the message last, after what describe(name)
+// shows, so that the reason is the end of a long log, not its middle.
+func fatalDescribed(t *testing.T, name, format string, args ...any) {
+	t.Helper()
+	t.Log(describe(name))
+	t.Fatalf(format, args...)
 }
 
 // cli runs valkey-cli inside the server pod and returns its output.
@@ -208,6 +226,16 @@ func cli(t *testing.T, name string, args ...string) string {
 
 func podExec(t *testing.T, pod, stdin string, command ...string) string {
 	t.Helper()
+	out, err := tryPodExec(pod, stdin, command...)
+	if err != nil {
+		t.Fatalf("exec %v in %s: %v", command, pod, err)
+	}
+	return out
+}
+
+// tryPodExec runs command in pod's server container and returns its output,
+// or an error that carries what it printed.
+func tryPodExec(pod, stdin string, command ...string) (string, error) {
 	args := append(append([]string{}, kubectl[1:]...), "-n", namespace, "exec", "-i", pod, "-c", "redis", "--")
 	cmd := exec.Command(kubectl[0], append(args, command...)...)
 	cmd.Stdin = strings.NewReader(stdin)
@@ -217,9 +245,9 @@ func podExec(t *testing.T, pod, stdin string, command ...string) string {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("exec %v in %s: %v\n%s%s", command, pod, err, out, stderr.Bytes())
+		return "", fmt.Errorf("%w\n%s%s", err, out, stderr.Bytes())
 	}
-	return strings.TrimSpace(string(out))
+	return strings.TrimSpace(string(out)), nil
 }
 
 func infoField(info, field string) string {

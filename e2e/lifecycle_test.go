@@ -233,7 +233,7 @@ func watchRollout(t *testing.T, image string, names []string, timeout time.Durat
 			return seen
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s, %d of %v run %s and rolled out (seen: %+v)\n%s", timeout, done, names, image, seen, describe(names[len(names)-1]))
+			fatalDescribed(t, names[len(names)-1], "after %s, %d of %v run %s and rolled out (seen: %+v)", timeout, done, names, image, seen)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

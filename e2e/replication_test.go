@@ -92,8 +92,17 @@ func TestReplicasFailOver(t *testing.T) {
 	if n := podExec(t, primary, "", "valkey-cli", "DBSIZE"); n != "2000" {
 		t.Fatalf("the promoted %s holds %s keys, want 2000", primary, n)
 	}
-	// Through the Service, as a client reaches it.
-	if role := infoField(podExec(t, primary, "", "valkey-cli", "-h", name, "INFO", "replication"), "role"); role != "master" {
+	// Through the Service, as a client reaches it. kube-proxy programs the
+	// Service's address a moment after the EndpointSlice changes; until then a
+	// connection is refused, and a client retries.
+	var role string
+	for deadline := time.Now().Add(30 * time.Second); role != "master" && time.Now().Before(deadline); time.Sleep(time.Second) {
+		out, err := tryPodExec(primary, "", "valkey-cli", "-h", name, "INFO", "replication")
+		if role = infoField(out, "role"); err != nil {
+			role = err.Error()
+		}
+	}
+	if role != "master" {
 		t.Errorf("the Service %s answers as %q", name, role)
 	}
 
@@ -137,7 +146,7 @@ func waitServiceSelects(t *testing.T, service, pod string) {
 		}
 		last = fmt.Sprint(ready)
 	}
-	t.Fatalf("the Service %s selects %s, want only %s\n%s", service, last, pod, describe(service))
+	fatalDescribed(t, service, "the Service %s selects %s, want only %s", service, last, pod)
 }
 
 // TestBenchmarkCostOfAckReplicas: a RedisBenchmark of two replicated uring

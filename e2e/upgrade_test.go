@@ -110,7 +110,7 @@ func TestUpgradeFromRelease(t *testing.T) {
 	// The ACL users where there is a password, and the exporter signed in as its own.
 	acl := &corev1.Secret{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "kept-acl"}, acl); err != nil {
-		t.Fatalf("no ACL users' Secret after the upgrade: %v\n%s", err, describe("kept"))
+		fatalDescribed(t, "kept", "no ACL users' Secret after the upgrade: %v", err)
 	}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "open-acl"}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the instance without a password got ACL users (err %v)", err)
