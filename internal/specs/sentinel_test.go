@@ -22,7 +22,8 @@ import (
 // name of the headless domain an address of its own on the loopback, then
 // loses the primary with its volume: the Sentinels must promote a replica,
 // and the old primary come back as a replica of it instead of as an empty
-// primary.
+// primary. With SENTINELS_AWAY set, every Sentinel is lost too while the
+// primary comes back, and returns only after a while.
 const failoverHarness = `set -eu
 ip link set lo up
 mount --bind "$W/hosts" /etc/hosts
@@ -42,9 +43,10 @@ replicas_seen() { # sentinel, count: the Sentinel sees that many healthy replica
   [ "$(cli -h cache-sentinel-$1.$D -p 26379 SENTINEL replicas cache | awk 'prev == "flags" && $0 == "slave" { n++ } { prev = $0 } END { print n + 0 }')" = "$2" ]
 }
 server() { POD_NAME=cache-$1 sh "$W/server-$1.sh" >>"$W/server-$1.log" 2>&1 & echo $! >"$W/server-$1.pid"; }
+sentinel() { POD_NAME=cache-sentinel-$1 sh "$W/sentinel-$1.sh" >>"$W/sentinel-$1.log" 2>&1 & echo $! >"$W/sentinel-$1.pid"; }
 primary_of() { cli -h cache-sentinel-$1.$D -p 26379 SENTINEL get-master-addr-by-name cache | head -n 1; }
 
-for i in 0 1 2; do POD_NAME=cache-sentinel-$i sh "$W/sentinel-$i.sh" >"$W/sentinel-$i.log" 2>&1 & done
+for i in 0 1 2; do sentinel $i; done
 # OrderedReady: each server starts once the one before it answers.
 for i in 0 1 2; do server $i; until_ok 60 pong cache-$i.$D 6379; done
 until_ok 60 linked cache-1.$D
@@ -58,7 +60,16 @@ echo "acknowledged by replicas: $(cli -h cache-0.$D WAIT 2 5000)"
 # The node and its disk are lost: the server dies and comes back on an empty volume.
 kill -9 "$(cat "$W/server-0.pid")"
 rm -rf "$W/data-0"/*
-server 0
+if [ -n "${SENTINELS_AWAY:-}" ]; then
+  for i in 0 1 2; do kill -9 "$(cat "$W/sentinel-$i.pid")"; done
+  server 0
+  sleep 6
+  echo "the old primary while the Sentinels are away: $(cli -h cache-0.$D ping 2>&1 | head -n 1)"
+  echo "keys on a replica while the Sentinels are away: $(cli -h cache-1.$D DBSIZE)"
+  for i in 0 1 2; do sentinel $i; done
+else
+  server 0
+fi
 promoted() { p=$(primary_of 0); [ -n "$p" ] && [ "$p" != cache-0.$D ]; }
 until_ok 120 promoted
 until_ok 60 pong cache-0.$D 6379
@@ -71,11 +82,20 @@ echo "role of the old primary: $(cli -h cache-0.$D INFO replication | grep '^rol
 `
 
 // TestStartScriptsFailOver runs the start scripts with the environment the
-// StatefulSets give them, paths moved into the test's directory.
+// StatefulSets give them, paths moved into the test's directory: the primary
+// comes back on an empty volume while the Sentinels run, and while none
+// does.
 func TestStartScriptsFailOver(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: the harness runs in a network and mount namespace of its own (unshare --net --mount)")
 	}
+	t.Run("sentinels-up", func(t *testing.T) { runFailoverHarness(t, false) })
+	// An empty ordinal 0 that no Sentinel answers used to start as the
+	// primary, and its replicas copied the empty dataset.
+	t.Run("sentinels-away", func(t *testing.T) { runFailoverHarness(t, true) })
+}
+
+func runFailoverHarness(t *testing.T, sentinelsAway bool) {
 	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
 	password := `pass"word\with quotes`
 	w := t.TempDir()
@@ -124,6 +144,9 @@ func TestStartScriptsFailOver(t *testing.T) {
 	// The namespace's processes die with the harness: nothing outlives the network namespace.
 	cmd := exec.CommandContext(ctx, "unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "bash", "-c", failoverHarness)
 	cmd.Env = append(os.Environ(), "W="+w, "BIN="+filepath.Dir(testenv.ServerBin()), "REDISCLI_AUTH="+password, "REDIS_PASSWORD="+password)
+	if sentinelsAway {
+		cmd.Env = append(cmd.Env, "SENTINELS_AWAY=1")
+	}
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	t.Logf("harness (%s):\n%s", time.Since(start).Round(time.Second), out)
@@ -137,20 +160,28 @@ func TestStartScriptsFailOver(t *testing.T) {
 		logs()
 		t.Fatalf("harness: %v", err)
 	}
-	for _, want := range []string{
+	wants := []string{
 		"bootstrap primary: cache-0.cache-headless.apps.svc cache-0.cache-headless.apps.svc cache-0.cache-headless.apps.svc",
 		"acknowledged by replicas: 2",
 		"keys on the new primary: 100",
 		"keys on the old primary: 100",
 		"role of the old primary: role:slave",
-	} {
+	}
+	why := "its volume holds no data and a replica does: waiting"
+	if sentinelsAway {
+		wants = append(wants,
+			"the old primary while the Sentinels are away: Could not connect to Valkey at cache-0.cache-headless.apps.svc:6379: Connection refused",
+			"keys on a replica while the Sentinels are away: 100")
+		why = "its volume holds no data and cache-1.cache-headless.apps.svc, a replica, does (no Sentinel knows a healthy one): waiting"
+	}
+	for _, want := range wants {
 		if !strings.Contains(string(out), want+"\n") {
 			logs()
 			t.Errorf("the harness did not print %q", want)
 		}
 	}
 	restarted, _ := os.ReadFile(filepath.Join(w, "server-0.log"))
-	if !strings.Contains(string(restarted), "its volume holds no data and a replica does: waiting") {
+	if !strings.Contains(string(restarted), why) {
 		t.Errorf("the primary restarted on an empty volume did not wait for the failover:\n%s", restarted)
 	}
 }

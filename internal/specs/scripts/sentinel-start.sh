@@ -10,7 +10,23 @@
 set -eu
 self="$POD_NAME.$DOMAIN"
 conf="$SENTINEL_DIR/sentinel.conf"
-if [ ! -s "$conf" ]; then
+umask 077
+# auth_lines prints the password lines, quoted for the config parser.
+auth_lines() {
+  if [ -n "${REDIS_PASSWORD:-}" ]; then
+    pw=$(printf '%s' "$REDIS_PASSWORD" | sed 's/[\\"]/\\&/g')
+    printf 'sentinel auth-pass %s "%s"\nrequirepass "%s"\n' "$INSTANCE" "$pw" "$pw"
+  fi
+}
+if [ -s "$conf" ]; then
+  # Sentinel rewrites its file without quoting the passwords (Valkey 8.1.1
+  # writes sentinel auth-pass and requirepass as they are), so a password
+  # with a quote, a backslash or a space would not read back: the lines are
+  # written again at every start, which also applies a changed password.
+  grep -v -e '^sentinel auth-pass ' -e '^requirepass ' -e '^# ??? sentinel auth-pass ' -e '^# ??? requirepass ' "$conf" >"$conf.new" || true
+  auth_lines >>"$conf.new"
+  mv "$conf.new" "$conf"
+else
   primary=$(sentinel_view)
   [ -n "$primary" ] || primary=$(server_primary)
   [ -n "$primary" ] || primary="$INSTANCE-0.$DOMAIN"
@@ -19,7 +35,6 @@ if [ ! -s "$conf" ]; then
     echo "waiting for $primary to resolve"
     sleep 1
   done
-  umask 077
   {
     printf '%s\n' "$SENTINEL_LISTEN"
     echo "dir $SENTINEL_DIR"
@@ -30,10 +45,7 @@ if [ ! -s "$conf" ]; then
     echo "sentinel down-after-milliseconds $INSTANCE $DOWN_AFTER_MILLIS"
     echo "sentinel failover-timeout $INSTANCE $FAILOVER_TIMEOUT_MILLIS"
     echo "sentinel parallel-syncs $INSTANCE 1"
-    if [ -n "${REDIS_PASSWORD:-}" ]; then
-      pw=$(printf '%s' "$REDIS_PASSWORD" | sed 's/[\\"]/\\&/g')
-      printf 'sentinel auth-pass %s "%s"\nrequirepass "%s"\n' "$INSTANCE" "$pw" "$pw"
-    fi
+    auth_lines
   } >"$conf"
 fi
 exec valkey-sentinel "$conf"

@@ -6,12 +6,16 @@
 #     restarted), another server that says it is primary;
 #  3. when none does, ordinal 0 starts as primary and the others replicate it.
 #
-# A server the Sentinels still name as primary after it lost its volume (a
-# new claim, or mode: none, which keeps nothing) must not start as an empty
-# primary: its replicas would copy the empty dataset. While a Sentinel sees a
-# healthy replica it waits, not listening, so that the Sentinels find it down
-# and promote that replica; it then starts as a replica of it. With no
-# healthy replica there is nothing to wait for, and it starts as primary.
+# A server that would start as the primary (the Sentinels still name it, or
+# none answers and it is ordinal 0) after it lost its volume (a new claim, or
+# mode: none, which keeps nothing) must not start as an empty primary: its
+# replicas would copy the empty dataset. While a Sentinel sees a healthy
+# replica, or another server answers as a replica that holds data, it waits,
+# not listening, so that the Sentinels find it down and promote a replica; it
+# then starts as a replica of that one. Only with no replica holding data is
+# there nothing to wait for, and it starts as primary. Waiting is the choice
+# when the Sentinels cannot be asked: an empty primary would wipe the
+# replicas, and the Sentinels come back (they are a StatefulSet).
 #
 # Besides what lookups.sh reads: POD_NAME, DATA_DIR and CONFIG_FILE.
 set -eu
@@ -30,16 +34,38 @@ healthy_replicas() {
   echo 0
 }
 has_data() { [ -e "$DATA_DIR/dump.rdb" ] || [ -d "$DATA_DIR/appendonlydir" ]; }
+# replica_with_data prints the first other server that answers as a replica
+# and has received data (slave_repl_offset above 0), or nothing.
+replica_with_data() {
+  i=0
+  while [ "$i" -lt "$SERVERS" ]; do
+    host="$INSTANCE-$i.$DOMAIN"
+    if [ "$host" != "$self" ] && cli --no-auth-warning -t 1 -h "$host" -p "$SERVER_PORT" INFO replication 2>/dev/null |
+      tr -d '\r' | awk -F: '$1 == "role" && $2 == "slave" { r = 1 } $1 == "slave_repl_offset" && $2 > 0 { o = 1 } END { exit !(r && o) }'; then
+      echo "$host"
+      return
+    fi
+    i=$((i + 1))
+  done
+}
 
 primary=$(sentinel_view)
 [ -n "$primary" ] || primary=$(server_primary)
 if [ -z "$primary" ] && [ "$ordinal" != 0 ]; then
   primary="$INSTANCE-0.$DOMAIN"
 fi
-while [ "$primary" = "$self" ] && ! has_data && [ "$(healthy_replicas)" -gt 0 ]; do
-  echo "the Sentinels name this server primary, its volume holds no data and a replica does: waiting for them to promote the replica"
+while { [ -z "$primary" ] || [ "$primary" = "$self" ]; } && ! has_data; do
+  if [ "$(healthy_replicas)" -gt 0 ]; then
+    why="a replica does"
+  elif holder=$(replica_with_data) && [ -n "$holder" ]; then
+    why="$holder, a replica, does (no Sentinel knows a healthy one)"
+  else
+    break
+  fi
+  echo "this server would start as the primary, its volume holds no data and $why: waiting for the Sentinels to promote a replica"
   sleep 2
   primary=$(sentinel_view)
+  [ -n "$primary" ] || primary=$(server_primary)
 done
 if [ -n "$primary" ] && [ "$primary" != "$self" ]; then
   echo "starting as a replica of $primary"
