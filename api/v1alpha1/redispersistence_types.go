@@ -873,7 +873,61 @@ type RedisPersistenceStatus struct {
 	// tls is the certificate the servers serve (spec.tls only).
 	// +optional
 	TLS *TLSStatus `json:"tls,omitempty"`
+
+	// phase sums up the conditions in one word for people and the PHASE
+	// column: Pending, Progressing, Ready, Degraded or Failed (the user
+	// guide's RedisPersistence page says what leads to each). Automation
+	// should read the conditions, which say why.
+	// +optional
+	Phase InstancePhase `json:"phase,omitempty"`
+
+	// instances is how many server pods the StatefulSet runs now, ready or
+	// not: the current count of the scale subresource (kubectl scale, a
+	// HorizontalPodAutoscaler), whose desired count is spec.replicas. The
+	// Sentinels are not counted.
+	// +optional
+	Instances int32 `json:"instances,omitempty"`
+
+	// readyInstances is how many server pods are Ready.
+	// +optional
+	ReadyInstances int32 `json:"readyInstances,omitempty"`
+
+	// ready is readyInstances/spec.replicas ("2/3"), for the READY column of
+	// kubectl get: ready servers of those asked for, as Deployments and
+	// StatefulSets show them. Read readyInstances and instances instead of
+	// parsing it.
+	// +optional
+	Ready string `json:"ready,omitempty"`
+
+	// selector is the label selector of the server pods, as a string: the
+	// scale subresource's selector, which a HorizontalPodAutoscaler reads
+	// the pods' metrics by.
+	// +optional
+	Selector string `json:"selector,omitempty"`
 }
+
+// InstancePhase sums up a RedisPersistence's conditions in one word.
+type InstancePhase string
+
+const (
+	// PhasePending waits for something outside the operator: a node to
+	// schedule on, the password or TLS Secret, cert-manager.
+	PhasePending InstancePhase = "Pending"
+	// PhaseProgressing brings the servers to the spec: a rollout, a mode
+	// change, a server starting.
+	PhaseProgressing InstancePhase = "Progressing"
+	// PhaseReady serves as asked.
+	PhaseReady InstancePhase = "Ready"
+	// PhaseDegraded serves, impaired: the server restarted in the last 10
+	// minutes, replication is broken, io_uring fell back to posix, or an
+	// operator upgrade stalled.
+	PhaseDegraded InstancePhase = "Degraded"
+	// PhaseFailed does not serve, and waiting will not fix it: the server
+	// crashed, the volume does not keep the durability asked for, the TLS
+	// Secret cannot serve, objects could not be applied, a mode change is
+	// blocked.
+	PhaseFailed InstancePhase = "Failed"
+)
 
 // TLSStatus is the certificate the servers serve, as the operator read it
 // back from them over TLS.
@@ -891,25 +945,32 @@ type TLSStatus struct {
 	LastRotation *metav1.Time `json:"lastRotation,omitempty"`
 }
 
+// The printer columns: kubectl get rp shows at most eight (NAME included),
+// -o wide adds the rest. READY is status.ready because a printer column
+// cannot join two fields into "x/y". The scale subresource makes kubectl
+// scale and HorizontalPodAutoscalers work on spec.replicas, with every CEL
+// rule of the spec applied to the scaled object.
+
 // RedisPersistence is one Redis server and the way it keeps its data.
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 52",message="a RedisPersistence name is at most 52 characters: its pods carry the label controller-revision-hash=<name>-<10 characters>, at most 63"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec.replicas) || self.spec.replicas == 1 || self.metadata.name.size() <= 43",message="a replicated RedisPersistence (spec.replicas above 1) has a name of at most 43 characters: its Sentinels' pods carry the label controller-revision-hash=<name>-sentinel-<10 characters>, at most 63"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="a RedisPersistence name starts with a lower-case letter and holds only lower-case letters, digits and '-' (no '.'): it names the Services <name> and <name>-headless, which must be DNS labels"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.instances,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=rp,categories=uringredis
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.ready`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.status.engine`
-// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`,priority=1
-// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.primary`,priority=1
-// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
-// +kubebuilder:printcolumn:name="FS",type=string,JSONPath=`.status.filesystem`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Primary",type=string,JSONPath=`.status.primary`
 // +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`
-// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`
-// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
-// +kubebuilder:printcolumn:name="FsyncP99",type=string,JSONPath=`.status.storage.fsyncP99`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`,priority=1
+// +kubebuilder:printcolumn:name="FS",type=string,JSONPath=`.status.filesystem`,priority=1
+// +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.image`,priority=1
+// +kubebuilder:printcolumn:name="FsyncP99",type=string,JSONPath=`.status.storage.fsyncP99`,priority=1
 type RedisPersistence struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -490,5 +493,68 @@ func TestSamplesAreAccepted(t *testing.T) {
 		if err := k8s.Create(context.Background(), obj, client.FieldValidation("Strict")); err != nil {
 			t.Errorf("%s rejected: %v", filepath.Base(file), err)
 		}
+	}
+}
+
+// scaleTo does what kubectl scale does: a merge patch of the scale
+// subresource. It returns the Scale the API server answers with.
+func scaleTo(obj client.Object, replicas int32) (*autoscalingv1.Scale, error) {
+	scale := &autoscalingv1.Scale{}
+	target := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas))
+	err := k8s.SubResource("scale").Patch(context.Background(), target, patch, client.WithSubResourceBody(scale))
+	return scale, err
+}
+
+// kubectl scale changes spec.replicas through the scale subresource, and
+// the API server holds the scaled object to every rule of the spec and of
+// the object, with the rule's own message.
+func TestScaleIsValidatedLikeTheSpec(t *testing.T) {
+	cases := []struct {
+		desc     string
+		spec     map[string]any
+		name     string
+		replicas int32
+		wantErr  string
+	}{
+		{"ackReplicas not below replicas", map[string]any{"mode": "uring", "replicas": 2, "uring": map[string]any{"ackReplicas": 1}}, "", 1,
+			"spec.uring.ackReplicas needs mode: uring with uring.ack: durable and fewer than spec.replicas"},
+		{"Sentinels of one server", map[string]any{"mode": "aof", "replicas": 3, "sentinel": map[string]any{"count": 3}}, "", 1,
+			"spec.sentinel configures the failover of replicated servers: it needs spec.replicas of 2 or more"},
+		{"a name too long to replicate", map[string]any{"mode": "aof"}, strings.Repeat("s", 44), 2,
+			"a replicated RedisPersistence (spec.replicas above 1) has a name of at most 43 characters"},
+		{"to zero", map[string]any{"mode": "aof"}, "", 0, "spec.replicas: Invalid value: 0"},
+		{"past the maximum", map[string]any{"mode": "aof"}, "", 10, "spec.replicas: Invalid value: 10"},
+		{"ackReplicas below replicas", map[string]any{"mode": "uring", "replicas": 2, "uring": map[string]any{"ackReplicas": 1}}, "", 3, ""},
+		{"out", map[string]any{"mode": "aof"}, "", 3, ""},
+		{"in", map[string]any{"mode": "aof", "replicas": 3}, "", 1, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			obj := newObject(tc.spec)
+			if tc.name != "" {
+				obj.SetName(tc.name)
+			}
+			if err := k8s.Create(context.Background(), obj); err != nil {
+				t.Fatalf("creating %v: %v", tc.spec, err)
+			}
+			scale, err := scaleTo(obj, tc.replicas)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("scale to %d: error %v, want %q", tc.replicas, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("scale to %d: %v", tc.replicas, err)
+			}
+			got := &v1alpha1.RedisPersistence{}
+			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(obj), got); err != nil {
+				t.Fatal(err)
+			}
+			if scale.Spec.Replicas != tc.replicas || got.Spec.Replicas != tc.replicas {
+				t.Fatalf("scaled to %d: the Scale says %d, spec.replicas is %d", tc.replicas, scale.Spec.Replicas, got.Spec.Replicas)
+			}
+		})
 	}
 }
