@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -289,6 +290,7 @@ func (r *RedisPersistenceReconciler) patchStatus(ctx context.Context, rp, origin
 	} else {
 		rp.Status.ObservedGeneration = rp.Generation
 	}
+	summarize(rp)
 	patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
 	defer cancel()
 	if err := r.Status().Patch(patchCtx, rp, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
@@ -339,6 +341,12 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	if obs.replication != nil {
 		st.Primary, st.Replicas = obs.replication.primary, obs.replication.servers
 	}
+	st.Instances, st.ReadyInstances = 0, 0
+	if obs.statefulSet != nil {
+		// The StatefulSet controller counts Ready pods as the Service and
+		// kubectl do; the StatefulSet watch brings every change of it here.
+		st.Instances, st.ReadyInstances = obs.statefulSet.Status.Replicas, obs.statefulSet.Status.ReadyReplicas
+	}
 	if image, ok := runningImage(obs.pod, specs.ContainerRedis); ok {
 		st.Image = image
 	}
@@ -346,6 +354,60 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 		st.ExporterImage = image
 	}
 	exportInstanceMetrics(rp)
+}
+
+// summarize writes the status fields that only restate others, for kubectl
+// get and the scale subresource. It runs on every status patch, so they
+// follow whatever outcome the reconcile recorded.
+func summarize(rp *v1alpha1.RedisPersistence) {
+	st := &rp.Status
+	st.Phase = phaseOf(st.Conditions)
+	// READY is ready of asked for, as kubectl shows Deployments and
+	// StatefulSets: right after kubectl scale it shows the new count.
+	st.Ready = fmt.Sprintf("%d/%d", st.ReadyInstances, specs.ReplicasOf(rp))
+	st.Selector = labels.SelectorFromSet(specs.SelectorLabels(rp)).String()
+}
+
+// phaseOf sums up the conditions in one word. Ready decides whether the
+// instance serves; the reason it does not says whether it waits for something
+// outside the operator (Pending), is on its way (Progressing) or needs someone
+// (Failed); a serving instance whose other conditions report trouble is
+// Degraded.
+func phaseOf(conds []metav1.Condition) v1alpha1.InstancePhase {
+	ready := meta.FindStatusCondition(conds, v1alpha1.ConditionReady)
+	switch {
+	case ready == nil || ready.Status == metav1.ConditionUnknown:
+		return v1alpha1.PhaseProgressing
+	case ready.Status == metav1.ConditionTrue && impaired(conds):
+		return v1alpha1.PhaseDegraded
+	case ready.Status == metav1.ConditionTrue:
+		return v1alpha1.PhaseReady
+	}
+	switch ready.Reason {
+	case ReasonNotScheduled, ReasonAuthSecretMissing, ReasonTLSSecretMissing, ReasonCertManagerMissing:
+		return v1alpha1.PhasePending
+	case ReasonStorageNotReady, ReasonTLSSecretInvalid, ReasonApplyFailed, ReasonModeChangeBlocked:
+		return v1alpha1.PhaseFailed
+	case ReasonPodNotReady:
+		// A pod that runs the current configuration and is not ready after
+		// its server ended is a server that crashed; a rollout after a crash
+		// (RolloutInProgress) is still on its way.
+		if meta.IsStatusConditionTrue(conds, v1alpha1.ConditionDegraded) {
+			return v1alpha1.PhaseFailed
+		}
+	}
+	return v1alpha1.PhaseProgressing
+}
+
+// impaired is true when a serving instance's conditions report trouble: a
+// recent restart, broken replication, a fallback from io_uring, an operator
+// upgrade that stalled.
+func impaired(conds []metav1.Condition) bool {
+	upToDate := meta.FindStatusCondition(conds, v1alpha1.ConditionUpToDate)
+	return meta.IsStatusConditionTrue(conds, v1alpha1.ConditionDegraded) ||
+		meta.IsStatusConditionFalse(conds, v1alpha1.ConditionReplicating) ||
+		meta.IsStatusConditionFalse(conds, v1alpha1.ConditionUringActive) ||
+		(upToDate != nil && upToDate.Reason == ReasonUpgradeStalled)
 }
 
 // reportStorage records a new measurement of the data volume in
