@@ -159,7 +159,7 @@ func withConn(srv *server.Server, f func(*resp.Conn) (int, error)) (int, error) 
 	return f(c)
 }
 
-// rewriteAtRandom fires BGREWRITEAOF every 100..800 ms until stopped and
+// rewriteAtRandom fires BGREWRITEAOF 10..60 ms into the load, then every 100..800 ms until stopped and
 // returns how many it started.
 func rewriteAtRandom(cfg Config, srv *server.Server, stop <-chan struct{}) int {
 	c, err := srv.Dial()
@@ -169,10 +169,17 @@ func rewriteAtRandom(cfg Config, srv *server.Server, stop <-chan struct{}) int {
 	defer c.Close()
 	started := 0
 	for {
+		// The first one early (the load may take only half a second on a
+		// fast volume, and each sub-test must see a rewrite), the next ones
+		// at random points.
+		wait := 100*time.Millisecond + time.Duration(cfg.Rand.Int63n(int64(700*time.Millisecond)))
+		if started == 0 {
+			wait = 10*time.Millisecond + time.Duration(cfg.Rand.Int63n(int64(50*time.Millisecond)))
+		}
 		select {
 		case <-stop:
 			return started
-		case <-time.After(100*time.Millisecond + time.Duration(cfg.Rand.Int63n(int64(700*time.Millisecond)))):
+		case <-time.After(wait):
 		}
 		c.SetDeadline(time.Now().Add(30 * time.Second))
 		if v, err := c.Do("BGREWRITEAOF"); err == nil {
