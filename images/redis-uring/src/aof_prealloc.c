@@ -342,6 +342,16 @@ void aofPreallocWritten(int fd, off_t end) {
     }
 }
 
+int aofPreallocCovers(int fd, off_t end) {
+    int covers;
+
+    if (!started || fd == -1 || !preallocEnabled()) return 0;
+    pthread_mutex_lock(&P.lock);
+    covers = P.fd == fd && end <= P.region_end;
+    pthread_mutex_unlock(&P.lock);
+    return covers;
+}
+
 int aofPreallocTrim(int fd, off_t size) {
     struct stat st;
 

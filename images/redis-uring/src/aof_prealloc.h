@@ -10,6 +10,10 @@
  * complete write (the region may be extended in the background). */
 void aofPreallocBeforeWrite(int fd, off_t offset, size_t len);
 void aofPreallocWritten(int fd, off_t end);
+/* Whether [0, end) of fd is written (log and zeros) and fdatasync'ed: fd is
+ * the attached file and end is at most its region's end. An overwrite there
+ * allocates nothing and changes no size. */
+int aofPreallocCovers(int fd, off_t end);
 /* Forget fd: the worker stops extending it (waiting for the chunk it is
  * writing); used when the file's length changes behind our back (a short
  * write truncated away). */

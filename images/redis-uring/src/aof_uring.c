@@ -268,8 +268,11 @@
 #include "server.h"
 #include "latency.h"
 #include "bio.h"
+#include "aof_prealloc.h"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 
 #ifdef HAVE_LIBURING
 #include <liburing.h>
@@ -285,7 +288,11 @@ static struct {
     long long submitted_batches, completed_batches, submitted_bytes, written_bytes;
     long long backpressure_events, short_writes, write_errors, held_events, gated_reads, coalesce_waits;
     long long gated_pushes, hold_timeouts;
+    long long direct_writes, direct_padding_bytes, direct_declined;
 } stats;
+/* aof-uring-direct-writes: why the last batch did not go out as a direct
+ * write while the option was on ("none" once one did). */
+static const char *direct_declined_reason = "none";
 static aofFsyncHistogram fsyncs = AOF_FSYNC_HISTOGRAM_INIT; /* INFO aof_uring_fsync_* */
 
 static char fallback_reason[64] = "none";
@@ -450,6 +457,9 @@ enum { OP_FSYNC = 1, OP_DELAY = 2, OP_COALESCE = 3 };
 /* One fdatasync in flight. */
 struct fsyncSlot {
     int used;
+    int done;              /* Completed, released after every older one. */
+    long long seq;         /* Submission order. */
+    size_t direct_len;     /* A direct write of this many bytes; 0 for an fdatasync. */
     long long fsync_bytes; /* AOF bytes it covers that no earlier one did. */
     long long reploff;     /* primary_repl_offset when it was submitted. */
     long long fed_end;     /* aof_fed it makes durable. */
@@ -471,11 +481,20 @@ static struct {
     int inflight;               /* Slots used. */
     long long inflight_bytes;   /* Sum of their fsync_bytes. */
     monotime last_start;        /* When the newest one was submitted. */
+    long long seq;              /* Slots submitted, ever. */
+    /* Direct writes: server.aof_fd opened again with O_DIRECT, its direct-I/O
+     * alignment, and per slot an aligned buffer (raw is what zfree takes). */
+    int direct_fd, direct_for;
+    size_t direct_align, direct_mem_align;
+    struct {
+        char *raw, *buf;
+        size_t cap;
+    } dbuf[AOF_URING_MAX_FSYNCS];
     int coalesce_timers;       /* Wake-up timeouts of coalescing waits queued. */
     monotime coalesce_armed;   /* Deadline the last one was queued for. */
     struct __kernel_timespec coalesce_ts;
     struct __kernel_timespec delay_ts;
-} U = {.efd = -1, .fixed_fd = -1};
+} U = {.efd = -1, .fixed_fd = -1, .direct_fd = -1, .direct_for = -1};
 
 static const char *errnoName(int err) {
     switch (err) {
@@ -659,11 +678,190 @@ static void submitFsync(void) {
     io_uring_sqe_set_data64(sqe, OP_FSYNC | ((uint64_t)i << OP_SLOT_SHIFT));
     f->pending_cqes = 1 + linkDebugDelay(sqe, i);
     f->res = 0;
+    f->done = 0;
+    f->seq = ++U.seq;
+    f->direct_len = 0;
     U.inflight++;
     U.inflight_bytes += f->fsync_bytes;
     stats.submitted_batches++;
     stats.submitted_bytes += f->fsync_bytes;
     submitRing();
+}
+
+/* ---------------------------------------------------------------------------
+ * Direct writes (aof-uring-direct-writes; "Direct writes" in the DESIGN comment)
+ * ------------------------------------------------------------------------ */
+
+#define AOF_URING_PAD_LINE 512              /* Longest padding line (< AOF_ANNOTATION_LINE_MAX_LEN). */
+#define AOF_URING_DIRECT_KEEP (1024 * 1024) /* Larger slot buffers are freed after use. */
+
+static char direct_open_reason[64] = "not_opened";
+static void waitInflight(void);
+
+static int directDeclined(const char *reason) {
+    direct_declined_reason = reason;
+    stats.direct_declined++;
+    return 0;
+}
+
+/* Padding that takes a log ending at end to a multiple of align: 0, or at
+ * least 3 bytes (the shortest annotation line, "#\r\n"). */
+static size_t directPadding(long long end, size_t align) {
+    size_t gap = (align - (size_t)(end % (long long)align)) % align;
+    if (gap > 0 && gap < 3) gap += align;
+    return gap;
+}
+
+/* gap bytes of annotation lines "#....\r\n", each at most
+ * AOF_URING_PAD_LINE long: the loader and valkey-check-aof skip them. */
+static void writePadding(char *p, size_t gap) {
+    while (gap) {
+        size_t line = gap > AOF_URING_PAD_LINE ? AOF_URING_PAD_LINE : gap;
+        if (gap - line > 0 && gap - line < 3) line -= 3;
+        p[0] = '#';
+        memset(p + 1, '.', line - 3);
+        p[line - 2] = '\r';
+        p[line - 1] = '\n';
+        p += line;
+        gap -= line;
+    }
+}
+
+static void directClose(void) {
+    if (U.direct_fd != -1) close(U.direct_fd);
+    U.direct_fd = -1;
+    U.direct_for = -1;
+}
+
+/* server.aof_fd opened again with O_DIRECT (through /proc/self/fd, so it is
+ * the same inode whatever its name), and its direct-I/O alignment. A file
+ * that refused it is not asked again until server.aof_fd changes. */
+static int directOpen(void) {
+    char path[64];
+    int fd;
+
+    if (U.direct_for == server.aof_fd) return U.direct_fd != -1;
+    directClose();
+    U.direct_for = server.aof_fd;
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", server.aof_fd);
+    fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (fd == -1) {
+        snprintf(direct_open_reason, sizeof(direct_open_reason), "open_%s", errnoName(errno));
+        serverLog(LL_WARNING, "io_uring AOF engine: can't open the AOF with O_DIRECT (%s): batches are written "
+                  "with write(2) and fdatasync'ed.", strerror(errno));
+        return 0;
+    }
+    U.direct_align = U.direct_mem_align = 4096; /* Where the kernel does not say: no device needs more. */
+#ifdef STATX_DIOALIGN
+    struct statx stx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0 && (stx.stx_mask & STATX_DIOALIGN)) {
+        if (stx.stx_dio_offset_align == 0) {
+            close(fd);
+            snprintf(direct_open_reason, sizeof(direct_open_reason), "no_direct_io");
+            serverLog(LL_WARNING, "io_uring AOF engine: the AOF's filesystem does not support O_DIRECT: batches are "
+                      "written with write(2) and fdatasync'ed.");
+            return 0;
+        }
+        U.direct_align = stx.stx_dio_offset_align;
+        U.direct_mem_align = stx.stx_dio_mem_align > U.direct_align ? stx.stx_dio_mem_align : U.direct_align;
+    }
+#endif
+    U.direct_fd = fd;
+    return 1;
+}
+
+/* Slot i's buffer, aligned for O_DIRECT, with room for len bytes. */
+static char *directBuffer(int i, size_t len) {
+    size_t align = U.direct_mem_align;
+    if (U.dbuf[i].cap < len || (uintptr_t)U.dbuf[i].buf % align) {
+        zfree(U.dbuf[i].raw);
+        size_t cap = len < 65536 ? 65536 : len + len / 2;
+        U.dbuf[i].raw = zmalloc(cap + align);
+        U.dbuf[i].buf = (char *)(((uintptr_t)U.dbuf[i].raw + align - 1) & ~(uintptr_t)(align - 1));
+        U.dbuf[i].cap = cap;
+    }
+    return U.dbuf[i].buf;
+}
+
+static void directFreeBuffer(int i) {
+    zfree(U.dbuf[i].raw);
+    U.dbuf[i].raw = U.dbuf[i].buf = NULL;
+    U.dbuf[i].cap = 0;
+}
+
+int aofUringDirectWrite(int force) {
+    long long off = server.aof_last_incr_size;
+    size_t len = sdslen(server.aof_buf), gap, total;
+    struct fsyncSlot *f;
+    struct io_uring_sqe *sqe;
+    int i;
+
+    if (!server.aof_uring_direct_writes) return 0;
+    if (server.aof_uring_ack != AOF_URING_ACK_DURABLE) return directDeclined("fast_mode");
+    /* The write(2) path retries the bytes and clears the error. */
+    if (server.aof_last_write_status != C_OK) return directDeclined("write_error");
+    /* An fdatasync must cover them: a direct write covers only its own. */
+    if (server.aof_last_incr_fsync_offset != off) return directDeclined("unsynced_bytes");
+    if (!directOpen()) return directDeclined(direct_open_reason);
+    if (off % (long long)U.direct_align) {
+        /* The first batch after a load or a switch: written with write(2)
+         * and padded, so that the next one starts on a block. */
+        gap = directPadding(off + (long long)len, U.direct_align);
+        server.aof_buf = sdsMakeRoomFor(server.aof_buf, gap);
+        writePadding(server.aof_buf + len, gap);
+        sdsIncrLen(server.aof_buf, (ssize_t)gap);
+        stats.direct_padding_bytes += gap;
+        return directDeclined("unaligned_tail");
+    }
+    gap = directPadding((long long)len, U.direct_align);
+    total = len + gap;
+    /* Only over zeros already written: nothing to allocate (no ENOSPC), no
+     * size to commit. Elsewhere (a fresh INCR file's first chunk, the
+     * preallocation off or failing) write(2) + fdatasync. */
+    if (!aofPreallocCovers(server.aof_fd, off + (off_t)total)) return directDeclined("past_preallocated");
+    if (U.inflight >= AOF_URING_MAX_FSYNCS) waitInflight(); /* force with every slot in use */
+
+    for (i = 0; i < AOF_URING_MAX_FSYNCS && U.slot[i].used; i++);
+    f = &U.slot[i];
+    char *buf = directBuffer(i, total);
+    memcpy(buf, server.aof_buf, len);
+    writePadding(buf + len, gap);
+    server.aof_current_size += (off_t)total;
+    server.aof_last_incr_size += (off_t)total;
+    aofPreallocWritten(server.aof_fd, server.aof_last_incr_size);
+    /* As the write(2) path re-uses or frees aof_buf. */
+    if ((sdslen(server.aof_buf) + sdsavail(server.aof_buf)) < 4000) {
+        sdsclear(server.aof_buf);
+    } else {
+        sdsfree(server.aof_buf);
+        server.aof_buf = sdsempty();
+    }
+
+    f->used = 1;
+    f->done = 0;
+    f->seq = ++U.seq;
+    f->direct_len = total;
+    f->fsync_bytes = (long long)total;
+    f->reploff = server.primary_repl_offset;
+    f->fed_end = aof_fed;
+    f->start = U.last_start = getMonotonicUs();
+    f->res = 0;
+    server.aof_last_incr_fsync_offset = server.aof_last_incr_size;
+    sqe = getSqe();
+    io_uring_prep_write(sqe, U.direct_fd, buf, (unsigned)total, (uint64_t)off);
+    sqe->rw_flags = RWF_DSYNC;
+    io_uring_sqe_set_data64(sqe, OP_FSYNC | ((uint64_t)i << OP_SLOT_SHIFT));
+    f->pending_cqes = 1 + linkDebugDelay(sqe, i);
+    U.inflight++;
+    U.inflight_bytes += f->fsync_bytes;
+    stats.submitted_batches++;
+    stats.submitted_bytes += f->fsync_bytes;
+    stats.direct_writes++;
+    stats.direct_padding_bytes += gap;
+    direct_declined_reason = "none";
+    submitRing();
+    if (force) aofUringFsync(1);
+    return 1;
 }
 
 static void recordFsync(monotime start) {
@@ -678,12 +876,14 @@ static void recordFsync(monotime start) {
     latencyAddSampleIfNeeded("aof-uring-fsync", us / 1000);
 }
 
-/* An fdatasync completed. It covers every byte write(2) returned before it
- * was submitted, whatever the others in flight do: so the durable offsets
- * only move forward, to the largest any completed one covers. */
+/* A batch is durable: its fdatasync or its direct write completed, and so
+ * did every older one. */
 static void fsyncDone(struct fsyncSlot *f) {
-    if (f->res < 0) failStop("fdatasync of the AOF failed", -f->res);
+    if (f->res < 0) failStop(f->direct_len ? "O_DIRECT write of the AOF failed" : "fdatasync of the AOF failed", -f->res);
+    if (f->direct_len && (size_t)f->res != f->direct_len) failStop("short O_DIRECT write of the AOF", EIO);
     recordFsync(f->start);
+    if (f->direct_len > AOF_URING_DIRECT_KEEP) directFreeBuffer((int)(f - U.slot));
+    f->done = 0;
     stats.completed_batches++;
     server.aof_last_fsync = server.mstime;
     f->used = 0;
@@ -710,7 +910,18 @@ static void handleCqe(struct io_uring_cqe *cqe) {
     default: serverPanic("io_uring AOF engine: unknown completion");
     }
     if (f == NULL || !f->used) serverPanic("io_uring AOF engine: completion of an unused fdatasync slot");
-    if (--f->pending_cqes == 0) fsyncDone(f);
+    if (--f->pending_cqes) return;
+    /* An fdatasync covers every byte written before it, but a direct write
+     * only its own, and an fdatasync does not wait for direct writes in
+     * flight: batches are released in submission order. */
+    f->done = 1;
+    for (;;) {
+        struct fsyncSlot *oldest = NULL;
+        for (int j = 0; j < AOF_URING_MAX_FSYNCS; j++)
+            if (U.slot[j].used && (!oldest || U.slot[j].seq < oldest->seq)) oldest = &U.slot[j];
+        if (!oldest || !oldest->done) return;
+        fsyncDone(oldest);
+    }
 }
 
 /* Handle the CQEs already posted. With enter (eventfd handler) and
@@ -847,7 +1058,11 @@ void aofUringFsync(int force) {
         atomic_store_explicit(&server.fsynced_reploff_pending, server.primary_repl_offset, memory_order_relaxed);
         markDurable(aof_fed);
     }
-    if (force) setFixedFile(-1);
+    /* The file may be closed next (rotation, shutdown): keep no reference. */
+    if (force) {
+        setFixedFile(-1);
+        directClose();
+    }
 }
 
 void aofUringWriteFailed(int short_write) {
@@ -863,6 +1078,8 @@ void aofUringStop(void) {
     waitInflight();
     aeDeleteFileEvent(server.el, U.efd, AE_READABLE);
     io_uring_queue_exit(&U.ring);
+    directClose();
+    for (int i = 0; i < AOF_URING_MAX_FSYNCS; i++) directFreeBuffer(i);
     close(U.efd);
     U.efd = -1;
     U.fixed_fd = -1;
@@ -902,6 +1119,11 @@ int aofUringBeforeWrite(int force) {
 
 void aofUringWriteFailed(int short_write) {
     UNUSED(short_write);
+}
+
+int aofUringDirectWrite(int force) {
+    UNUSED(force);
+    return 0;
 }
 
 void aofUringStop(void) {
@@ -1391,8 +1613,10 @@ void aofUringBeforeSleep(void) {
 sds aofUringInfo(sds info) {
     int inflight = 0;
     long long inflight_bytes = 0;
+    size_t direct_align = 0;
     int active = aofUringActive(), sqpoll = 0, defer = 0;
 #ifdef HAVE_LIBURING
+    direct_align = U.direct_align; /* The last file's, 0 before any */
     inflight = U.inflight;
     inflight_bytes = U.inflight_bytes;
     sqpoll = active && U.sqpoll;
@@ -1445,5 +1669,13 @@ sds aofUringInfo(sds info) {
                         "aof_uring_replica_checkpoints:%zu\r\n"
                         "aof_uring_noreplicas_refusals:%lld\r\n",
                         server.aof_uring_ack_replicas, replica_reploff, replica_fed, ckpt_len, noreplicas_refusals);
+    info = sdscatprintf(info,
+                        "aof_uring_direct_writes:%lld\r\n"
+                        "aof_uring_direct_padding_bytes:%lld\r\n"
+                        "aof_uring_direct_declined:%lld\r\n"
+                        "aof_uring_direct_declined_reason:%s\r\n"
+                        "aof_uring_direct_align:%zu\r\n",
+                        stats.direct_writes, stats.direct_padding_bytes, stats.direct_declined,
+                        direct_declined_reason, direct_align);
     return info;
 }

@@ -22,6 +22,11 @@ int aofUringActive(void);
 int aofUringBeforeWrite(int force);
 void aofUringWriteFailed(int short_write);
 void aofUringFsync(int force);
+/* flushAppendOnlyFile(), before it writes aof_buf: in durable mode with
+ * aof-uring-direct-writes, write it through the ring as one O_DIRECT write
+ * with RWF_DSYNC (its own fdatasync) and return 1; else return 0 and let the
+ * write(2) path run (it may have padded aof_buf to realign the log). */
+int aofUringDirectWrite(int force);
 /* Try to bring the ring up if the engine is selected; no-op when it is up or
  * a previous attempt failed. Returns aofUringActive(). */
 int aofUringEnsure(void);

@@ -96,7 +96,7 @@ tags {"aof external:skip"} {
             assert_match "*is valid*" $out
             restart_server 0 true false
             assert_equal 1 [r get killed]
-            verify_log_message 0 "*ends in 0 bytes of an unfinished write and zero bytes*" 0
+            verify_log_message 0 "*ends in zero bytes after offset*" 0
         }
 
         test "aof-preallocate no: the file is the log and nothing else" {
