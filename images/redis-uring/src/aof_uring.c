@@ -13,7 +13,10 @@
  * through an eventfd registered with the ring and watched by the ae loop.
  * There is no completion thread. (A write linked to the fsync in the ring was
  * the first design; on ext4 the buffered write is punted to an io-wq worker
- * anyway, so it only delayed the fsync: docs/measurements.md.)
+ * anyway, so it only delayed the fsync: docs/measurements.md.) With
+ * aof-uring-direct-writes a durable batch over preallocated blocks is
+ * instead one O_DIRECT write with RWF_DSYNC through the ring (see "Direct
+ * writes").
  *
  * Batches (group commit). Everything appended to server.aof_buf between two
  * fdatasyncs forms one batch. In durable mode up to aof-uring-fsyncs-in-flight
@@ -27,10 +30,45 @@
  * commits. With closed-loop clients two in flight split the batches (1.6x
  * the fdatasyncs, up to 1.8x the CPU per write: docs/measurements.md), so
  * the default keeps one. Fast mode keeps one in flight, writes every pass
- * and paces its fdatasyncs (see "Ack modes"). An fdatasync covers every byte
- * write(2) returned before it was submitted, whatever the others do, so
- * completions in any order only move the durable offset forward: it is the
- * most any completed one covered.
+ * and paces its fdatasyncs (see "Ack modes"). Batches are released in
+ * submission order, each once it and every older one completed: an
+ * fdatasync covers every byte write(2) returned before it was submitted, but
+ * a direct write covers only its own bytes, and an fdatasync does not wait
+ * for a direct write in flight.
+ *
+ * Direct writes (aof-uring-direct-writes, on by default; durable mode). The
+ * write(2) + fdatasync pair costs two trips through the kernel's I/O paths
+ * and, on ext4, an io-wq worker that runs the fdatasync. When the batch falls
+ * inside the region aof-preallocate has zero-written and fdatasync'ed
+ * (aofPreallocCovers), it is copied into its slot's buffer, aligned for
+ * O_DIRECT, padded to the direct-I/O block (statx STATX_DIOALIGN; 4096 where
+ * the kernel does not say) with annotation lines "#....\r\n" of at most 512
+ * bytes, and submitted as IORING_OP_WRITE with RWF_DSYNC at the log's tail on
+ * a second descriptor of the INCR file opened O_DIRECT (through
+ * /proc/self/fd, the same inode). The write is the batch's fdatasync: an
+ * overwrite of allocated, written blocks inside the file's size has no
+ * metadata to commit, so the kernel completes it with the device write (FUA,
+ * or a cache flush) and no journal commit; io_uring issues it without an
+ * io-wq hop. It never allocates, so it cannot fail for space. aof_buf is
+ * accounted as the write(2) path does (aof_current_size and the INCR size
+ * grow by the padded length). The padding is part of the log: the loader,
+ * DEBUG LOADAOF and valkey-check-aof skip annotations, and the loader counts
+ * an annotation read whole as well-formed (patch 0026), so padding followed
+ * by the zeros ahead of the log is a clean end. The cost is disk: a batch
+ * grows to the next block (half a block on average, about 200 bytes with
+ * 512-byte blocks: docs/measurements.md). A batch goes the write(2) +
+ * fdatasync way, and INFO aof_uring_direct_declined_reason says why, when:
+ * the ack mode is fast (fast_mode), a write failed and is being retried
+ * (write_error), bytes written by write(2) are not fdatasync'ed yet
+ * (unsynced_bytes; only an fdatasync covers them), the file refused O_DIRECT
+ * (open_<errno>, no_direct_io), the batch would pass the preallocated region
+ * (past_preallocated: a fresh INCR file before its first chunk of zeros, the
+ * preallocation off or failing), or the log does not end on a block
+ * (unaligned_tail: the first batch after a load or a switch, which is then
+ * written padded so that the next one is direct). The O_DIRECT descriptor is
+ * closed whenever the engine drains for good (rotation, shutdown, stop), so a
+ * deleted INCR file is never kept allocated. On a copy-on-write filesystem an
+ * overwrite allocates: the operator places the server on ext4 volumes.
  *
  * Coalescing (durable mode). When a batch becomes durable its clients are
  * released and send their next commands about one round trip later;
@@ -171,8 +209,8 @@
  * io_uring_register_iowq_max_workers (aof-uring-max-workers). The AOF fd is a
  * registered file (slot 0), updated whenever server.aof_fd changes.
  *
- * Ordering. Bytes reach the file through write(2) in aof_buf order, exactly
- * as upstream. Rotation (BGREWRITEAOF opening a new INCR file),
+ * Ordering. Bytes reach the file in aof_buf order, at the log's tail, through
+ * write(2) as upstream or through a direct write. Rotation (BGREWRITEAOF opening a new INCR file),
  * stopAppendOnly and shutdown call flushAppendOnlyFile(1): the engine then
  * writes aof_buf and waits until its fdatasync is done, so every byte
  * belonging to the old file is durable there before it is closed (by a plain
@@ -194,8 +232,10 @@
  *    counted in aof_uring_hold_timeouts: like a network timeout, it was never
  *    told its write succeeded; the write stays in memory and in aof_buf and
  *    becomes durable once the disk recovers. 0 waits without bound.
- *  - fsync error: fail-stop (log and exit(1)), as upstream 'always' does: the
- *    page cache state after a failed fsync is unknown.
+ *  - fsync error, or a direct write that failed or wrote short (it
+ *    overwrites allocated blocks, so only the device can fail it):
+ *    fail-stop (log and exit(1)), as upstream 'always' does: the page cache
+ *    state after a failed fsync is unknown.
  *  - Unexpected io_uring_submit / wait errors: fail-stop likewise.
  *
  * Fallback. When the ring cannot be set up (io_uring_setup fails with EPERM
@@ -210,8 +250,8 @@
  * (posix -> uring, after draining bio fsync jobs). aof-uring-queue-depth and
  * the aof-uring-sqpoll* options shape the ring: changing them drains it and
  * sets up a new one. aof-uring-ack, aof-uring-max-workers,
- * aof-uring-fsyncs-in-flight and aof-uring-max-inflight-bytes take effect at
- * once.
+ * aof-uring-fsyncs-in-flight, aof-uring-direct-writes and
+ * aof-uring-max-inflight-bytes take effect at once.
  * While the engine is active every batch is fdatasync'ed whatever appendfsync
  * says, and no-appendfsync-on-rewrite is ignored (durable clients would
  * otherwise wait for the whole rewrite).
@@ -225,7 +265,7 @@
  *   aof_uring_queue_depth             SQ entries
  *   aof_uring_sqpoll                  1 if an SQPOLL thread submits
  *   aof_uring_defer_taskrun           1 if SINGLE_ISSUER+DEFER_TASKRUN were accepted
- *   aof_uring_submitted_batches       fdatasyncs handed to the ring
+ *   aof_uring_submitted_batches       batches handed to the ring (fdatasyncs and direct writes)
  *   aof_uring_completed_batches       fdatasyncs completed
  *   aof_uring_inflight_batches        fdatasyncs in flight (aof-uring-fsyncs-in-flight at most)
  *   aof_uring_inflight_bytes          bytes the fdatasyncs in flight cover
@@ -254,11 +294,16 @@
  *   aof_uring_fsync_count             completed batches timed below (aof_fsync_stats.c;
  *                                     they are in INFO aof_fsync_* too, with
  *                                     the posix engine's fdatasyncs)
- *   aof_uring_fsync_usec_sum          sum of submit->fdatasync-done times, usec
+ *   aof_uring_fsync_usec_sum          sum of submit->durable times (fdatasync or direct write), usec
  *   aof_uring_fsync_usec_p50/_p99/_max
  *   aof_uring_fsync_usec_bucket_le_<N> cumulative count of times <= N usec,
  *                                     N in 50,100,250,500,1000,2500,5000,10000,
  *                                     25000,50000,100000,250000,1000000, and _le_inf
+ *   aof_uring_direct_writes           batches written as O_DIRECT|RWF_DSYNC writes
+ *   aof_uring_direct_padding_bytes    padding those (and realigning writes) added to the log
+ *   aof_uring_direct_declined         batches written with write(2) while the option was on
+ *   aof_uring_direct_declined_reason  why the last one was (none after a direct write)
+ *   aof_uring_direct_align            the direct-I/O block of the last file opened, 0 before any
  * Latency monitor events: aof-uring-fsync (submit to durable, counted up to
  * the start of the event-loop pass that reaped it, so that a slow command in
  * that pass is reported as a "command" event and not blamed on the disk),

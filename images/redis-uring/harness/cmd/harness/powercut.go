@@ -12,9 +12,9 @@ import (
 
 // Durable modes first: their zero-loss assertion is what matters most.
 var (
-	powercutModes = []server.Mode{server.Always, server.UringDurable, server.Everysec, server.No, server.UringFast,
-		server.UringDurableNoPrealloc}
-	durableModes = []server.Mode{server.Always, server.UringDurable}
+	powercutModes = []server.Mode{server.Always, server.UringDurable, server.UringDurable2, server.Everysec,
+		server.No, server.UringFast, server.UringDurableFdatasync, server.UringDurableNoPrealloc}
+	durableModes = []server.Mode{server.Always, server.UringDurable, server.UringDurable2, server.UringDurableFdatasync}
 )
 
 type powercutRun struct {

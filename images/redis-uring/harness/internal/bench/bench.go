@@ -387,7 +387,8 @@ func measure(o Options, in *instance, w Workload, run *Run) error {
 func infoDelta(a, b map[string]string) map[string]float64 {
 	d := map[string]float64{}
 	for k, vb := range b {
-		if !strings.Contains(k, "fsync") && !strings.HasPrefix(k, "aof_uring") && !strings.HasPrefix(k, "uring_") {
+		if !strings.Contains(k, "fsync") && !strings.HasPrefix(k, "aof_uring") && !strings.HasPrefix(k, "uring_") &&
+			k != "aof_current_size" {
 			continue
 		}
 		x, err1 := strconv.ParseFloat(vb, 64)

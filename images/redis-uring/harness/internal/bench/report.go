@@ -40,21 +40,24 @@ type Row struct {
 	FsyncP99Ms      float64 `json:"fsync_p99_ms"`
 	DevFlushesPer1k float64 `json:"device_flushes_per_1k_ops"`
 	DevFlushMs      float64 `json:"device_flush_avg_ms"`
-	SideOp          string  `json:"side_op,omitempty"`
-	SideClients     int     `json:"side_clients,omitempty"`
-	SideRPS         float64 `json:"side_ops_per_second,omitempty"`
-	SideP50Ms       float64 `json:"side_p50_ms,omitempty"`
-	SideP99Ms       float64 `json:"side_p99_ms,omitempty"`
-	SideP999Ms      float64 `json:"side_p999_ms,omitempty"`
-	VsEverysec      float64 `json:"throughput_vs_everysec"`
-	VsAlways        float64 `json:"throughput_vs_always"`
-	CPUVsEverysec   float64 `json:"cpu_per_op_vs_everysec"`
-	CPUVsAlways     float64 `json:"cpu_per_op_vs_always"`
-	BoundOpsPS      float64 `json:"c_over_l_ops_per_second,omitempty"`
-	OfBound         float64 `json:"throughput_of_c_over_l"`
-	SideVsEverysec  float64 `json:"side_throughput_vs_everysec,omitempty"`
-	SideVsAlways    float64 `json:"side_throughput_vs_always,omitempty"`
-	SideP99VsNone   float64 `json:"side_p99_vs_none,omitempty"`
+	// AOFBytesPerOp is the AOF's growth per request (INFO aof_current_size):
+	// what the log costs in disk, padding of direct writes included.
+	AOFBytesPerOp  float64 `json:"aof_bytes_per_op"`
+	SideOp         string  `json:"side_op,omitempty"`
+	SideClients    int     `json:"side_clients,omitempty"`
+	SideRPS        float64 `json:"side_ops_per_second,omitempty"`
+	SideP50Ms      float64 `json:"side_p50_ms,omitempty"`
+	SideP99Ms      float64 `json:"side_p99_ms,omitempty"`
+	SideP999Ms     float64 `json:"side_p999_ms,omitempty"`
+	VsEverysec     float64 `json:"throughput_vs_everysec"`
+	VsAlways       float64 `json:"throughput_vs_always"`
+	CPUVsEverysec  float64 `json:"cpu_per_op_vs_everysec"`
+	CPUVsAlways    float64 `json:"cpu_per_op_vs_always"`
+	BoundOpsPS     float64 `json:"c_over_l_ops_per_second,omitempty"`
+	OfBound        float64 `json:"throughput_of_c_over_l"`
+	SideVsEverysec float64 `json:"side_throughput_vs_everysec,omitempty"`
+	SideVsAlways   float64 `json:"side_throughput_vs_always,omitempty"`
+	SideP99VsNone  float64 `json:"side_p99_vs_none,omitempty"`
 	// VsNone and CPUVsNone compare with the unmodified server without
 	// persistence: the baseline of the reply-path variants.
 	VsNone    float64 `json:"throughput_vs_none,omitempty"`
@@ -144,6 +147,7 @@ func summarize(rep *Report) []Row {
 		}
 		row.DevFlushesPer1k = med(func(r Run) float64 { return r.DevFlushes / per1k(r) })
 		row.DevFlushMs = med(func(r Run) float64 { return r.DevFlushMs })
+		row.AOFBytesPerOp = med(func(r Run) float64 { return max(r.InfoDelta["aof_current_size"], 0) / (per1k(r) * 1000) })
 		if w.Side != "" {
 			side := func(r Run) SideStats {
 				if r.Side == nil {
@@ -330,7 +334,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"volume", "mode", "test", "clients", "pipeline", "requests", "runs", "errors",
 		"ops_per_second", "p50_ms", "p99_ms", "p999_ms", "server_cpu_s_per_1k_ops", "rss_mib", "fsyncs_per_1k_ops",
-		"fsync_avg_ms", "fsync_p99_ms", "device_flushes_per_1k_ops", "device_flush_avg_ms",
+		"fsync_avg_ms", "fsync_p99_ms", "device_flushes_per_1k_ops", "device_flush_avg_ms", "aof_bytes_per_op",
 		"side_op", "side_clients", "side_ops_per_second", "side_p50_ms", "side_p99_ms", "side_p999_ms",
 		"throughput_vs_everysec", "throughput_vs_always", "cpu_per_op_vs_everysec", "cpu_per_op_vs_always",
 		"c_over_l_ops_per_second", "throughput_of_c_over_l", "side_throughput_vs_everysec",
@@ -347,7 +351,7 @@ func (rep *Report) WriteCSV(w io.Writer) error {
 		}
 		_ = cw.Write([]string{r.Volume, r.Mode, r.Test, d(r.Clients), d(r.Pipeline), d(r.Requests), d(r.Runs),
 			d(r.Errors), f(r.RPS), f(r.P50Ms), f(r.P99Ms), f(r.P999Ms), f(r.CPUPer1k), f(r.RSSMiB), f(r.FsyncsPer1k),
-			f(r.FsyncAvgMs), f(r.FsyncP99Ms), f(r.DevFlushesPer1k), f(r.DevFlushMs),
+			f(r.FsyncAvgMs), f(r.FsyncP99Ms), f(r.DevFlushesPer1k), f(r.DevFlushMs), f(r.AOFBytesPerOp),
 			r.SideOp, d(r.SideClients), f(r.SideRPS), f(r.SideP50Ms), f(r.SideP99Ms), f(r.SideP999Ms),
 			f(r.VsEverysec), f(r.VsAlways), f(r.CPUVsEverysec), f(r.CPUVsAlways),
 			f(r.BoundOpsPS), f(r.OfBound), f(r.SideVsEverysec), f(r.SideVsAlways), f(r.SideP99VsNone), f(l),
@@ -390,7 +394,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	p.printf("\n")
 	tw := p.table(tabwriter.AlignRight)
-	tw.printf("volume\ttest\tc\tP\tmode\tops/s\tp50 ms\tp99 ms\tp99.9 ms\tcpu ms/1k\trss MiB\tfsync/1k\tfsync ms\tfsync p99 ms\tflush/1k\tflush ms\tx everysec\tx always\tcpu x evsec\tcpu x always\tof C/L\terr\t\n")
+	tw.printf("volume\ttest\tc\tP\tmode\tops/s\tp50 ms\tp99 ms\tp99.9 ms\tcpu ms/1k\trss MiB\tfsync/1k\tfsync ms\tfsync p99 ms\tflush/1k\tflush ms\taof B/op\tx everysec\tx always\tcpu x evsec\tcpu x always\tof C/L\terr\t\n")
 	for _, r := range rep.Rows {
 		if r.SideOp != "" {
 			continue
@@ -400,9 +404,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			fsync, fsyncMs = fmt.Sprintf("%.1f", r.FsyncsPer1k), fmt.Sprintf("%.3f", r.FsyncAvgMs)
 			fsyncP99 = fmt.Sprintf("<=%g", r.FsyncP99Ms)
 		}
-		tw.printf("%s\t%s\t%d\t%d\t%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%s\t%s\t%s\t%.1f\t%.3f\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
+		tw.printf("%s\t%s\t%d\t%d\t%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.2f\t%.1f\t%s\t%s\t%s\t%.1f\t%.3f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
 			r.Volume, r.Test, r.Clients, r.Pipeline, r.Mode, r.RPS, r.P50Ms, r.P99Ms, r.P999Ms, r.CPUPer1k*1000, r.RSSMiB,
-			fsync, fsyncMs, fsyncP99, r.DevFlushesPer1k, r.DevFlushMs, x(r.VsEverysec), x(r.VsAlways),
+			fsync, fsyncMs, fsyncP99, r.DevFlushesPer1k, r.DevFlushMs, r.AOFBytesPerOp, x(r.VsEverysec), x(r.VsAlways),
 			x(r.CPUVsEverysec), x(r.CPUVsAlways), pct(r.OfBound), r.Errors)
 	}
 	tw.flush()
@@ -420,6 +424,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	p.printf("columns: c, P = valkey-benchmark clients and pipeline; cpu = INFO used_cpu_sys+user delta per 1k requests;\n")
 	p.printf("fsync = INFO aof_fsync_* deltas (every engine's AOF fdatasyncs) per 1k requests, mean ms and p99 bucket bound;\n")
 	p.printf("flush = block-device flushes (/sys/dev/block/*/stat, whole device) per 1k requests and their mean time;\n")
+	p.printf("aof B/op = INFO aof_current_size growth per request (direct writes' padding included);\n")
 	p.printf("per 1k requests counts the side load's requests too; x = throughput (cpu x: CPU per request) over the mode's;\n")
 	p.printf("of C/L = ops/s over clients/L, durable modes in unpipelined write tests only (L = mean append+fdatasync latency measured on the volume).\n")
 	var errs []string

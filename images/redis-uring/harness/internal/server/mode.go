@@ -22,6 +22,12 @@ type Mode struct {
 	// NoPrealloc turns aof-preallocate off: the INCR file grows by appending,
 	// as upstream's does, and every fdatasync commits the ext4 journal.
 	NoPrealloc bool
+	// Fdatasync turns aof-uring-direct-writes off: every durable batch is
+	// written with write(2) and fdatasync'ed through the ring, the engine's
+	// path before direct writes. InFlight is aof-uring-fsyncs-in-flight (0:
+	// the server's default, 1).
+	Fdatasync bool
+	InFlight  int
 	// Replicas follow the server in the benchmark (same binary and mode, on
 	// the same volume); AckReplicas is its aof-uring-ack-replicas.
 	Replicas    int
@@ -54,8 +60,18 @@ var (
 	UringFastNoPrealloc    = UringFast.WithoutPrealloc()
 )
 
+// The durable engine's write paths: two batches in flight, and each batch
+// written with write(2) and fdatasync'ed instead of one O_DIRECT write with
+// RWF_DSYNC (the server's default where the log is preallocated).
+var (
+	UringDurable2         = Mode{Name: "uring-durable-2", Persistence: "aof", Uring: true, Ack: "durable", InFlight: 2}
+	UringDurableFdatasync = Mode{Name: "uring-durable-fdatasync", Persistence: "aof", Uring: true, Ack: "durable",
+		Fdatasync: true}
+)
+
 // AllModes lists every mode the benchmark knows.
 var AllModes = []Mode{None, RDB, Always, Everysec, No, UringDurable, UringFast, UringDurableSQPoll,
+	UringDurable2, UringDurableFdatasync,
 	AlwaysNoPrealloc, EverysecNoPrealloc, UringDurableNoPrealloc, UringFastNoPrealloc}
 
 // NoPreallocSuffix names a mode run with aof-preallocate no.
@@ -148,6 +164,12 @@ func (m Mode) ConfigLines() []string {
 		"aof-uring-ack "+m.Ack)
 	if m.SQPoll {
 		lines = append(lines, "aof-uring-sqpoll yes")
+	}
+	if m.Fdatasync {
+		lines = append(lines, "aof-uring-direct-writes no")
+	}
+	if m.InFlight > 0 {
+		lines = append(lines, fmt.Sprintf("aof-uring-fsyncs-in-flight %d", m.InFlight))
 	}
 	if m.AckReplicas > 0 {
 		lines = append(lines, fmt.Sprintf("aof-uring-ack-replicas %d", m.AckReplicas))

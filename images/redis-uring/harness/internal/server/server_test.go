@@ -34,6 +34,8 @@ func TestModeConfigAndDurability(t *testing.T) {
 		{UringDurable, true, []string{"appendfsync-engine uring", "aof-uring-ack durable"}},
 		{UringFast, false, []string{"appendfsync-engine uring", "aof-uring-ack fast"}},
 		{UringDurableSQPoll, true, []string{"aof-uring-ack durable", "aof-uring-sqpoll yes"}},
+		{UringDurable2, true, []string{"aof-uring-ack durable", "aof-uring-fsyncs-in-flight 2"}},
+		{UringDurableFdatasync, true, []string{"aof-uring-ack durable", "aof-uring-direct-writes no"}},
 		{NoneIOThreads, false, []string{"io-threads 2", "appendonly no"}},
 		{NoneUringReplies, false, []string{"io-uring-replies yes", "appendonly no"}},
 		{AlwaysNoPrealloc, true, []string{"appendfsync always", "aof-preallocate no"}},
@@ -48,6 +50,9 @@ func TestModeConfigAndDurability(t *testing.T) {
 			if !slices.Contains(lines, l) {
 				t.Errorf("%s: config %q lacks %q", tc.mode.Name, lines, l)
 			}
+		}
+		if !tc.mode.Fdatasync && slices.Contains(lines, "aof-uring-direct-writes no") {
+			t.Errorf("%s: turns direct writes off", tc.mode.Name)
 		}
 		if !tc.mode.NoPrealloc && slices.Contains(lines, "aof-preallocate no") {
 			t.Errorf("%s: renders aof-preallocate no", tc.mode.Name)
