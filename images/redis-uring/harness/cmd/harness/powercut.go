@@ -101,6 +101,9 @@ func (p *powercutRun) series(e *env, name, label string, cfg powercut.Config, du
 		if t.Rewrites > 0 {
 			line += fmt.Sprintf(", %d BGREWRITEAOF during the load", t.Rewrites)
 		}
+		if t.DirectWrites > 0 {
+			line += fmt.Sprintf(", %d direct writes", t.DirectWrites)
+		}
 		if t.Observed > 0 {
 			line += fmt.Sprintf(", %d observed by readers in flight (%d of them lost)", t.Observed, t.ObservedLost)
 		}
@@ -124,6 +127,9 @@ func (p *powercutRun) series(e *env, name, label string, cfg powercut.Config, du
 	res := suite.Result{Name: name, Metrics: s, Status: suite.Pass}
 	detail := fmt.Sprintf("%d trials, %d acknowledged writes, %d lost in %d trials (max %d in one trial; loss window p50 %.1f ms, p99 %.1f ms, max %.1f ms), %.0f acked/s; %d writes observed by readers in flight, %d of them lost; %d named by keyspace notifications, %d of them lost; %d trials cut during BGREWRITEAOF load; by kind (acked/lost/observed/notified): %s",
 		s.Trials, s.Acked, s.Lost, s.TrialsWithLoss, s.MaxLost, s.LossWindowP50Ms, s.LossWindowP99Ms, s.MaxLossWindowMs, s.MeanAckedPerSec, s.Observed, s.ObservedLost, s.Notified, s.NotifiedLost, s.TrialsRewriting, kindFigures(s.Kinds))
+	if s.DirectWrites > 0 {
+		detail += fmt.Sprintf("; %d batches written as direct writes", s.DirectWrites)
+	}
 	switch {
 	case s.Errors > 0:
 		res.Status = suite.Fail
@@ -137,6 +143,9 @@ func (p *powercutRun) series(e *env, name, label string, cfg powercut.Config, du
 	case durable && s.NotifiedLost > 0:
 		res.Status = suite.Fail
 		detail = "durable mode notified subscribers of writes the cut erased: " + detail
+	case cfg.Mode.DirectWrites() && s.DirectWrites == 0:
+		res.Status = suite.Fail
+		detail = "no batch was written as a direct write (INFO aof_uring_direct_writes stayed 0): the path under test never ran; " + detail
 	case durable:
 		detail = "0 acknowledged or observed writes lost: " + detail
 	default:

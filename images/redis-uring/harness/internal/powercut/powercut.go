@@ -102,6 +102,9 @@ type Trial struct {
 	LostWrites []LostWrite `json:"lost_writes,omitempty"`
 	// Rewrites is how many BGREWRITEAOF the trial started during the load.
 	Rewrites int `json:"rewrites"`
+	// DirectWrites is INFO aof_uring_direct_writes just before the cut: the
+	// batches the server wrote as O_DIRECT writes with RWF_DSYNC.
+	DirectWrites int64 `json:"direct_writes"`
 	// LossWindowMs: cut minus the acknowledgement time of the oldest lost
 	// write — how far back in time the cut reached. 0 when nothing was lost.
 	LossWindowMs float64 `json:"loss_window_ms"`
@@ -259,6 +262,9 @@ func run(cfg Config, n int, t *Trial) error {
 	// never reaches the disk (seen as posix `always` losing writes
 	// acknowledged during the ioctl's few milliseconds), which no real power
 	// cut can produce. Frozen, the server cannot act on such a result.
+	if info, err := srv.Info("persistence"); err == nil {
+		t.DirectWrites, _ = strconv.ParseInt(info["aof_uring_direct_writes"], 10, 64)
+	}
 	cut := time.Since(start)
 	var freezeErr error
 	if replica != nil {
@@ -561,6 +567,7 @@ type Summary struct {
 	LossWindowP50Ms float64 `json:"loss_window_p50_ms"`
 	LossWindowP99Ms float64 `json:"loss_window_p99_ms"`
 	MeanAckedPerSec float64 `json:"mean_acked_per_second"`
+	DirectWrites    int64   `json:"direct_writes"`
 	Trial           []Trial `json:"trial"`
 }
 
@@ -587,6 +594,7 @@ func Summarize(mode server.Mode, trials []Trial) Summary {
 		if t.Rewrites > 0 {
 			s.TrialsRewriting++
 		}
+		s.DirectWrites += t.DirectWrites
 		if t.Lost > 0 {
 			s.TrialsWithLoss++
 		}

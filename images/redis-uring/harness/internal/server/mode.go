@@ -135,6 +135,13 @@ func (m Mode) Durable() bool {
 	return m.Fsync == "always"
 }
 
+// DirectWrites reports whether the server writes the mode's durable batches
+// as O_DIRECT writes with RWF_DSYNC (aof-uring-direct-writes, on by default,
+// over the preallocated log).
+func (m Mode) DirectWrites() bool {
+	return m.Persistence == "aof" && m.Uring && m.Ack == "durable" && !m.Fdatasync && !m.NoPrealloc
+}
+
 // ConfigLines renders the mode as valkey.conf directives.
 func (m Mode) ConfigLines() []string {
 	var lines []string

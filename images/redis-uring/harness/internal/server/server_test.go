@@ -102,3 +102,14 @@ func TestFreezeStopsEveryThread(t *testing.T) {
 		t.Errorf("after Freeze still running: %s", running)
 	}
 }
+
+func TestModeDirectWrites(t *testing.T) {
+	for m, want := range map[*Mode]bool{
+		&UringDurable: true, &UringDurable2: true, &UringDurableSQPoll: true,
+		&UringDurableFdatasync: false, &UringDurableNoPrealloc: false, &UringFast: false, &Always: false,
+	} {
+		if got := m.DirectWrites(); got != want {
+			t.Errorf("%s: DirectWrites() = %v, want %v", m.Name, got, want)
+		}
+	}
+}
