@@ -106,4 +106,35 @@ scrape_configs:
 			t.Errorf("%s: last preallocation error %q, want aof_prealloc_last_error_none=1", pod, got[pod])
 		}
 	}
+
+	// Durable mode writes its batches as direct writes (the server's
+	// default over the preallocated log): the panel's third series shows
+	// them, and the reason none says the last batch was one.
+	samples, err = promtest.Query(ctx, prom, queries["uring-instance.json / fsyncs and batches per second #2"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct := map[string]float64{}
+	for _, s := range samples {
+		direct[string(s.Metric["pod"])] = float64(s.Value)
+	}
+	if direct["durable-0"] <= 0 {
+		t.Errorf("durable-0: no direct writes per second in %v", samples)
+	}
+	for _, pod := range []string{"always-0", "everysec-0", "fast-0"} {
+		if direct[pod] > 0 {
+			t.Errorf("%s: %v direct writes per second, want none", pod, direct[pod])
+		}
+	}
+	samples, err = promtest.Query(ctx, prom, `redis_script_values{pod="durable-0", key=~"aof_uring_direct_declined_reason_.*"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasonNone := false
+	for _, s := range samples {
+		reasonNone = reasonNone || s.Metric["key"] == "aof_uring_direct_declined_reason_none" && s.Value == 1
+	}
+	if !reasonNone {
+		t.Errorf("durable-0: direct write reason %v, want aof_uring_direct_declined_reason_none 1", samples)
+	}
 }

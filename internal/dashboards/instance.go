@@ -106,9 +106,11 @@ func fsyncLatencyPanel() *timeseries.PanelBuilder {
 func fsyncRatePanel() *timeseries.PanelBuilder {
 	return livePanel(4, "fsyncs and batches per second",
 		"fdatasyncs of the AOF completed per second in every mode (always: one per event-loop pass that wrote, everysec: about one a second), "+
-			"and write batches the io_uring engine submitted per second; one fsync covers a whole batch (group commit).", "ops").
+			"and write batches the io_uring engine submitted per second; one fsync covers a whole batch (group commit). In durable mode a batch "+
+			"over the preallocated log is one O_DIRECT write with RWF_DSYNC, its own fsync (direct writes, counted among the fsyncs too).", "ops").
 		WithTarget(query("A", `rate(`+script("aof_fsync_count")+`[$__rate_interval])`, "{{pod}} fsyncs")).
-		WithTarget(query("B", `rate(`+script("aof_uring_submitted_batches")+`[$__rate_interval])`, "{{pod}} batches"))
+		WithTarget(query("B", `rate(`+script("aof_uring_submitted_batches")+`[$__rate_interval])`, "{{pod}} batches")).
+		WithTarget(query("C", `rate(`+script("aof_uring_direct_writes")+`[$__rate_interval])`, "{{pod}} direct writes"))
 }
 
 func inflightPanel() *timeseries.PanelBuilder {

@@ -13,6 +13,9 @@
 --   aof_uring_fallback          1 when io_uring was configured but could not start
 --   aof_uring_fallback_reason_<reason>   1 for the reported reason (none included)
 --   aof_uring_ack_<mode>        1 for the ack mode (durable or fast)
+--   aof_uring_direct_declined_reason_<reason>   1 for why the last durable
+--                               batch was not a direct write (none after one
+--                               that was; fast_mode, past_preallocated, ...)
 --   aof_prealloc_last_error_<error>      1 for the last failed extension of
 --                               the preallocated region (none, enospc, edquot,
 --                               eio, erofs, efbig or other)
@@ -45,6 +48,8 @@ for key, value in string.gmatch(info, '([%w_]+):([^\r\n]*)') do
     put('aof_uring_fallback_reason_' .. label(value), 1)
   elseif key == 'aof_uring_ack' then
     put('aof_uring_ack_' .. label(value), 1)
+  elseif key == 'aof_uring_direct_declined_reason' then
+    put('aof_uring_direct_declined_reason_' .. label(value), 1)
   elseif key == 'aof_prealloc_last_error' then
     put('aof_prealloc_last_error_' .. label(value), 1)
   elseif numeric(key, value) then

@@ -58,7 +58,7 @@
  * grows to the next block (half a block on average, about 200 bytes with
  * 512-byte blocks: docs/measurements.md). A batch goes the write(2) +
  * fdatasync way, and INFO aof_uring_direct_declined_reason says why, when:
- * the ack mode is fast (fast_mode), a write failed and is being retried
+ * a write failed and is being retried
  * (write_error), bytes written by write(2) are not fdatasync'ed yet
  * (unsynced_bytes; only an fdatasync covers them), the file refused O_DIRECT
  * (open_<errno>, no_direct_io), the batch would pass the preallocated region
@@ -301,7 +301,7 @@
  *                                     25000,50000,100000,250000,1000000, and _le_inf
  *   aof_uring_direct_writes           batches written as O_DIRECT|RWF_DSYNC writes
  *   aof_uring_direct_padding_bytes    padding those (and realigning writes) added to the log
- *   aof_uring_direct_declined         batches written with write(2) while the option was on
+ *   aof_uring_direct_declined         durable batches written with write(2) while the option was on
  *   aof_uring_direct_declined_reason  why the last one was (none after a direct write)
  *   aof_uring_direct_align            the direct-I/O block of the last file opened, 0 before any
  * Latency monitor events: aof-uring-fsync (submit to durable, counted up to
@@ -841,8 +841,8 @@ int aofUringDirectWrite(int force) {
     struct io_uring_sqe *sqe;
     int i;
 
-    if (!server.aof_uring_direct_writes) return 0;
-    if (server.aof_uring_ack != AOF_URING_ACK_DURABLE) return directDeclined("fast_mode");
+    /* Durable mode only: fast mode acknowledges before the write. */
+    if (!server.aof_uring_direct_writes || server.aof_uring_ack != AOF_URING_ACK_DURABLE) return 0;
     /* The write(2) path retries the bytes and clears the error. */
     if (server.aof_last_write_status != C_OK) return directDeclined("write_error");
     /* An fdatasync must cover them: a direct write covers only its own. */
