@@ -246,10 +246,13 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 	rp = updateRP(t, ns, "tuned", func(rp *v1alpha1.RedisPersistence) {
 		rp.Spec.Uring.QueueDepth = 1024
 		rp.Spec.Uring.Replies = true
+		rp.Spec.Uring.BatchesInFlight = 2
+		rp.Spec.Uring.DirectWrites = ptr.To(false)
 		rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory-policy": "allkeys-lru"}
 	})
 	eventually(t, 30*time.Second, func() error {
-		for option, want := range map[string]string{"aof-uring-queue-depth": "1024", "io-uring-replies": "yes", "maxmemory-policy": "allkeys-lru"} {
+		for option, want := range map[string]string{"aof-uring-queue-depth": "1024", "io-uring-replies": "yes", "maxmemory-policy": "allkeys-lru",
+			"aof-uring-fsyncs-in-flight": "2", "aof-uring-direct-writes": "no"} {
 			got, err := c.ConfigGet(context.Background(), option).Result()
 			if err != nil {
 				return err
@@ -274,8 +277,9 @@ func TestLiveTuningAndModeChangeThroughTheOperator(t *testing.T) {
 		return nil
 	})
 	if !strings.Contains(cm.Data["redis.conf"], "aof-uring-queue-depth 1024\n") || !strings.Contains(cm.Data["redis.conf"], "io-uring-replies yes\n") ||
-		!strings.Contains(cm.Data["redis.conf"], "maxmemory-policy allkeys-lru\n") {
-		t.Error("the ConfigMap lacks the new queue depth, replies engine or eviction policy: a restart would lose them")
+		!strings.Contains(cm.Data["redis.conf"], "maxmemory-policy allkeys-lru\n") ||
+		!strings.Contains(cm.Data["redis.conf"], "aof-uring-fsyncs-in-flight 2\n") || !strings.Contains(cm.Data["redis.conf"], "aof-uring-direct-writes no\n") {
+		t.Error("the ConfigMap lacks the new queue depth, replies engine, batches in flight, direct writes or eviction policy: a restart would lose them")
 	}
 	// The replies now go through the server's io_uring ring (the test's
 	// server runs without a seccomp filter, so the ring starts).

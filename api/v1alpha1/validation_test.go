@@ -94,6 +94,10 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"sqpoll without enabled", uring(map[string]any{"sqpoll": map[string]any{}}), "spec.uring.sqpoll.enabled: Required value"},
 		{"sqpoll idle zero", uring(map[string]any{"sqpoll": map[string]any{"enabled": true, "idleMillis": 0}}), "spec.uring.sqpoll.idleMillis in body should be greater than or equal to 1"},
 		{"sqpoll cpu negative", uring(map[string]any{"sqpoll": map[string]any{"enabled": true, "cpu": -1}}), "spec.uring.sqpoll.cpu in body should be greater than or equal to 0"},
+		{"no batches in flight", uring(map[string]any{"batchesInFlight": 0}), "spec.uring.batchesInFlight in body should be greater than or equal to 1"},
+		{"too many batches in flight", uring(map[string]any{"batchesInFlight": 9}), "spec.uring.batchesInFlight in body should be less than or equal to 8"},
+		{"batches in flight with ack fast", uring(map[string]any{"ack": "fast", "batchesInFlight": 2}), "uring.batchesInFlight and uring.directWrites shape how ack: durable writes its batches"},
+		{"direct writes with ack fast", uring(map[string]any{"ack": "fast", "directWrites": false}), "uring.batchesInFlight and uring.directWrites shape how ack: durable writes its batches"},
 		{"no servers", map[string]any{"mode": "aof", "replicas": 0}, "spec.replicas in body should be greater than or equal to 1"},
 		{"too many servers", map[string]any{"mode": "aof", "replicas": 10}, "spec.replicas in body should be less than or equal to 9"},
 		{"ackReplicas on one server", map[string]any{"mode": "uring", "uring": map[string]any{"ackReplicas": 1}}, "spec.uring.ackReplicas needs mode: uring with uring.ack: durable and fewer than spec.replicas"},
@@ -195,6 +199,20 @@ func TestAckReplicasAccepted(t *testing.T) {
 		{"mode": "uring", "replicas": 2, "uring": map[string]any{"ackReplicas": 1}},
 		{"mode": "uring", "replicas": 3, "uring": map[string]any{"ack": "durable", "ackReplicas": 2}},
 		{"mode": "uring", "uring": map[string]any{"ackReplicas": 0}},
+	} {
+		if err := create(spec); err != nil {
+			t.Errorf("%v: %v", spec, err)
+		}
+	}
+}
+
+// Durable mode's write path: batches in flight and direct writes, with ack
+// durable given or defaulted.
+func TestDurableBatchesAccepted(t *testing.T) {
+	for _, spec := range []map[string]any{
+		uring(map[string]any{"batchesInFlight": 2}),
+		uring(map[string]any{"ack": "durable", "batchesInFlight": 8, "directWrites": false}),
+		uring(map[string]any{"directWrites": true}),
 	} {
 		if err := create(spec); err != nil {
 			t.Errorf("%v: %v", spec, err)

@@ -814,6 +814,11 @@ func (in *UringSpec) DeepCopyInto(out *UringSpec) {
 		*out = new(SQPollSpec)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.DirectWrites != nil {
+		in, out := &in.DirectWrites, &out.DirectWrites
+		*out = new(bool)
+		**out = **in
+	}
 	if in.MaxInFlight != nil {
 		in, out := &in.MaxInFlight, &out.MaxInFlight
 		x := (*in).DeepCopy()

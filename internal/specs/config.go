@@ -184,6 +184,12 @@ func RuntimeSettings(rp *v1alpha1.RedisPersistence) []ServerSetting {
 			settings = append(settings, ServerSetting{Name: "aof-uring-sqpoll-cpu", Value: strconv.Itoa(int(*u.SQPoll.CPU))})
 		}
 		settings = append(settings, ServerSetting{Name: "aof-uring-max-workers", Value: strconv.Itoa(int(cmp.Or(u.MaxWorkers, 2)))})
+		// The server's defaults (one batch in flight, direct writes on) are
+		// left implicit, so an older uring image that lacks an option starts.
+		direct := u.DirectWrites == nil || *u.DirectWrites
+		settings = append(settings,
+			ServerSetting{Name: "aof-uring-fsyncs-in-flight", Value: strconv.Itoa(int(max(u.BatchesInFlight, 1))), Implicit: u.BatchesInFlight <= 1},
+			ServerSetting{Name: "aof-uring-direct-writes", Value: yesNo(direct), Implicit: direct})
 		if u.MaxInFlight != nil {
 			settings = append(settings, ServerSetting{Name: "aof-uring-max-inflight-bytes", Value: strconv.FormatInt(u.MaxInFlight.Value(), 10)})
 		}

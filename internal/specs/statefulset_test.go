@@ -277,6 +277,20 @@ func TestReplicatedGolden(t *testing.T) {
 	if conf := specs.RenderConfig(specstest.NewRedisPersistence(acks)); !strings.Contains(conf, "\naof-uring-ack-replicas 1\n") {
 		t.Errorf("ackReplicas 1 not rendered:\n%s", conf)
 	}
+
+	// Durable mode's batches: the server's defaults (one in flight, direct
+	// writes) are left out, so an older uring image still starts; anything
+	// else is rendered.
+	if conf := specs.RenderConfig(specstest.NewRedisPersistence(acks)); strings.Contains(conf, "aof-uring-fsyncs-in-flight") ||
+		strings.Contains(conf, "aof-uring-direct-writes") {
+		t.Errorf("the server's defaults for batches in flight or direct writes rendered:\n%s", conf)
+	}
+	batches := acks
+	batches.Uring = &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2, BatchesInFlight: 2, DirectWrites: ptr.To(false)}
+	if conf := specs.RenderConfig(specstest.NewRedisPersistence(batches)); !strings.Contains(conf, "\naof-uring-fsyncs-in-flight 2\n") ||
+		!strings.Contains(conf, "\naof-uring-direct-writes no\n") {
+		t.Errorf("batchesInFlight 2 or directWrites false not rendered:\n%s", conf)
+	}
 }
 
 // A single server (spec.replicas 1, or unset) renders exactly what it did
