@@ -121,6 +121,16 @@ type RedisPersistenceSpec struct {
 	// +optional
 	Placement PlacementSpec `json:"placement,omitempty"`
 
+	// podMetadata adds labels and annotations to the server pods, for
+	// example a cost-centre label or a service mesh's annotations. The
+	// Sentinels' pods do not get them.
+	// +optional
+	PodMetadata *PodMetadata `json:"podMetadata,omitempty"`
+
+	// service is how the client-facing Services are exposed.
+	// +optional
+	Service *ServiceSpec `json:"service,omitempty"`
+
 	// image overrides the server image the operator runs (its --redis-image
 	// flag). It pins the instance: a change of the operator's default image
 	// leaves it alone, and a change here rolls the pod at once.
@@ -463,6 +473,89 @@ type PlacementSpec struct {
 	// node selector term.
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// topologySpreadConstraints of the server pods, for example across
+	// zones; a replicated instance's servers also keep the anti-affinity that
+	// puts them on different nodes. A constraint without labelSelector gets
+	// the instance's own server selector (app.kubernetes.io/name: redis,
+	// app.kubernetes.io/instance: <name>): spreading this instance's
+	// servers is what a constraint written here means, and the user cannot
+	// know the selector's labels from the API alone. The Sentinels are not
+	// constrained: they spread over nodes where they can on their own.
+	// +optional
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+
+	// priorityClassName of the server and Sentinel pods. The Sentinels take
+	// it too: a Sentinel preempted for less important pods could leave too
+	// few to agree on a failover. The PriorityClass must exist, or the
+	// StatefulSet cannot create the pods.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// PodMetadata is what the user adds to the server pods' metadata, after
+// prometheus-operator's podMetadata: a small struct of its own rather than
+// a whole pod template, because the operator owns the rest of the pod. A
+// change rolls the servers, as any change of a StatefulSet's pod template
+// does. Where a key is also one the operator sets (uringredis.io/config-hash,
+// app.kubernetes.io/managed-by, ...), the operator's value wins; the
+// selector labels, which the StatefulSet and the Services select the
+// servers by, are rejected.
+type PodMetadata struct {
+	// labels added to the server pods. The keys app.kubernetes.io/name,
+	// app.kubernetes.io/instance and app.kubernetes.io/part-of and those
+	// under uringredis.io/ are the operator's selector labels and are
+	// rejected.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.matches('^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",message="spec.podMetadata.labels keys are label keys: an optional DNS prefix and a slash, then a name of letters, digits, '-', '_' and '.' (for example example.com/team)"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !(k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/part-of']) && !k.startsWith('uringredis.io/'))",messageExpression="'spec.podMetadata.labels.' + self.filter(k, k in ['app.kubernetes.io/name', 'app.kubernetes.io/instance', 'app.kubernetes.io/part-of'] || k.startsWith('uringredis.io/'))[0] + ' is a label the operator selects the server pods by and cannot be set in spec.podMetadata'"
+	Labels map[string]LabelValue `json:"labels,omitempty"`
+
+	// annotations added to the server pods.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.matches('^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",message="spec.podMetadata.annotations keys are annotation keys: an optional DNS prefix and a slash, then a name of letters, digits, '-', '_' and '.' (for example example.com/owner)"
+	Annotations map[string]AnnotationValue `json:"annotations,omitempty"`
+}
+
+// LabelValue is the value of a Kubernetes label.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`
+type LabelValue string
+
+// AnnotationValue is the value of a Kubernetes annotation, bounded so that
+// 32 of them stay well inside an object's 256KiB of annotations.
+// +kubebuilder:validation:MaxLength=4096
+type AnnotationValue string
+
+// ServiceSpec is how the client-facing Services are exposed: the one named
+// after the instance (the server, or a replicated instance's primary) and,
+// for a replicated instance, <name>-replicas. Both take the type and the
+// annotations, since a client that can reach the primary from outside the
+// cluster expects to reach the replicas the same way. The headless Service
+// never does: it only gives each pod its DNS name inside the cluster. The
+// Sentinels' Service stays ClusterIP too.
+type ServiceSpec struct {
+	// type of the client-facing Services. NodePort and LoadBalancer expose
+	// the server port (and the exporter's metrics port, unless
+	// spec.exporter turns the exporter off) outside the cluster; the
+	// NetworkPolicy, when on, still decides who may connect.
+	// +optional
+	// +kubebuilder:default=ClusterIP
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	Type corev1.ServiceType `json:"type,omitempty"`
+
+	// annotations of the client-facing Services, for example a cloud load
+	// balancer's settings.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.matches('^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$'))",message="spec.service.annotations keys are annotation keys: an optional DNS prefix and a slash, then a name of letters, digits, '-', '_' and '.' (for example service.beta.kubernetes.io/aws-load-balancer-internal)"
+	Annotations map[string]AnnotationValue `json:"annotations,omitempty"`
 }
 
 // AuthSpec is how clients authenticate: with the password of a Secret the

@@ -264,6 +264,7 @@ func SentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInpu
 			TerminationGracePeriodSeconds: ptr.To[int64](10),
 			NodeSelector:                  copyMap(rp.Spec.Placement.NodeSelector),
 			Tolerations:                   append([]corev1.Toleration(nil), rp.Spec.Placement.Tolerations...),
+			PriorityClassName:             rp.Spec.Placement.PriorityClassName,
 			// Sentinels are cheap: spread them where the nodes allow, never wait for a node.
 			Affinity: &corev1.Affinity{PodAntiAffinity: spreadOverNodes(SentinelSelectorLabels(rp), v1alpha1.AntiAffinityPreferred)},
 		},

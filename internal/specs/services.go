@@ -12,7 +12,8 @@ import (
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
 
-// ReplicasService selects the replicas, for reads that may lag.
+// ReplicasService selects the replicas, for reads that may lag. It is
+// exposed as the primary's Service is (spec.service).
 func ReplicasService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	svc := ClientService(rp)
 	svc.Name = ReplicasServiceName(rp)
@@ -58,31 +59,48 @@ func PodDisruptionBudgets(rp *v1alpha1.RedisPersistence) []*policyv1.PodDisrupti
 }
 
 // HeadlessService gives each pod its DNS name <pod>.<name>-headless: the
-// servers' and, for a replicated instance, the Sentinels'.
+// servers' and, for a replicated instance, the Sentinels'. It stays inside
+// the cluster whatever spec.service says.
 func HeadlessService(rp *v1alpha1.RedisPersistence) *corev1.Service {
-	svc := ClientService(rp)
-	svc.Name = HeadlessServiceName(rp)
+	selector := SelectorLabels(rp)
 	if Replicated(rp) {
-		svc.Spec.Selector = map[string]string{labelPartOf: rp.Name}
+		selector = map[string]string{labelPartOf: rp.Name}
 	}
+	svc := serverService(rp, HeadlessServiceName(rp), selector)
 	svc.Spec.ClusterIP = corev1.ClusterIPNone
 	svc.Spec.PublishNotReadyAddresses = true
 	return svc
 }
 
-// ClientService selects the server, or a replicated instance's primary.
+// ClientService selects the server, or a replicated instance's primary,
+// exposed as spec.service asks.
 func ClientService(rp *v1alpha1.RedisPersistence) *corev1.Service {
 	selector := SelectorLabels(rp)
 	if Replicated(rp) {
 		selector = withRole(selector, v1alpha1.RolePrimary)
 	}
+	svc := serverService(rp, rp.Name, selector)
+	svc.Spec.Type = corev1.ServiceTypeClusterIP
+	if rp.Spec.Service == nil {
+		return svc
+	}
+	if rp.Spec.Service.Type != "" {
+		svc.Spec.Type = rp.Spec.Service.Type
+	}
+	svc.Annotations = addMissing(svc.Annotations, rp.Spec.Service.Annotations)
+	return svc
+}
+
+// serverService is a Service of the server pods selector selects, with the
+// server's port and the exporter's.
+func serverService(rp *v1alpha1.RedisPersistence, name string, selector map[string]string) *corev1.Service {
 	ports := []corev1.ServicePort{{Name: "redis", Port: RedisPort, TargetPort: intstr.FromString("redis"), Protocol: corev1.ProtocolTCP}}
 	if ExporterEnabled(rp) {
 		ports = append(ports, corev1.ServicePort{Name: "metrics", Port: ExporterPort, TargetPort: intstr.FromString("metrics"), Protocol: corev1.ProtocolTCP})
 	}
 	return &corev1.Service{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: ObjectMeta(rp, rp.Name),
+		ObjectMeta: ObjectMeta(rp, name),
 		Spec: corev1.ServiceSpec{
 			Selector: selector,
 			Ports:    ports,

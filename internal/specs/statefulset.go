@@ -284,7 +284,7 @@ func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *app
 // order (the order fixes the order of env entries, mounts and volumes).
 func PodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) corev1.PodTemplateSpec {
 	template := serverPodTemplate(rp, opts, in)
-	for _, feature := range []podFeature{withAuth, withTLS, withExporter, withReplication} {
+	for _, feature := range []podFeature{withAuth, withTLS, withExporter, withReplication, withPodMetadata} {
 		feature(rp, opts, in, &template)
 	}
 	opts.ImagePull.ApplyTo(&template.Spec)
@@ -391,8 +391,52 @@ func serverPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs
 			NodeSelector:                  copyMap(rp.Spec.Placement.NodeSelector),
 			Tolerations:                   tolerations,
 			Affinity:                      buildAffinity(rp),
+			TopologySpreadConstraints:     topologySpread(rp),
+			PriorityClassName:             rp.Spec.Placement.PriorityClassName,
 		},
 	}
+}
+
+// topologySpread is spec.placement.topologySpreadConstraints, each without
+// a labelSelector given the server pods' selector: the user means to spread
+// this instance's servers, and an empty selector would count no pod at all.
+func topologySpread(rp *v1alpha1.RedisPersistence) []corev1.TopologySpreadConstraint {
+	var constraints []corev1.TopologySpreadConstraint
+	for _, c := range rp.Spec.Placement.TopologySpreadConstraints {
+		c := *c.DeepCopy()
+		if c.LabelSelector == nil {
+			c.LabelSelector = &metav1.LabelSelector{MatchLabels: SelectorLabels(rp)}
+		}
+		constraints = append(constraints, c)
+	}
+	return constraints
+}
+
+// withPodMetadata adds spec.podMetadata's labels and annotations to the
+// server pods. It runs after every other feature so that a key the
+// operator set keeps the operator's value: the API server rejects the
+// selector labels, the rest (managed-by, the hashes) are only overridden
+// here.
+func withPodMetadata(rp *v1alpha1.RedisPersistence, _ Options, _ PodInputs, template *corev1.PodTemplateSpec) {
+	if rp.Spec.PodMetadata == nil {
+		return
+	}
+	template.Labels = addMissing(template.Labels, rp.Spec.PodMetadata.Labels)
+	template.Annotations = addMissing(template.Annotations, rp.Spec.PodMetadata.Annotations)
+}
+
+// addMissing adds to meta each key of user it does not have yet.
+func addMissing[V ~string](meta map[string]string, user map[string]V) map[string]string {
+	for k, v := range user {
+		if _, taken := meta[k]; taken {
+			continue
+		}
+		if meta == nil {
+			meta = make(map[string]string, len(user))
+		}
+		meta[k] = string(v)
+	}
+	return meta
 }
 
 // withExporter adds the redis_exporter sidecar, unless spec.exporter turns

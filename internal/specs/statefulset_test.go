@@ -222,9 +222,9 @@ func TestNetworkPolicyEnabled(t *testing.T) {
 
 // renderReplicated renders every object of a replicated instance that
 // differs from a single server's, in the order the reconciler applies them.
-func renderReplicated(t *testing.T, antiAffinity v1alpha1.PodAntiAffinity) []byte {
+func renderReplicated(t *testing.T, spec v1alpha1.RedisPersistenceSpec, antiAffinity v1alpha1.PodAntiAffinity) []byte {
 	t.Helper()
-	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
+	rp := specstest.NewRedisPersistence(spec)
 	in := specs.NewPodInputs(rp, specstest.Password(rp))
 	in.AntiAffinity = antiAffinity
 	objects := []any{
@@ -254,8 +254,8 @@ func documents(t *testing.T, objects ...any) []byte {
 }
 
 func TestReplicatedGolden(t *testing.T) {
-	got := renderReplicated(t, v1alpha1.AntiAffinityRequired)
-	if !bytes.Equal(got, renderReplicated(t, v1alpha1.AntiAffinityRequired)) {
+	got := renderReplicated(t, specstest.ReplicatedSpec, v1alpha1.AntiAffinityRequired)
+	if !bytes.Equal(got, renderReplicated(t, specstest.ReplicatedSpec, v1alpha1.AntiAffinityRequired)) {
 		t.Fatal("rendering the same spec twice gave different output")
 	}
 	compareGolden(t, filepath.Join("testdata", "replicated-uring-durable.yaml"), got)
