@@ -31,7 +31,8 @@ import (
 //     carries no label of the operator's; a new resourceVersion is the signal
 //     that a password changed. Annotations are dropped too (kubectl apply's
 //     last-applied-configuration would hold the Secret's data), and the
-//     password itself is read uncached.
+//     password itself is read uncached. The connection Secrets the operator
+//     owns are watched through the same informer.
 func CacheOptions() cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{specs.LabelManagedBy: specs.FieldOwner})
 	everything := labels.Everything()

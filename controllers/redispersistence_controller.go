@@ -53,7 +53,8 @@ const secretIndex = "secrets"
 // RedisPersistenceReconciler turns a RedisPersistence into the objects that
 // run it (a ConfigMap, Services, a StatefulSet; with replicas the Sentinels and
 // PodDisruptionBudgets; a NetworkPolicy, a cert-manager Certificate, storage
-// probe Jobs and, where served, a PodMonitor), converges the running servers'
+// probe Jobs and, where served, a PodMonitor) and the connection Secret that
+// applications read, converges the running servers'
 // mode and options, and reports what they do.
 type RedisPersistenceReconciler struct {
 	client.Client
@@ -100,8 +101,8 @@ type RedisPersistenceReconciler struct {
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // Secrets: get for the password (read uncached), list and watch for a
 // metadata-only informer that tells when a password changes, create for the
-// generated password.
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create
+// generated password, patch to apply the connection Secret.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // The data claim, read uncached: is there data a mode change must carry, has
 // it the size spec.storage.size asks for? patch expands it.
@@ -160,7 +161,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		r.updateStatus(rp, obs)
 		return retry, nil
 	}
-	heldUpgrade, err := r.apply(ctx, rp, creds.server, in, &obs)
+	heldUpgrade, err := r.apply(ctx, rp, creds, in, &obs)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -343,8 +344,8 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 // apply brings the objects to what rp asks, the data volumes' size too. An
 // operator upgrade that must wait for its turn leaves the server's
 // StatefulSet as it is and is returned, held.
-func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in specs.PodInputs, obs *observation) (*upgradeWait, error) {
-	if err := r.applyObjects(ctx, rp); err != nil {
+func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials, in specs.PodInputs, obs *observation) (*upgradeWait, error) {
+	if err := r.applyObjects(ctx, rp, creds); err != nil {
 		return nil, err
 	}
 	// The StatefulSet goes last: its pods start from the ConfigMap applied above.
@@ -358,7 +359,7 @@ func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.Red
 		obs.upgradePending = &heldUpgrade.condition
 	}
 	if specs.Replicated(rp) {
-		if err := r.followSentinels(ctx, rp, creds, in, obs); err != nil {
+		if err := r.followSentinels(ctx, rp, creds.server, in, obs); err != nil {
 			return nil, err
 		}
 	}
@@ -376,12 +377,18 @@ func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.Red
 }
 
 // applyObjects applies every object rp asks for but the StatefulSets, and
-// deletes the ones it no longer asks for.
-func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alpha1.RedisPersistence) error {
+// deletes the ones it no longer asks for. The connection Secret is among
+// them: it hands on creds.
+func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials) error {
 	desired := []client.Object{
 		specs.ConfigMap(rp, specs.RenderConfig(rp)),
 		specs.HeadlessService(rp),
 		specs.ClientService(rp),
+	}
+	if conn, err := r.connectionSecret(ctx, rp, creds); err != nil {
+		return err
+	} else if conn != nil {
+		desired = append(desired, conn)
 	}
 	if specs.NetworkPolicyEnabled(rp, r.Options.NetworkPolicy) {
 		desired = append(desired, specs.NetworkPolicy(rp, r.Options.NetworkPolicy))
@@ -452,6 +459,9 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Service{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&policyv1.PodDisruptionBudget{}).
+		// The connection Secret: a hand edit brings its instance back, which
+		// puts the keys back. Metadata only, from the Secrets' one informer.
+		Owns(&corev1.Secret{}, builder.OnlyMetadata).
 		// Pods belong to the StatefulSet; the instance label leads back to the RedisPersistence.
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRedisPersistence), builder.WithPredicates(managedPods)).
 		// Only the Secrets' metadata is cached: a new resourceVersion is all

@@ -322,7 +322,7 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	}
 
 	st := &rp.Status
-	st.Endpoint = net.JoinHostPort(fmt.Sprintf("%s.%s.svc", rp.Name, rp.Namespace), strconv.Itoa(specs.RedisPort))
+	st.Endpoint = net.JoinHostPort(specs.ClientHost(rp), strconv.Itoa(specs.RedisPort))
 	st.Node, st.KernelVersion = "", ""
 	if obs.pod != nil {
 		st.Node = obs.pod.Spec.NodeName

@@ -58,6 +58,8 @@ type tlsMaterial struct {
 	// client reaches the servers: ca.crt verifies them, and with ClientAuth
 	// the Secret's certificate is presented.
 	client *tls.Config
+	// caPEM is ca.crt, which the connection Secret hands on to applications.
+	caPEM []byte
 }
 
 // tlsMaterialFrom checks that secret holds a usable certificate, its key and
@@ -90,7 +92,7 @@ func tlsMaterialFrom(secret *corev1.Secret, withClientCert bool) (*tlsMaterial, 
 		sum.Write(v)
 		sum.Write([]byte{0})
 	}
-	return &tlsMaterial{secretName: secret.Name, leaf: leaf, hash: hex.EncodeToString(sum.Sum(nil)[:8]), client: config}, nil
+	return &tlsMaterial{secretName: secret.Name, leaf: leaf, hash: hex.EncodeToString(sum.Sum(nil)[:8]), client: config, caPEM: caPEM}, nil
 }
 
 // readTLS applies the Certificate of spec.tls.issuerRef and reads the
