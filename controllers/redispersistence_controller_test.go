@@ -368,8 +368,8 @@ func TestLifecycle(t *testing.T) {
 
 func assertNoOpReconcile(t *testing.T, ns, name string) {
 	t.Helper()
-	objects := []client.Object{&v1alpha1.RedisPersistence{}, &appsv1.StatefulSet{}, &corev1.ConfigMap{}, &corev1.Service{}, &corev1.Service{}}
-	names := []string{name, name, name + "-config", name, name + "-headless"}
+	objects := []client.Object{&v1alpha1.RedisPersistence{}, &appsv1.StatefulSet{}, &corev1.ConfigMap{}, &corev1.Service{}, &corev1.Service{}, &corev1.Secret{}}
+	names := []string{name, name, name + "-config", name, name + "-headless", name + "-app"}
 	versions := func() []string {
 		var out []string
 		for i, obj := range objects {
