@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
@@ -34,11 +35,16 @@ func TestPrepareScript(t *testing.T) {
 		`-v dir="$DATA_DIR"`, "-v dir=/",
 		"/dev/termination-log", filepath.Join(dir, "termination-log"),
 	).Replace(specs.PrepareScript)
-	password, exporterPassword, benchPassword := `p"a\ss word$1`, `e"x\p ort`, "bench"
+	password, exporterPassword, benchPassword, appPassword := `p"a\ss word$1`, `e"x\p ort`, "bench", "app pass"
+	// spec.users with a key pattern the configuration parser must take whole.
+	appRP := &v1alpha1.RedisPersistence{Spec: v1alpha1.RedisPersistenceSpec{Users: []v1alpha1.UserSpec{
+		{Name: "app", Keys: []string{`app:"quoted"*`}, Commands: []string{"+set", "+get"}},
+	}}}
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "RUN_DIR="+dir, "FSPROBE_MILLIS="+specs.FsprobeMillis, "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"),
 		"EXPORTER_USER="+specs.ExporterUser, "EXPORTER_PASSWORD="+exporterPassword, "EXPORTER_ACL="+specs.ExporterACLRules,
-		"BENCHMARK_USER="+bench.User, "BENCHMARK_PASSWORD="+benchPassword, "BENCHMARK_ACL="+bench.ACLRules(false))
+		"BENCHMARK_USER="+bench.User, "BENCHMARK_PASSWORD="+benchPassword, "BENCHMARK_ACL="+bench.ACLRules(false),
+		"USERS_ACL="+specs.UsersACL(appRP, specs.UsersState{"app": {Current: specs.PasswordHash(appPassword)}}))
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("prepare script: %v\n%s", err, out)
@@ -61,7 +67,7 @@ func TestPrepareScript(t *testing.T) {
 	if !report.measured() || report.mountOptions == "" || report.writeCache == "" {
 		t.Fatalf("termination message %q carries no measurement of %s", message, dir)
 	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+	if entries, _ := os.ReadDir(dir); len(entries) != 3 {
 		t.Errorf("the data directory holds %v: the probe must remove its scratch file", entries)
 	}
 
@@ -72,7 +78,11 @@ func TestPrepareScript(t *testing.T) {
 	if info, _ := os.Stat(filepath.Join(dir, "auth.conf")); info.Mode().Perm() != 0o600 {
 		t.Errorf("auth.conf mode %v, want 0600", info.Mode().Perm())
 	}
-	addr := testenv.StartServer(t, "save \"\"\n"+string(auth))
+	users, err := os.ReadFile(filepath.Join(dir, "users.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := testenv.StartServer(t, "save \"\"\n"+string(auth)+string(users))
 	ctx := context.Background()
 	good := redis.NewClient(&redis.Options{Addr: addr, Password: password})
 	defer func() { _ = good.Close() }()
@@ -95,6 +105,8 @@ func TestPrepareScript(t *testing.T) {
 			[][]any{{"GET", "k"}, {"SET", "k", "v"}, {"CONFIG", "GET", "requirepass"}, {"EVAL", "return redis.call('GET', 'k')", 0}}},
 		{bench.User, benchPassword, [][]any{{"SET", "key:1", "v"}, {"INFO"}},
 			[][]any{{"SET", "orders:1", "v"}, {"FLUSHALL"}}},
+		{"app", appPassword, [][]any{{"SET", `app:"quoted"x`, "v"}},
+			[][]any{{"SET", "app:plain", "v"}, {"DEL", `app:"quoted"x`}}},
 	} {
 		c2 := redis.NewClient(&redis.Options{Addr: addr, Username: c.user, Password: c.password})
 		for _, cmd := range c.allowed {
@@ -121,6 +133,13 @@ func TestPrepareScript(t *testing.T) {
 // auth include file it writes ("" without a password).
 func renderAuth(t *testing.T, ns, name string) string {
 	t.Helper()
+	auth, _ := renderIncludes(t, ns, name)
+	return auth
+}
+
+// renderIncludes is renderAuth that also returns the users include file.
+func renderIncludes(t *testing.T, ns, name string) (auth, users string) {
+	t.Helper()
 	sts := &appsv1.StatefulSet{}
 	if err := get(t, sts, ns, name); err != nil {
 		t.Fatal(err)
@@ -132,13 +151,17 @@ func renderAuth(t *testing.T, ns, name string) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("prepare script: %v\n%s", err, out)
 	}
-	auth, err := os.ReadFile(filepath.Join(dir, "auth.conf"))
+	usersFile, err := os.ReadFile(filepath.Join(dir, "users.conf"))
+	if err != nil {
+		t.Fatalf("the prepare script wrote no users include file: %v", err)
+	}
+	authFile, err := os.ReadFile(filepath.Join(dir, "auth.conf"))
 	if os.IsNotExist(err) {
-		return ""
+		return "", string(usersFile)
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	return string(auth)
+	return string(authFile), string(usersFile)
 }
 
 // resolveEnv is env as NAME=value, with values from Secrets read as the
@@ -154,10 +177,14 @@ func resolveEnv(t *testing.T, ns string, env []corev1.EnvVar) []string {
 				t.Fatalf("env %s: only Secret references are resolved here", e.Name)
 			}
 			secret := &corev1.Secret{}
-			if err := get(t, secret, ns, ref.Name); err != nil {
+			err := get(t, secret, ns, ref.Name)
+			v, ok := secret.Data[ref.Key]
+			if ref.Optional != nil && *ref.Optional && !ok {
+				continue // as the kubelet does
+			}
+			if err != nil {
 				t.Fatalf("env %s: %v", e.Name, err)
 			}
-			v, ok := secret.Data[ref.Key]
 			if !ok {
 				t.Fatalf("env %s: the Secret %s has no key %q", e.Name, ref.Name, ref.Key)
 			}

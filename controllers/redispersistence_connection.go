@@ -25,7 +25,17 @@ import (
 // The server runs regardless, so that is a warning, not a condition.
 // Nothing here logs or reports the Secret's data.
 func (r *RedisPersistenceReconciler) connectionSecret(ctx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials) (*corev1.Secret, error) {
-	name := specs.ConnectionSecretName(rp)
+	in := specs.ConnectionInputs{Password: creds.password}
+	if creds.certs != nil {
+		in.CACert = creds.certs.caPEM
+	}
+	return r.unlessTaken(ctx, rp, specs.ConnectionSecret(rp, in))
+}
+
+// unlessTaken returns the connection Secret secret, or nil (with a warning)
+// while a Secret of its name exists that is not the operator's.
+func (r *RedisPersistenceReconciler) unlessTaken(ctx context.Context, rp *v1alpha1.RedisPersistence, secret *corev1.Secret) (*corev1.Secret, error) {
+	name := secret.Name
 	// Uncached: a Secret created a moment ago must not be taken over
 	// because the informer has not seen it yet.
 	existing := &metav1.PartialObjectMetadata{}
@@ -41,9 +51,5 @@ func (r *RedisPersistenceReconciler) connectionSecret(ctx context.Context, rp *v
 			"the Secret %s, where the operator keeps how to connect to this instance, exists and is not the operator's; it is left as it is (delete it to have the operator's)", name)
 		return nil, nil
 	}
-	in := specs.ConnectionInputs{Password: creds.password}
-	if creds.certs != nil {
-		in.CACert = creds.certs.caPEM
-	}
-	return specs.ConnectionSecret(rp, in), nil
+	return secret, nil
 }

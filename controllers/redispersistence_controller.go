@@ -77,6 +77,7 @@ type RedisPersistenceReconciler struct {
 
 	snapshots snapshots
 	probes    serverProbes
+
 	// upgradeDecisions serializes the decisions that start an operator upgrade:
 	// each reads the others' from the cache (redispersistence_upgrade.go).
 	upgradeDecisions sync.Mutex
@@ -101,8 +102,9 @@ type RedisPersistenceReconciler struct {
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch;delete
 // Secrets: get for the password (read uncached), list and watch for a
 // metadata-only informer that tells when a password changes, create for the
-// generated password, patch to apply the connection Secret.
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch
+// generated passwords, patch to apply the connection Secrets and the users'
+// Secret, delete for the connection Secret of a user removed from spec.users.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // The data claim, read uncached: is there data a mode change must carry, has
 // it the size spec.storage.size asks for? patch expands it.
@@ -166,6 +168,10 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 	r.convergeRuntimeConfig(serverCtx, rp, creds.server, obs)
+	if expiry := r.convergeUsers(serverCtx, rp, creds); !expiry.IsZero() {
+		// A previous password stops working then (wall-clock time, see readUsers).
+		defer func() { result = requeueWithin(result, max(time.Until(expiry), time.Second)) }()
+	}
 	tlsRotating, err := r.convergeCertificate(serverCtx, rp, creds)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -202,6 +208,8 @@ func (r *RedisPersistenceReconciler) forget(key types.NamespacedName) {
 type credentials struct {
 	password string
 	users    specs.ACLPasswords
+	// appUsers are spec.users' passwords; nil for an instance that never had users.
+	appUsers *appUsers
 	certs    *tlsMaterial // nil without spec.tls
 	// server is what the operator presents to the servers.
 	server serverCredentials
@@ -240,6 +248,9 @@ func (r *RedisPersistenceReconciler) readCredentials(ctx context.Context, rp *v1
 		return nil, ctrl.Result{}, err
 	}
 	creds := &credentials{password: password, users: users, server: serverCredentials{password: password}}
+	if creds.appUsers, err = r.readUsers(ctx, rp); err != nil {
+		return nil, ctrl.Result{}, err
+	}
 	if err := r.removeCertificate(ctx, rp); err != nil {
 		return nil, ctrl.Result{}, err
 	}
@@ -390,6 +401,11 @@ func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alp
 	} else if conn != nil {
 		desired = append(desired, conn)
 	}
+	users, err := r.userObjects(ctx, rp, creds)
+	if err != nil {
+		return err
+	}
+	desired = append(desired, users...)
 	if specs.NetworkPolicyEnabled(rp, r.Options.NetworkPolicy) {
 		desired = append(desired, specs.NetworkPolicy(rp, r.Options.NetworkPolicy))
 	} else if err := r.removeNetworkPolicy(ctx, rp); err != nil {
@@ -507,6 +523,9 @@ func usedSecretNames(obj client.Object) []string {
 	}
 	if name := specs.TLSSecretName(rp); name != "" {
 		names = append(names, name)
+	}
+	for i := range rp.Spec.Users {
+		names = append(names, specs.UserPasswordRef(rp, &rp.Spec.Users[i]).Name)
 	}
 	return names
 }

@@ -231,15 +231,17 @@ func actAsKubeletReporting(t *testing.T, ns, podName, report string, finishedAt 
 }
 
 // renderedConfig is the instance's redis.conf as a server of the test runs
-// it: its auth include file is what the prepare container writes (the
-// password and the ACL users), rendered by renderAuth.
+// it: its include files are what the prepare container writes (the
+// password, the ACL users and spec.users), rendered by renderIncludes.
 func renderedConfig(t *testing.T, ns, name string) string {
 	t.Helper()
 	cm := &corev1.ConfigMap{}
 	if err := get(t, cm, ns, name+"-config"); err != nil {
 		t.Fatal(err)
 	}
-	return strings.Replace(cm.Data["redis.conf"], "include "+specs.RunDir+"/auth.conf\n", renderAuth(t, ns, name), 1)
+	auth, users := renderIncludes(t, ns, name)
+	// The server's command line includes the users (specs.UsersInclude).
+	return strings.Replace(cm.Data["redis.conf"], "include "+specs.RunDir+"/auth.conf\n", auth, 1) + users
 }
 
 // instancePassword is the password the operator gives the instance's pods,

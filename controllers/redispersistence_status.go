@@ -404,10 +404,13 @@ func phaseOf(conds []metav1.Condition) v1alpha1.InstancePhase {
 // upgrade that stalled.
 func impaired(conds []metav1.Condition) bool {
 	upToDate := meta.FindStatusCondition(conds, v1alpha1.ConditionUpToDate)
+	users := meta.FindStatusCondition(conds, v1alpha1.ConditionUsersReady)
 	return meta.IsStatusConditionTrue(conds, v1alpha1.ConditionDegraded) ||
 		meta.IsStatusConditionFalse(conds, v1alpha1.ConditionReplicating) ||
 		meta.IsStatusConditionFalse(conds, v1alpha1.ConditionUringActive) ||
-		(upToDate != nil && upToDate.Reason == ReasonUpgradeStalled)
+		(upToDate != nil && upToDate.Reason == ReasonUpgradeStalled) ||
+		// Some application cannot sign in as asked.
+		(users != nil && users.Status == metav1.ConditionFalse && users.Reason != ReasonUsersWaiting)
 }
 
 // reportStorage records a new measurement of the data volume in

@@ -179,6 +179,28 @@ type RedisPersistenceSpec struct {
 	// +optional
 	Auth *AuthSpec `json:"auth,omitempty"`
 
+	// users are application users: Valkey ACL users the operator keeps on
+	// every server (replicas and promoted primaries included) with ACL
+	// SETUSER, live, never by a restart. The operator owns the servers' ACL
+	// users: one removed from this list is removed from the servers (ACL
+	// DELUSER, which disconnects its clients), and so is one made by hand.
+	// A server that starts reads them from the Secret <name>-users.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Users []UserSpec `json:"users,omitempty"`
+
+	// passwordGracePeriod is how long a user's previous password keeps
+	// working after its Secret changes: the server accepts both until then,
+	// so clients reconnect with the new one at their pace, without a server
+	// restart. 0s removes it at once. Connections signed in before are never
+	// closed by a rotation.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="spec.passwordGracePeriod is a duration from 0s to 168h (for example 10m)"
+	PasswordGracePeriod *metav1.Duration `json:"passwordGracePeriod,omitempty"`
+
 	// networkPolicy restricts who may connect to the server.
 	// +optional
 	NetworkPolicy *NetworkPolicySpec `json:"networkPolicy,omitempty"`
@@ -574,6 +596,65 @@ type AuthSpec struct {
 	Disabled bool `json:"disabled,omitempty"`
 }
 
+// UserSpec is an application user: a Valkey ACL user with a password and
+// the keys, channels and commands it may use. The rules are ACL rules; the
+// API server checks their shape, and a rule the server refuses (an unknown
+// command or category) is reported in the UsersReady condition with the
+// server's own error.
+// +kubebuilder:validation:XValidation:rule="self.name != 'default' && !self.name.startsWith('uringredis-')",message="spec.users[].name cannot be default (spec.auth is its password) or start with uringredis- (the operator's own users)"
+type UserSpec struct {
+	// name of the ACL user: lower-case letters, digits and '-', as it also
+	// names the user's Secrets.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// passwordSecretRef names the Secret key holding the user's password.
+	// Without it the operator generates one into the Secret
+	// <name>-user-<user> (key password), kept when the RedisPersistence is
+	// deleted, as the generated default password is. Changing the password
+	// (or deleting the generated Secret) rotates it: see passwordGracePeriod.
+	// +optional
+	PasswordSecretRef *SecretKeyRef `json:"passwordSecretRef,omitempty"`
+
+	// keys the user may read and write, as glob-style patterns (app:*);
+	// none without it. "*" is every key.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[^\s]+$`
+	Keys []string `json:"keys,omitempty"`
+
+	// channels the user may publish and subscribe to, as glob-style
+	// patterns; none without it.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[^\s]+$`
+	Channels []string `json:"channels,omitempty"`
+
+	// commands are ACL command rules applied in order, starting from none:
+	// +@category or -@category (+@read, +@write, -@dangerous), +command or
+	// -command, +command|subcommand (+config|get).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^[+-](@[a-z]+|[a-z][a-z0-9_-]*(\|[a-z0-9_-]+)?)$`
+	Commands []string `json:"commands,omitempty"`
+
+	// enabled: false keeps the user but refuses its sign-ins and closes its
+	// connections.
+	// +optional
+	// +kubebuilder:default=true
+	Enabled *bool `json:"enabled,omitempty"`
+}
+
 // SecretKeyRef is a key of a Secret in the RedisPersistence's namespace.
 type SecretKeyRef struct {
 	// name of the Secret.
@@ -754,6 +835,11 @@ const (
 	// (UpgradeStalled): the operator upgrades at most --max-concurrent-upgrades
 	// instances at a time.
 	ConditionUpToDate = "UpToDate"
+	// ConditionUsersReady is true when every running server has the users
+	// of spec.users with their passwords and rules (spec.users only): false
+	// with the Secret that is missing, or the server's own error for a rule
+	// it refuses.
+	ConditionUsersReady = "UsersReady"
 	// ConditionTLSReady is true when every running server serves the
 	// certificate spec.tls's Secret holds (spec.tls only): false while the
 	// Secret or cert-manager's Certificate is missing, or while a new

@@ -160,16 +160,30 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		t.Fatalf("the table must hold at least 30 invalid specs, has %d", len(cases))
 	}
 	for _, tc := range cases {
-		t.Run(tc.desc, func(t *testing.T) {
-			err := create(tc.spec)
-			if err == nil {
-				t.Fatalf("accepted %v", tc.spec)
-			}
-			if !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("error %q does not contain %q", err, tc.wantErr)
-			}
-		})
+		expectRejected(t, rejection(tc))
 	}
+}
+
+// rejection is a spec the API server must refuse, with the message it must give.
+type rejection struct {
+	desc    string
+	spec    map[string]any
+	wantErr string
+}
+
+// expectRejected creates tc.spec in a subtest and fails it unless the API
+// server refuses it saying tc.wantErr.
+func expectRejected(t *testing.T, tc rejection) {
+	t.Helper()
+	t.Run(tc.desc, func(t *testing.T) {
+		err := create(tc.spec)
+		if err == nil {
+			t.Fatalf("accepted %v", tc.spec)
+		}
+		if !strings.Contains(err.Error(), tc.wantErr) {
+			t.Fatalf("error %q does not contain %q", err, tc.wantErr)
+		}
+	})
 }
 
 func withConfig(key, value string) map[string]any {

@@ -16,8 +16,8 @@ import (
 //
 //   - The name is the one the design gives it, after CloudNativePG's
 //     <cluster>-app, which users of operators already look for. It hands on
-//     the default user, which may run every command; per-user Secrets, when
-//     spec.users arrives, get names of their own.
+//     the default user, which may run every command; each spec.users entry
+//     has its own, <name>-app-<user>, the same keys signing in as that user.
 //   - Its keys are environment variable names as applications already read
 //     them (REDIS_URL is the name Sidekiq, Celery, Heroku and most client
 //     examples use), so envFrom needs no prefix and no mapping; envFrom's
@@ -65,14 +65,17 @@ func SentinelMasterName(rp *v1alpha1.RedisPersistence) string { return rp.Name }
 // ConnectionInputs are the credentials the connection Secret hands on, which
 // the operator reads from other Secrets.
 type ConnectionInputs struct {
-	// Password of the default user; "" when the server runs without one.
+	// Username signs in with Password; "" is the default user.
+	Username string
+	// Password of the user; "" when the server runs without one.
 	Password string
 	// CACert is the PEM of the CA the servers' certificates chain to (ca.crt
 	// of the certificate Secret); nil without spec.tls.
 	CACert []byte
 }
 
-// ConnectionSecret is the connection Secret of rp. Without a password it
+// ConnectionSecret is the connection Secret of rp, or with in.Username the
+// one of that spec.users entry, <name>-app-<user>. Without a password it
 // has no user, password or credentials in its URL; without replication no
 // Sentinel keys; without TLS no CA. Applied, a key it no longer has is
 // removed from the Secret.
@@ -86,9 +89,13 @@ func ConnectionSecret(rp *v1alpha1.RedisPersistence, in ConnectionInputs) *corev
 		ConnectionHostKey: []byte(host),
 		ConnectionPortKey: []byte(port),
 	}
+	user := in.Username
+	if user == "" {
+		user = DefaultUser
+	}
 	if in.Password != "" {
-		uri.User = url.UserPassword(DefaultUser, in.Password)
-		data[ConnectionUsernameKey] = []byte(DefaultUser)
+		uri.User = url.UserPassword(user, in.Password)
+		data[ConnectionUsernameKey] = []byte(user)
 		data[ConnectionPasswordKey] = []byte(in.Password)
 	}
 	data[ConnectionURLKey] = []byte(uri.String())
@@ -100,9 +107,14 @@ func ConnectionSecret(rp *v1alpha1.RedisPersistence, in ConnectionInputs) *corev
 	if TLSEnabled(rp) && len(in.CACert) > 0 {
 		data[CACertKey] = in.CACert
 	}
+	meta := ObjectMeta(rp, ConnectionSecretName(rp))
+	if in.Username != "" {
+		meta.Name = UserConnectionSecretName(rp, in.Username)
+		meta.Labels[LabelUser] = in.Username
+	}
 	return &corev1.Secret{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: ObjectMeta(rp, ConnectionSecretName(rp)),
+		ObjectMeta: meta,
 		Type:       corev1.SecretTypeOpaque,
 		Data:       data,
 	}

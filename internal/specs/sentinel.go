@@ -103,6 +103,7 @@ func serverStartEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 	return slices.Concat([]corev1.EnvVar{podNameEnv}, lookupsEnv(rp), []corev1.EnvVar{
 		EnvVar("DATA_DIR", DataDir),
 		EnvVar("CONFIG_FILE", ConfigDir+"/redis.conf"),
+		EnvVar("USERS_INCLUDE", UsersInclude),
 	})
 }
 

@@ -122,8 +122,9 @@ func runFailoverHarness(t *testing.T, sentinelsAway bool) {
 		).Replace(specs.RenderConfig(rp))
 		files[fmt.Sprintf("redis-%d.conf", i)] = conf
 		files[fmt.Sprintf("server-%d.sh", i)] = exports(specstest.ContainerNamed(t, servers, specs.ContainerRedis).Env, map[string]string{
-			"CONFIG_FILE": filepath.Join(w, fmt.Sprintf("redis-%d.conf", i)),
-			"DATA_DIR":    data,
+			"CONFIG_FILE":   filepath.Join(w, fmt.Sprintf("redis-%d.conf", i)),
+			"USERS_INCLUDE": "/dev/null",
+			"DATA_DIR":      data,
 		}) + specs.ServerStartScript
 		sentinelDirOf := filepath.Join(w, fmt.Sprintf("sentinel-%d", i))
 		if err := os.Mkdir(sentinelDirOf, 0o700); err != nil {

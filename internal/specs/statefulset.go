@@ -336,7 +336,7 @@ func serverPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs
 	redis := corev1.Container{
 		Name:    ContainerRedis,
 		Image:   image,
-		Command: []string{"valkey-server", ConfigDir + "/redis.conf"},
+		Command: []string{"valkey-server", ConfigDir + "/redis.conf", "--include", UsersInclude},
 		Env:     []corev1.EnvVar{{Name: "REDISCLI_HISTFILE", Value: "/dev/null"}},
 		Ports:   []corev1.ContainerPort{{Name: "redis", ContainerPort: RedisPort, Protocol: corev1.ProtocolTCP}},
 		// A server replaying a large AOF accepts connections but answers

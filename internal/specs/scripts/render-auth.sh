@@ -2,16 +2,18 @@
 # environment: the password (REDIS_PASSWORD) and the ACL users of the exporter
 # and the benchmark runner (NAME, PASSWORD and ACL rules each), so no password
 # lands in the ConfigMap or on a command line. Without a password it writes
-# nothing.
+# nothing. Then the users include file, RUN_DIR/users.conf, always: the
+# "user" lines of spec.users (USERS_ACL, password hashes only), empty without.
 set -eu
 # quote escapes a value for a double-quoted redis.conf argument.
 quote() { printf '%s' "$1" | sed 's/[\\"]/\\&/g'; }
 user() { [ -z "$1" ] || printf 'user %s on ">%s" %s\n' "$1" "$(quote "$2")" "$3"; }
+umask 077
 if [ -n "${REDIS_PASSWORD:-}" ]; then
-  umask 077
   pw=$(quote "$REDIS_PASSWORD")
   { printf 'requirepass "%s"\nprimaryauth "%s"\n' "$pw" "$pw"
     user "${EXPORTER_USER:-}" "${EXPORTER_PASSWORD:-}" "${EXPORTER_ACL:-}"
     user "${BENCHMARK_USER:-}" "${BENCHMARK_PASSWORD:-}" "${BENCHMARK_ACL:-}"
   } >"$RUN_DIR/auth.conf"
 fi
+printf '%s' "${USERS_ACL:-}" >"$RUN_DIR/users.conf"

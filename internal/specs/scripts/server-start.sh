@@ -17,7 +17,8 @@
 # when the Sentinels cannot be asked: an empty primary would wipe the
 # replicas, and the Sentinels come back (they are a StatefulSet).
 #
-# Besides what lookups.sh reads: POD_NAME, DATA_DIR and CONFIG_FILE.
+# Besides what lookups.sh reads: POD_NAME, DATA_DIR, CONFIG_FILE and
+# USERS_INCLUDE (the users include file the prepare container writes).
 set -eu
 self="$POD_NAME.$DOMAIN"
 ordinal="${POD_NAME##*-}"
@@ -74,4 +75,4 @@ else
   echo "starting as the primary"
   set --
 fi
-exec valkey-server "$CONFIG_FILE" --replica-announce-ip "$self" "$@"
+exec valkey-server "$CONFIG_FILE" --include "$USERS_INCLUDE" --replica-announce-ip "$self" "$@"
