@@ -1,12 +1,17 @@
 package controllers
 
 import (
+	"fmt"
+	"slices"
+	"strings"
+
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,10 +38,23 @@ import (
 //     last-applied-configuration would hold the Secret's data), and the
 //     password itself is read uncached. The connection Secrets the operator
 //     owns are watched through the same informer.
-func CacheOptions() cache.Options {
+//
+// With watchNamespaces, every namespaced kind above is cached from those
+// namespaces only (one informer per namespace), and the operator needs no
+// cluster-wide grant on any of them; Nodes stay cluster-wide, as
+// controller-runtime applies DefaultNamespaces to namespaced kinds only.
+func CacheOptions(watchNamespaces []string) cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{specs.LabelManagedBy: specs.FieldOwner})
 	everything := labels.Everything()
+	var namespaces map[string]cache.Config
+	if len(watchNamespaces) > 0 {
+		namespaces = map[string]cache.Config{}
+		for _, ns := range watchNamespaces {
+			namespaces[ns] = cache.Config{}
+		}
+	}
 	return cache.Options{
+		DefaultNamespaces:    namespaces,
 		DefaultLabelSelector: managed,
 		DefaultTransform:     cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
@@ -69,4 +87,26 @@ func stripSecretMetadata(in any) (any, error) {
 		obj.SetAnnotations(nil)
 	}
 	return in, nil
+}
+
+// ParseWatchNamespaces reads --watch-namespaces: comma-separated namespace
+// names, none meaning every namespace. A name that is not a namespace's, or
+// one named twice, is an error: the cache would watch a namespace that cannot
+// exist, or the mistake behind the repetition would go unseen.
+func ParseWatchNamespaces(flag string) ([]string, error) {
+	if strings.TrimSpace(flag) == "" {
+		return nil, nil
+	}
+	var namespaces []string
+	for _, ns := range strings.Split(flag, ",") {
+		ns = strings.TrimSpace(ns)
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		if slices.Contains(namespaces, ns) {
+			return nil, fmt.Errorf("%q is named twice", ns)
+		}
+		namespaces = append(namespaces, ns)
+	}
+	return namespaces, nil
 }

@@ -36,7 +36,7 @@ func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
 	_ = l.Close()
 	mgr, err := ctrl.NewManager(env.UserConfig(operatorUser), ctrl.Options{
 		Scheme:                 scheme.Scheme,
-		Cache:                  CacheOptions(),
+		Cache:                  CacheOptions(nil),
 		Metrics:                MetricsServerOptions(addr, true, ""),
 		HealthProbeBindAddress: "0",
 	})

@@ -68,7 +68,7 @@ func startOperator(t *testing.T, ns string, opts specs.Options, maxConcurrentUpg
 	t.Helper()
 	mgr, err := ctrl.NewManager(env.UserConfig(operatorUser), ctrl.Options{
 		Scheme:                 scheme.Scheme,
-		Cache:                  withRedisPersistenceSelector(CacheOptions(), labels.SelectorFromSet(labels.Set{upgradeTestOperator: ns})),
+		Cache:                  withRedisPersistenceSelector(CacheOptions(nil), labels.SelectorFromSet(labels.Set{upgradeTestOperator: ns})),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// Every operator of the process names its controller alike.

@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 	mgr, err := ctrl.NewManager(operatorConfig, ctrl.Options{
 		Scheme: scheme.Scheme,
 		// The upgrade tests run operators of their own for their instances.
-		Cache:                  withRedisPersistenceSelector(CacheOptions(), notUpgradeTestInstances),
+		Cache:                  withRedisPersistenceSelector(CacheOptions(nil), notUpgradeTestInstances),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})

@@ -35,6 +35,7 @@ func main() {
 		operatorPodLabels       string
 		prometheusPodLabels     string
 		prometheusNSLabels      string
+		watchNamespaces         string
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8443", "Address the metrics endpoint binds to; 0 disables it.")
 	flag.BoolVar(&secureMetrics, "metrics-secure", true, "Serve metrics over HTTPS, only to callers whose Kubernetes token may get the non-resource URL /metrics; false serves plain HTTP to anyone.")
@@ -73,6 +74,7 @@ func main() {
 	flag.StringVar(&operatorPodLabels, "operator-pod-labels", "", "Labels of the operator's pods (k=v,k=v), with --operator-namespace.")
 	flag.StringVar(&prometheusPodLabels, "prometheus-pod-labels", "app.kubernetes.io/name=prometheus", "Labels (k=v,k=v) of the pods the NetworkPolicies admit to the exporter port; empty means every pod of the namespaces --prometheus-namespace-labels selects.")
 	flag.StringVar(&prometheusNSLabels, "prometheus-namespace-labels", "", "Labels (k=v,k=v) of the namespaces of those pods; empty means every namespace.")
+	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces whose RedisPersistences and RedisBenchmarks the operator reconciles, and whose objects it caches; empty means every namespace. The operator then needs its namespaced permissions in those namespaces only.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -90,7 +92,11 @@ func main() {
 		os.Exit(1)
 	}
 
-	var err error
+	namespaces, err := controllers.ParseWatchNamespaces(watchNamespaces)
+	if err != nil {
+		setupLog.Error(err, "parsing --watch-namespaces")
+		os.Exit(1)
+	}
 	if opts.NetworkPolicy, err = specs.ParseNetworkPolicyOptions(opts.NetworkPolicy.Enabled, operatorNamespace, operatorPodLabels, prometheusNSLabels, prometheusPodLabels); err != nil {
 		setupLog.Error(err, "parsing the NetworkPolicy flags")
 		os.Exit(1)
@@ -104,7 +110,7 @@ func main() {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                 scheme,
-		Cache:                  controllers.CacheOptions(),
+		Cache:                  controllers.CacheOptions(namespaces),
 		Metrics:                controllers.MetricsServerOptions(metricsAddr, secureMetrics, metricsCertDir),
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
@@ -144,7 +150,7 @@ func main() {
 	utilruntime.Must(mgr.AddHealthzCheck("healthz", healthz.Ping))
 	utilruntime.Must(mgr.AddReadyzCheck("readyz", healthz.Ping))
 
-	setupLog.Info("starting the manager")
+	setupLog.Info("starting the manager", "watchNamespaces", namespaces)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		setupLog.Error(err, "running the manager")
 		os.Exit(1)
