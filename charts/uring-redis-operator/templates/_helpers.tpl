@@ -166,6 +166,13 @@ Checks what the schema cannot: fails once, listing every problem.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- range $i, $ns := .Values.watchNamespaces -}}
+{{- if not (and (kindIs "string" $ns) (le (len $ns) 63) (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $ns)) -}}
+{{- $errors = append $errors (printf "watchNamespaces[%d] %q is not a namespace name: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit" $i (toString $ns)) -}}
+{{- else if has $ns (slice $.Values.watchNamespaces 0 $i) -}}
+{{- $errors = append $errors (printf "watchNamespaces[%d] %q is already listed: name each namespace once" $i $ns) -}}
+{{- end -}}
+{{- end -}}
 {{- range $i, $secret := .Values.global.imagePullSecrets -}}
 {{- if not (and (kindIs "map" $secret) $secret.name) -}}
 {{- $errors = append $errors (printf "global.imagePullSecrets[%d] %v must be a map with a name: [{name: <secret>}]" $i $secret) -}}
