@@ -619,25 +619,17 @@ func readmePermissions(t *testing.T) map[string][]string {
 }
 
 // TestREADMEListsEveryPermission: the chart README's Permissions table holds
-// exactly what config/rbac/role.yaml grants, what the node labeler's role
-// adds and what the leader-election Role grants, each with a reason.
+// exactly what config/rbac/role.yaml grants, split as watchNamespaces splits
+// it (TestWatchNamespacesRBAC checks that the halves make the whole), what
+// the node labeler's role adds and what the leader-election Role grants, each
+// with a reason.
 func TestREADMEListsEveryPermission(t *testing.T) {
 	objs := render(t, nil)
-	rules := func(file string) []rbacv1.PolicyRule {
-		raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		role := &rbacv1.ClusterRole{}
-		if err := sigsyaml.Unmarshal(raw, role); err != nil {
-			t.Fatal(err)
-		}
-		return role.Rules
-	}
 	want := map[string][]string{
-		"cluster":             permissions(rules("role.yaml")),
-		"cluster, labelNodes": permissions(rules("node_labeler_role.yaml")),
-		"namespace":           permissions(convert[rbacv1.Role](t, one(t, objs, "Role", "leader-election")).Rules),
+		"cluster":                     permissions(chartRBAC(t, "role_cluster_scoped.yaml")),
+		"cluster, or watchNamespaces": permissions(chartRBAC(t, "role_namespaced.yaml")),
+		"cluster, labelNodes":         permissions(fileRules(t, filepath.Join(testenv.RepoRoot(), "config", "rbac", "node_labeler_role.yaml"))),
+		"namespace":                   permissions(convert[rbacv1.Role](t, one(t, objs, "Role", "leader-election")).Rules),
 	}
 	got := readmePermissions(t)
 	for scope, perms := range want {
