@@ -31,9 +31,10 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/upgrade"
 )
 
-// upgradeTestOperator labels the RedisPersistences of an upgrade test with
-// the test's namespace: an operator of the test's own reconciles them, and the
-// test restarts it with other default images, as a helm upgrade does. The
+// upgradeTestOperator labels the RedisPersistences that an operator of a
+// test's own reconciles with the test's namespace: an upgrade test restarts
+// its operator with other default images, as a helm upgrade does;
+// TestWatchNamespacesConfineTheOperator runs one with --watch-namespaces. The
 // suite's operator leaves them alone.
 const upgradeTestOperator = "test.uringredis.io/operator"
 
