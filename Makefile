@@ -84,7 +84,7 @@ shellcheck: ## Run shellcheck (Debian's, pinned in hack/shellcheck.sh) on the sc
 .PHONY: test
 test: envtest-assets server-build ## Run every test: unit, envtest against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) PROMETHEUS_OPERATOR_CRDS=$$(hack/prometheus-operator-crds.sh) \
-		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) go test ./... -count=1 -coverprofile=bin/cover.out
+		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) go test ./... -count=1 -timeout 25m -coverprofile=bin/cover.out
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, kube-controller-manager, kube-scheduler from source and fetch etcd into bin/k8s/<version> (cached).
