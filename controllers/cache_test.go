@@ -3,8 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,12 +20,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/chart"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
-	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
 func TestParseWatchNamespaces(t *testing.T) {
@@ -162,15 +159,11 @@ func bindChartRBAC(t *testing.T, user, ns string) {
 	t.Helper()
 	ctx := context.Background()
 	rules := func(file string) []rbacv1.PolicyRule {
-		raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "charts", "uring-redis-operator", "files", "rbac", file))
+		rules, err := chart.RBACRules(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		role := &rbacv1.ClusterRole{}
-		if err := yaml.Unmarshal(raw, role); err != nil {
-			t.Fatal(err)
-		}
-		return role.Rules
+		return rules
 	}
 	subjects := []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}
 	for _, obj := range []client.Object{

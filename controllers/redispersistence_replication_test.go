@@ -101,6 +101,26 @@ func TestDecideReplication(t *testing.T) {
 
 // markRunning reports a pod the way a kubelet would once its containers run
 // and are ready, at 127.0.0.1 (where the test's processes listen).
+// runPrimaryAndReplica runs the servers of a two-server instance, as the
+// start scripts would: ordinal 0 the primary, ordinal 1 its replica, on the
+// generated password, and marks their pods running.
+func runPrimaryAndReplica(t *testing.T, ns, name string) (primary, replica string) {
+	t.Helper()
+	password := instancePassword(t, ns, name)
+	if password == "" {
+		t.Fatal("the instance has no generated password")
+	}
+	config := renderedConfig(t, ns, name) + fmt.Sprintf("primaryauth %q\n", password)
+	primary = testenv.StartServer(t, config)
+	serverAddrs.Store(ns+"/"+name+"-0", primary)
+	markRunning(t, ns, name+"-0")
+	_, primaryPort, _ := net.SplitHostPort(primary)
+	replica = testenv.StartServer(t, config+fmt.Sprintf("replicaof 127.0.0.1 %s\n", primaryPort))
+	serverAddrs.Store(ns+"/"+name+"-1", replica)
+	markRunning(t, ns, name+"-1") // created once -0 is Ready (OrderedReady)
+	return primary, replica
+}
+
 func markRunning(t *testing.T, ns, podName string) {
 	t.Helper()
 	eventually(t, 30*time.Second, func() error {
@@ -184,17 +204,8 @@ func TestReplicationFollowsTheSentinels(t *testing.T) {
 	// The servers and one Sentinel, as the start scripts would run them.
 	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	password := instancePassword(t, ns, name)
-	if password == "" {
-		t.Fatal("the instance has no generated password")
-	}
-	config := renderedConfig(t, ns, name) + fmt.Sprintf("primaryauth %q\n", password)
-	primary := testenv.StartServer(t, config)
-	serverAddrs.Store(ns+"/"+name+"-0", primary)
-	markRunning(t, ns, name+"-0")
+	primary, replica := runPrimaryAndReplica(t, ns, name)
 	_, primaryPort, _ := net.SplitHostPort(primary)
-	replica := testenv.StartServer(t, config+fmt.Sprintf("replicaof 127.0.0.1 %s\n", primaryPort))
-	serverAddrs.Store(ns+"/"+name+"-1", replica)
-	markRunning(t, ns, name+"-1") // created once -0 is Ready (OrderedReady)
 	sentinel := testenv.StartSentinel(t, fmt.Sprintf(`sentinel monitor %[1]s 127.0.0.1 %[2]s 1
 sentinel down-after-milliseconds %[1]s 1000
 sentinel failover-timeout %[1]s 10000

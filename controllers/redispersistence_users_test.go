@@ -247,15 +247,7 @@ func TestUsersOnEveryServer(t *testing.T) {
 		Users: []v1alpha1.UserSpec{{Name: "app", Keys: []string{"app:*"}, Commands: []string{"+@read", "+@write"}}},
 	})
 	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
-	password := instancePassword(t, ns, name)
-	config := renderedConfig(t, ns, name) + fmt.Sprintf("primaryauth %q\n", password)
-	primary := testenv.StartServer(t, config)
-	serverAddrs.Store(ns+"/"+name+"-0", primary)
-	markRunning(t, ns, name+"-0")
-	_, primaryPort, _ := strings.Cut(primary, ":")
-	replica := testenv.StartServer(t, config+fmt.Sprintf("replicaof 127.0.0.1 %s\n", primaryPort))
-	serverAddrs.Store(ns+"/"+name+"-1", replica)
-	markRunning(t, ns, name+"-1")
+	primary, replica := runPrimaryAndReplica(t, ns, name)
 	for i := range 2 {
 		sentinelAddrs.Store(fmt.Sprintf("%s/%s-sentinel-%d", ns, name, i), "192.0.2.1:26379") // TEST-NET-1: nothing answers
 		markRunning(t, ns, fmt.Sprintf("%s-sentinel-%d", name, i))

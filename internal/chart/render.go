@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	kubefake "helm.sh/helm/v3/pkg/kube/fake"
 	"helm.sh/helm/v3/pkg/storage"
 	"helm.sh/helm/v3/pkg/storage/driver"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	sigsyaml "sigs.k8s.io/yaml"
@@ -34,6 +36,25 @@ const (
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "charts", "uring-redis-operator")
+}
+
+// FileRules reads the rules of a ClusterRole or Role file, such as the
+// chart's files/rbac/*.yaml.
+func FileRules(path string) ([]rbacv1.PolicyRule, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := sigsyaml.Unmarshal(raw, role); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return role.Rules, nil
+}
+
+// RBACRules are the rules of the chart's files/rbac/<file>.
+func RBACRules(file string) ([]rbacv1.PolicyRule, error) {
+	return FileRules(filepath.Join(Dir(), "files", "rbac", file))
 }
 
 // Load reads the chart from Dir.

@@ -3,7 +3,6 @@ package chart
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
@@ -23,15 +21,11 @@ import (
 // fileRules reads the rules of a ClusterRole or Role file.
 func fileRules(t *testing.T, path string) []rbacv1.PolicyRule {
 	t.Helper()
-	raw, err := os.ReadFile(path)
+	rules, err := FileRules(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	role := &rbacv1.ClusterRole{}
-	if err := sigsyaml.Unmarshal(raw, role); err != nil {
-		t.Fatal(err)
-	}
-	return role.Rules
+	return rules
 }
 
 func chartRBAC(t *testing.T, file string) []rbacv1.PolicyRule {
