@@ -121,8 +121,8 @@ valkey-cli --no-auth-warning -u "$REDIS_URL" GET app:greeting
 	if _, ok := app.Data["REDIS_SENTINEL_HOST"]; ok {
 		t.Errorf("the connection Secret of a single server names Sentinels: %s", app.Data["REDIS_SENTINEL_HOST"])
 	}
-	if got := kubectlGetRP(t, name, "READY"); got != "1/1" {
-		t.Errorf("kubectl get rp %s: READY %q before scaling, want 1/1", name, got)
+	if got := kubectlGetRP(t, name); got["READY"] != "1/1" || got["PHASE"] != "Ready" || got["PRIMARY"] != "" {
+		t.Errorf("kubectl get rp %s before scaling: %v; want READY 1/1, PHASE Ready, no PRIMARY", name, got)
 	}
 
 	// As a user types it: through the scale subresource on spec.replicas.
@@ -146,8 +146,8 @@ valkey-cli --no-auth-warning -u "$REDIS_URL" GET app:greeting
 	if rp.Spec.Replicas != 3 || rp.Status.Primary != name+"-0" {
 		t.Errorf("after kubectl scale: spec.replicas %d, status.primary %q; want 3 and the server that had the data, %s-0", rp.Spec.Replicas, rp.Status.Primary, name)
 	}
-	if got := kubectlGetRP(t, name, "READY"); got != "3/3" {
-		t.Errorf("kubectl get rp %s: READY %q after scaling, want 3/3", name, got)
+	if got := kubectlGetRP(t, name); got["READY"] != "3/3" || got["PHASE"] != "Ready" || got["PRIMARY"] != name+"-0" {
+		t.Errorf("kubectl get rp %s after scaling: %v; want READY 3/3, PHASE Ready, PRIMARY %s-0", name, got, name)
 	}
 	scale := run(t, kubectl[0], append(kubectl[1:], "-n", namespace, "get", "rp", name, "--subresource=scale",
 		"-o", "jsonpath={.spec.replicas} {.status.replicas} {.status.selector}")...)
@@ -323,21 +323,33 @@ func checkServiceOptions(t *testing.T, name, service string) int32 {
 	return nodePort
 }
 
-// kubectlGetRP reads column of `kubectl get rp name`, as a person reads it.
-func kubectlGetRP(t *testing.T, name, column string) string {
+// kubectlGetRP reads `kubectl get rp name` as a person reads it: each
+// column's cell under its header (kubectl aligns them), empty cells too.
+func kubectlGetRP(t *testing.T, name string) map[string]string {
 	t.Helper()
-	lines := strings.Split(strings.TrimSpace(run(t, kubectl[0], append(kubectl[1:], "-n", namespace, "get", "rp", name)...)), "\n")
+	out := strings.TrimSpace(run(t, kubectl[0], append(kubectl[1:], "-n", namespace, "get", "rp", name)...))
+	lines := strings.Split(out, "\n")
 	if len(lines) != 2 {
-		t.Fatalf("kubectl get rp %s printed %q", name, lines)
+		t.Fatalf("kubectl get rp %s printed:\n%s", name, out)
 	}
-	header, row := strings.Fields(lines[0]), strings.Fields(lines[1])
-	for i, h := range header {
-		if h == column && i < len(row) {
-			return row[i]
+	header, row := lines[0], lines[1]
+	var starts []int // where each header, and so each cell, begins
+	for i := range header {
+		if header[i] != ' ' && (i == 0 || header[i-1] == ' ') {
+			starts = append(starts, i)
 		}
 	}
-	t.Fatalf("kubectl get rp %s has no column %s:\n%s", name, column, strings.Join(lines, "\n"))
-	return ""
+	cells := map[string]string{}
+	for i, start := range starts {
+		end := len(row)
+		if i+1 < len(starts) {
+			end = min(end, starts[i+1])
+		}
+		column := strings.Fields(header[start:])[0]
+		cells[column] = strings.TrimSpace(row[min(start, end):end])
+	}
+	t.Logf("$ kubectl get rp %s\n%s", name, out)
+	return cells
 }
 
 // runClient runs script with sh in a pod of its own as an application of
