@@ -48,8 +48,9 @@ const appPriority = 1000
 // connection Secret <name>-app whole with envFrom, labelled as a client the
 // instance's NetworkPolicy admits, sets and gets a key with REDIS_HOST,
 // REDIS_PORT, REDIS_USERNAME and REDIS_PASSWORD, and with REDIS_URL.
-// `kubectl scale rp/app --replicas=3` grows it into a primary, two replicas
-// and Sentinels: kubectl get rp shows READY 1/1 before and 3/3 after, the
+// `kubectl scale rp/app --replicas=10` is refused with spec.replicas'
+// maximum; `kubectl scale rp/app --replicas=3` grows it into a primary, two
+// replicas and Sentinels: kubectl get rp shows READY 1/1 before and 3/3 after, the
 // phase Ready (the primary's pod rolled by the scale is not a restart), the
 // scale subresource counts 3 server pods, the primary keeps its keys and the
 // replicas get them. The Secret gains the Sentinels' address: a new
@@ -125,7 +126,12 @@ valkey-cli --no-auth-warning -u "$REDIS_URL" GET app:greeting
 		t.Errorf("kubectl get rp %s before scaling: %v; want READY 1/1, PHASE Ready, no PRIMARY", name, got)
 	}
 
-	// As a user types it: through the scale subresource on spec.replicas.
+	// As a user types it: through the scale subresource on spec.replicas,
+	// which the spec's rules hold to.
+	refused, err := execOutput(kubectl[0], append(kubectl[1:], "-n", namespace, "scale", "rp/"+name, "--replicas=10")...)
+	if err == nil || !strings.Contains(refused, "spec.replicas in body should be less than or equal to 9") {
+		t.Errorf("kubectl scale --replicas=10: err %v, output %q; want spec.replicas' maximum refusing it", err, refused)
+	}
 	start = time.Now()
 	if out := run(t, kubectl[0], append(kubectl[1:], "-n", namespace, "scale", "rp/"+name, "--replicas=3")...); !strings.Contains(out, "scaled") {
 		t.Fatalf("kubectl scale said %q", out)
