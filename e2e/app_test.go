@@ -34,6 +34,8 @@ var (
 	appServiceAnnotations = map[string]v1alpha1.AnnotationValue{"example.com/exposed-by": "e2e"}
 )
 
+const sentinelPort = 26379
+
 // appPriority is the value of the PriorityClass the instance names: the
 // API server's Priority admission writes it into every pod that names the
 // class, so a pod carrying it was admitted with the class.
@@ -195,7 +197,7 @@ valkey-cli -h %s -p %d DBSIZE
 	}
 
 	if testing.Short() {
-		t.Log("-short: the options after a failover are checked in the full suite only")
+		t.Log("-short: the primary's pod deletion and the options after it are checked in the full suite only")
 		return
 	}
 	lost := getPod(t, name+"-0")
@@ -210,12 +212,15 @@ valkey-cli -h %s -p %d DBSIZE
 		if rp.Status.ReadyInstances != 3 {
 			return fmt.Errorf("%d ready server pods", rp.Status.ReadyInstances)
 		}
+		// The status a moment after the deletion may be the one from
+		// before: the new pod's role label is the operator's word that it
+		// has seen the new pod serve.
 		pod := &corev1.Pod{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(lost), pod); err != nil {
 			return err
 		}
-		if pod.UID == lost.UID {
-			return fmt.Errorf("%s is the old pod", pod.Name)
+		if pod.UID == lost.UID || !podReady(pod) || pod.Labels["uringredis.io/role"] == "" {
+			return fmt.Errorf("%s: the old pod, not ready, or without a role label (%q)", pod.Name, pod.Labels["uringredis.io/role"])
 		}
 		return hasCondition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Ready")(rp)
 	})
@@ -281,6 +286,15 @@ func checkPodOptions(t *testing.T, name, priorityClass string, servers int) {
 	if servers != 0 {
 		t.Errorf("pods of instance %s: %v; %d server pods more or fewer than expected", name, seen, servers)
 	}
+}
+
+func podReady(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func hasAll[V ~string](set map[string]string, want map[string]V) bool {
@@ -363,7 +377,9 @@ func kubectlGetRP(t *testing.T, name string) map[string]string {
 // envFrom, labelled as the instance's client (uringredis.io/client: <name>,
 // what its NetworkPolicy admits), under Pod Security restricted, on the
 // server's image for its valkey-cli. It returns what the script printed
-// and fails the test when the script fails.
+// and fails the test when the script fails or when the instance's
+// NetworkPolicies (the server's, and the Sentinels' once replicated) would
+// not admit the pod.
 func runClient(t *testing.T, name, pod, script string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -402,12 +418,22 @@ func runClient(t *testing.T, name, pod, script string) string {
 		t.Fatalf("the application pod %s: phase %s (%v), it printed:\n%s", pod, app.Status.Phase, err, logs)
 	}
 	// Read, not tried: nothing on this test bed enforces NetworkPolicies.
-	np := &networkingv1.NetworkPolicy{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, np); err != nil {
-		t.Fatalf("no NetworkPolicy: %v", err)
+	rp := &v1alpha1.RedisPersistence{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, rp); err != nil {
+		t.Fatal(err)
 	}
-	if !admits(t, np, serverPort, app, map[string]string{corev1.LabelMetadataName: namespace}) {
-		t.Errorf("the NetworkPolicy %s does not admit the application pod %s (labels %v) to the server port: %+v", name, pod, app.Labels, np.Spec.Ingress)
+	policies := map[string]int32{name: serverPort}
+	if rp.Spec.Replicas > 1 {
+		policies[name+"-sentinel"] = sentinelPort
+	}
+	for policy, port := range policies {
+		np := &networkingv1.NetworkPolicy{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: policy}, np); err != nil {
+			t.Fatalf("the NetworkPolicy %s: %v", policy, err)
+		}
+		if !admits(t, np, port, app, map[string]string{corev1.LabelMetadataName: namespace}) {
+			t.Errorf("the NetworkPolicy %s does not admit the application pod %s (labels %v) to port %d: %+v", policy, pod, app.Labels, port, np.Spec.Ingress)
+		}
 	}
 	return strings.TrimSpace(logs)
 }
