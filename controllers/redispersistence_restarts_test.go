@@ -139,8 +139,31 @@ func TestDescribeTermination(t *testing.T) {
 	}
 	for want, terminated := range cases {
 		cs := &corev1.ContainerStatus{LastTerminationState: corev1.ContainerState{Terminated: terminated.DeepCopy()}}
-		if got := describeTermination(lastTermination(cs)); !strings.Contains(got, want) {
+		if got := describeTermination(lastTermination(cs, false)); !strings.Contains(got, want) {
 			t.Errorf("%+v: %q does not contain %q", terminated, got, want)
+		}
+	}
+}
+
+// A pod being deleted stops its server: a rollout (kubectl scale, a mode
+// change) is not a restart, while a crash before the deletion still is.
+func TestTerminationOfADeletedPod(t *testing.T) {
+	stopped := &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: metav1.NewTime(testNow)}
+	crashed := &corev1.ContainerStateTerminated{ExitCode: 139, Reason: "Error", FinishedAt: metav1.NewTime(testNow.Add(-time.Minute))}
+	cases := []struct {
+		desc       string
+		cs         corev1.ContainerStatus
+		podDeleted bool
+		want       *corev1.ContainerStateTerminated
+	}{
+		{"stopped by the pod's deletion", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: stopped}}, true, nil},
+		{"stopped by the pod's deletion after a crash", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: stopped}, LastTerminationState: corev1.ContainerState{Terminated: crashed}}, true, crashed},
+		{"ended in a pod that stays", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: stopped}, LastTerminationState: corev1.ContainerState{Terminated: crashed}}, false, stopped},
+	}
+	for _, c := range cases {
+		got := lastTermination(&c.cs, c.podDeleted)
+		if c.want == nil && got != nil || c.want != nil && (got == nil || got.ExitCode != c.want.ExitCode || !got.FinishedAt.Equal(&c.want.FinishedAt)) {
+			t.Errorf("%s: lastTermination %+v, want %+v", c.desc, got, c.want)
 		}
 	}
 }

@@ -191,12 +191,15 @@ func serverContainer(pod *corev1.Pod) *corev1.ContainerStatus {
 
 // lastTermination is how the server container last ended, from its current
 // state when it is down or from its last state, or nil if it never ended.
-func lastTermination(cs *corev1.ContainerStatus) *v1alpha1.ServerTermination {
+// In a pod being deleted (a rollout, kubectl scale, kubectl delete) the
+// current state is the deletion stopping the server, not a restart: only
+// the last state counts.
+func lastTermination(cs *corev1.ContainerStatus, podDeleted bool) *v1alpha1.ServerTermination {
 	if cs == nil {
 		return nil
 	}
 	t := cs.State.Terminated
-	if t == nil {
+	if t == nil || podDeleted {
 		t = cs.LastTerminationState.Terminated
 	}
 	if t == nil {
@@ -430,7 +433,7 @@ func (r *RedisPersistenceReconciler) reportStorage(rp *v1alpha1.RedisPersistence
 // termination, with a Warning event for every termination not seen before.
 func (r *RedisPersistenceReconciler) reportRestarts(rp *v1alpha1.RedisPersistence, pod *corev1.Pod) {
 	cs := serverContainer(pod)
-	last := lastTermination(cs)
+	last := lastTermination(cs, pod != nil && !pod.DeletionTimestamp.IsZero())
 	if seen := rp.Status.LastTermination; last != nil && (seen == nil || last.FinishedAt.After(seen.FinishedAt.Time)) {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "Restarted", "%s at %s", describeTermination(last), last.FinishedAt.UTC().Format(time.RFC3339))
 		rp.Status.LastTermination = last
