@@ -128,8 +128,14 @@ func TestWatchNamespacesConfinesTheOperator(t *testing.T) {
 	}
 	sa := "system:serviceaccount:" + operatorNS + ":" + deployments.Items[0].Spec.Template.Spec.ServiceAccountName
 	canI := func(verb, resource, ns string) string {
-		out, _ := execOutput(kubectl[0], append(kubectl[1:], "auth", "can-i", verb, resource, "-n", ns, "--as", sa)...)
-		return strings.TrimSpace(out)
+		args := []string{"auth", "can-i", verb, resource, "--as", sa}
+		if ns != "" {
+			args = append(args, "-n", ns)
+		}
+		out, _ := execOutput(kubectl[0], append(kubectl[1:], args...)...)
+		// The answer is the last line (kubectl may warn before it).
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		return strings.TrimSpace(lines[len(lines)-1])
 	}
 	for _, c := range []struct{ verb, resource, ns, want string }{
 		{"get", "secrets", watched, "yes"}, {"list", "secrets", namespace, "yes"}, {"patch", "statefulsets", watched, "yes"},
