@@ -64,13 +64,14 @@ func TestAuthInstanceBlocksNoOne(t *testing.T) {
 		waitCondition(t, others, fmt.Sprintf("other-%d", i), v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	}
 
-	// A new password reaches the pods, which read it only at start, through
-	// the Secret watch alone: the RedisPersistence itself does not change.
+	// A new password reaches the running server through the Secret watch
+	// alone (the RedisPersistence itself does not change), without a
+	// restart: the pod template stays, the server takes both passwords.
 	sts := &appsv1.StatefulSet{}
 	if err := get(t, sts, ns, "guarded"); err != nil {
 		t.Fatal(err)
 	}
-	firstHash := sts.Spec.Template.Annotations[specs.AnnotationAuthHash]
+	firstHash, generation := sts.Spec.Template.Annotations[specs.AnnotationAuthHash], sts.Generation
 	if firstHash == "" {
 		t.Fatal("the pod template carries no auth hash")
 	}
@@ -82,15 +83,19 @@ func TestAuthInstanceBlocksNoOne(t *testing.T) {
 	if err := k8s.Update(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() error {
-		if err := get(t, sts, ns, "guarded"); err != nil {
-			return err
-		}
-		if h := sts.Spec.Template.Annotations[specs.AnnotationAuthHash]; h == firstHash {
-			return fmt.Errorf("auth hash still %s after the password changed", h)
-		}
-		return nil
-	})
+	addr, _ := serverAddrs.Load(ns + "/guarded-0")
+	eventually(t, 30*time.Second, func() error { return signIn(addr.(string), "default", "second-password") })
+	if err := signIn(addr.(string), "default", "first-password"); err != nil {
+		t.Errorf("the previous password is refused within the grace period: %v", err)
+	}
+	waitEvent(t, ns, "guarded", "RotatedPassword")
+	if err := get(t, sts, ns, "guarded"); err != nil {
+		t.Fatal(err)
+	}
+	if sts.Generation != generation || sts.Spec.Template.Annotations[specs.AnnotationAuthHash] != firstHash {
+		t.Errorf("the password's rotation changed the pod template: generation %d -> %d, auth hash %s -> %s",
+			generation, sts.Generation, firstHash, sts.Spec.Template.Annotations[specs.AnnotationAuthHash])
+	}
 	for _, v := range sts.Spec.Template.Annotations {
 		if strings.Contains(v, "password") {
 			t.Errorf("the pod template carries the password: %v", sts.Spec.Template.Annotations)

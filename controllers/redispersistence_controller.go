@@ -151,6 +151,14 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	// Every request to the server in this reconcile shares one deadline.
 	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
 	defer cancelServer()
+	if rotating, err := r.rotateDefaultPassword(serverCtx, rp, creds); err != nil {
+		log.FromContext(ctx).Info("rotating the default password failed", "redispersistence", klogRef(rp), "err", err)
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedRotatePassword", "%v", err)
+		defer func() { result = requeueWithin(result, 10*time.Second) }()
+	} else if rotating > 0 {
+		// The previous password stops working then.
+		defer func() { result = requeueWithin(result, max(rotating, time.Second)) }()
+	}
 	obs, err := r.observe(ctx, serverCtx, rp, creds.server, in)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -191,8 +191,9 @@ type RedisPersistenceSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	Users []UserSpec `json:"users,omitempty"`
 
-	// passwordGracePeriod is how long a user's previous password keeps
-	// working after its Secret changes: the server accepts both until then,
+	// passwordGracePeriod is how long a previous password (the default
+	// user's, spec.auth, or one of spec.users) keeps working after its Secret
+	// changes: the servers and Sentinels accept both until then,
 	// so clients reconnect with the new one at their pace, without a server
 	// restart. 0s removes it at once. Connections signed in before are never
 	// closed by a rotation.

@@ -126,13 +126,13 @@ func PasswordEnv(rp *v1alpha1.RedisPersistence, name string) []corev1.EnvVar {
 // withAuth gives the server's password, when it has one, to the prepare
 // container, which writes it and the ACL users into the auth include file
 // (and spec.users into the users include file),
-// and to valkey-cli in the server's container (its probe and a person's
-// kubectl exec).
+// and to valkey-cli in the server's container (a person's kubectl exec,
+// and the start script's lookups; the probe signs in as the exporter).
 func withAuth(rp *v1alpha1.RedisPersistence, _ Options, _ PodInputs, template *corev1.PodTemplateSpec) {
 	prepare := containerOf(&template.Spec, ContainerPrepare)
 	prepare.Env = slices.Concat(prepare.Env, PasswordEnv(rp, "REDIS_PASSWORD"), ACLEnv(rp), []corev1.EnvVar{usersEnv(rp)})
 	redis := containerOf(&template.Spec, ContainerRedis)
-	redis.Env = append(redis.Env, PasswordEnv(rp, "REDISCLI_AUTH")...)
+	redis.Env = slices.Concat(redis.Env, PasswordEnv(rp, "REDISCLI_AUTH"), probeEnv(rp))
 }
 
 // secretKeyEnv is the environment variable name holding key of Secret secret.

@@ -248,15 +248,18 @@ func ConfigHash(rp *v1alpha1.RedisPersistence) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// AuthHash changes when the password does, so the pods restart with it: the
-// server, its probes and the exporter read the password only at start. It is
-// salted with the RedisPersistence's UID and truncated, so the pod template
-// does not carry a plain hash of the password.
+// AuthHash is "" for a server without a password, and otherwise changes only
+// when the Secret key the password comes from does, so the pods restart
+// then. A new password in the same Secret does not restart anything: the
+// operator rotates it on the running servers and Sentinels
+// (controllers/redispersistence_password.go), and a container that starts
+// later reads the new one. Salted with the RedisPersistence's UID.
 func AuthHash(rp *v1alpha1.RedisPersistence, password string) string {
-	if password == "" {
+	ref := AuthSecretRef(rp)
+	if password == "" || ref == nil {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(string(rp.UID) + "\x00" + password))
+	sum := sha256.Sum256([]byte(string(rp.UID) + "\x00" + ref.Name + "\x00" + ref.Key))
 	return hex.EncodeToString(sum[:8])
 }
 

@@ -228,7 +228,7 @@ func SentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInpu
 			PeriodSeconds:       10,
 			FailureThreshold:    6,
 		},
-		ReadinessProbe:  pingProbe(rp, SentinelPort),
+		ReadinessProbe:  sentinelReadyProbe(rp),
 		VolumeMounts:    []corev1.VolumeMount{{Name: "sentinel", MountPath: sentinelDir}},
 		SecurityContext: restrictedSecurityContext(),
 		Resources:       resources,

@@ -352,7 +352,7 @@ func serverPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs
 			PeriodSeconds:    10,
 			FailureThreshold: 6,
 		},
-		ReadinessProbe:  pingProbe(rp, RedisPort),
+		ReadinessProbe:  serverReadyProbe(rp),
 		VolumeMounts:    volumeMounts,
 		SecurityContext: restrictedSecurityContext(),
 	}
@@ -542,14 +542,38 @@ func templateHash(template corev1.PodTemplateSpec) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// pingProbe is ready while the server or Sentinel on port answers PING
-// (valkey-cli with the instance's TLS and auth options).
-func pingProbe(rp *v1alpha1.RedisPersistence, port int) *corev1.Probe {
+// serverReadyProbe is ready while the server answers PING, not LOADING. On a
+// server with a password it signs in as the exporter's ACL user
+// (PROBE_USER, PROBE_PASSWORD: probeEnv), whose password the operator keeps:
+// the default password can change under a running pod, whose environment
+// keeps the one it started with.
+func serverReadyProbe(rp *v1alpha1.RedisPersistence) *corev1.Probe {
+	cli := ValkeyCLI(rp)
+	if ACLUsersEnabled(rp) {
+		cli = `REDISCLI_AUTH="$PROBE_PASSWORD" ` + cli + ` --user "$PROBE_USER"`
+	}
+	return execProbe(cli + " -p " + strconv.Itoa(RedisPort) + " ping | grep -qx PONG")
+}
+
+// sentinelReadyProbe is ready while the Sentinel answers PING: PONG, or
+// NOAUTH once the password it started with was rotated away (it answers,
+// which is all readiness asks of a Sentinel; the operator asks it the rest).
+func sentinelReadyProbe(rp *v1alpha1.RedisPersistence) *corev1.Probe {
+	return execProbe(ValkeyCLI(rp) + " -p " + strconv.Itoa(SentinelPort) + " ping 2>/dev/null | grep -q -e '^PONG$' -e '^NOAUTH'")
+}
+
+func execProbe(command string) *corev1.Probe {
 	return &corev1.Probe{
-		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-			Command: []string{"sh", "-c", ValkeyCLI(rp) + " -p " + strconv.Itoa(port) + " ping | grep -qx PONG"},
-		}},
+		ProbeHandler:   corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"sh", "-c", command}}},
 		PeriodSeconds:  5,
 		TimeoutSeconds: 3,
 	}
+}
+
+// probeEnv is how serverReadyProbe signs in, nil without a password.
+func probeEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
+	if !ACLUsersEnabled(rp) {
+		return nil
+	}
+	return []corev1.EnvVar{{Name: "PROBE_USER", Value: ExporterUser}, secretKeyEnv("PROBE_PASSWORD", ACLSecretName(rp), ACLExporterKey)}
 }

@@ -23,7 +23,10 @@ if [ -s "$conf" ]; then
   # writes sentinel auth-pass and requirepass as they are), so a password
   # with a quote, a backslash or a space would not read back: the lines are
   # written again at every start, which also applies a changed password.
-  grep -v -e '^sentinel auth-pass ' -e '^requirepass ' -e '^# ??? sentinel auth-pass ' -e '^# ??? requirepass ' "$conf" >"$conf.new" || true
+  # sentinel-pass, which the operator sets while it rotates the password,
+  # goes too: without it a Sentinel signs in to the others with requirepass.
+  grep -v -e '^sentinel auth-pass ' -e '^requirepass ' -e '^sentinel sentinel-pass ' \
+    -e '^# ??? sentinel auth-pass ' -e '^# ??? requirepass ' -e '^# ??? sentinel sentinel-pass ' "$conf" >"$conf.new" || true
   auth_lines >>"$conf.new"
   mv "$conf.new" "$conf"
 else
