@@ -70,7 +70,7 @@ requirepass %[3]q
 	eventually(t, 30*time.Second, func() error {
 		for what, addr := range servers {
 			if err := signIn(addr, "default", newPassword); err != nil {
-				return fmt.Errorf("%s: the new password: %v", what, err)
+				return fmt.Errorf("%s: the new password: %w", what, err)
 			}
 		}
 		return nil

@@ -75,7 +75,7 @@ func TestApplicationUsers(t *testing.T) {
 	addr := testenv.StartServer(t, renderedConfig(t, ns, "shop"))
 	serverAddrs.Store(ns+"/shop-0", addr)
 	markRunning(t, ns, "shop-0")
-	rp := waitCondition(t, ns, "shop", v1alpha1.ConditionUsersReady, metav1.ConditionTrue, ReasonUsersApplied)
+	waitCondition(t, ns, "shop", v1alpha1.ConditionUsersReady, metav1.ConditionTrue, ReasonUsersApplied)
 	admin := newClient(addr, instancePassword(t, ns, "shop"))
 	defer func() { _ = admin.Close() }()
 	runID := serverRunID(t, admin)
@@ -141,7 +141,7 @@ func TestApplicationUsers(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, func() error {
 		if err := signIn(addr, "orders", ordersPassword); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
-			return fmt.Errorf("the previous password, %s after the rotation: %v", time.Since(rotatedAt).Round(time.Second), err)
+			return fmt.Errorf("the previous password, %s after the rotation: %w", time.Since(rotatedAt).Round(time.Second), err)
 		}
 		return nil
 	})
@@ -161,7 +161,7 @@ func TestApplicationUsers(t *testing.T) {
 
 	// A rule the server refuses: its error, and the user keeps its rules.
 	updateRP(t, ns, "shop", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Users[0].Commands = []string{"+nosuchcommand"} })
-	rp = waitCondition(t, ns, "shop", v1alpha1.ConditionUsersReady, metav1.ConditionFalse, ReasonUserRulesRefused)
+	rp := waitCondition(t, ns, "shop", v1alpha1.ConditionUsersReady, metav1.ConditionFalse, ReasonUserRulesRefused)
 	if msg := conditionMessage(rp, v1alpha1.ConditionUsersReady); !strings.Contains(msg, "user orders") || !strings.Contains(msg, "nosuchcommand") {
 		t.Errorf("UsersReady says %q, want the server's error about orders' rule", msg)
 	}
@@ -189,7 +189,7 @@ func TestApplicationUsers(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, func() error {
 		if err := get(t, &corev1.Secret{}, ns, "shop-app-orders"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the removed user's connection Secret: %v", err)
+			return fmt.Errorf("the removed user's connection Secret: %w", err)
 		}
 		return nil
 	})
