@@ -14,7 +14,6 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
-	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
 // TestDefaultPasswordRotates: a new password in <name>-auth reaches a
@@ -37,16 +36,7 @@ func TestDefaultPasswordRotates(t *testing.T) {
 	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	oldPassword := instancePassword(t, ns, name)
 	primary, replica := runPrimaryAndReplica(t, ns, name)
-	_, primaryPort, _ := strings.Cut(primary, ":")
-	sentinel := testenv.StartSentinel(t, fmt.Sprintf(`sentinel monitor %[1]s 127.0.0.1 %[2]s 1
-sentinel down-after-milliseconds %[1]s 1000
-sentinel auth-pass %[1]s %[3]q
-requirepass %[3]q
-`, name, primaryPort, oldPassword))
-	sentinelAddrs.Store(ns+"/"+name+"-sentinel-0", sentinel)
-	sentinelAddrs.Store(ns+"/"+name+"-sentinel-1", "192.0.2.1:26379") // TEST-NET-1: nothing answers
-	markRunning(t, ns, name+"-sentinel-0")
-	markRunning(t, ns, name+"-sentinel-1")
+	sentinel := runSentinels(t, ns, name, primary, oldPassword)
 	waitCondition(t, ns, name, v1alpha1.ConditionReplicating, metav1.ConditionTrue, ReasonReplicating)
 	templates := map[string]string{}
 	for _, sts := range []string{name, name + "-sentinel"} {

@@ -121,6 +121,26 @@ func runPrimaryAndReplica(t *testing.T, ns, name string) (primary, replica strin
 	return primary, replica
 }
 
+// runSentinels runs the first of a two-Sentinel instance's Sentinels
+// (valkey-sentinel from the server build) monitoring primary with password,
+// routes the second one's pod nowhere, marks both running and returns the
+// first one's address.
+func runSentinels(t *testing.T, ns, name, primary, password string) string {
+	t.Helper()
+	_, primaryPort, _ := net.SplitHostPort(primary)
+	sentinel := testenv.StartSentinel(t, fmt.Sprintf(`sentinel monitor %[1]s 127.0.0.1 %[2]s 1
+sentinel down-after-milliseconds %[1]s 1000
+sentinel failover-timeout %[1]s 10000
+sentinel auth-pass %[1]s %[3]q
+requirepass %[3]q
+`, name, primaryPort, password))
+	sentinelAddrs.Store(ns+"/"+name+"-sentinel-0", sentinel)
+	sentinelAddrs.Store(ns+"/"+name+"-sentinel-1", "192.0.2.1:26379") // TEST-NET-1: nothing answers
+	markRunning(t, ns, name+"-sentinel-0")
+	markRunning(t, ns, name+"-sentinel-1")
+	return sentinel
+}
+
 func markRunning(t *testing.T, ns, podName string) {
 	t.Helper()
 	eventually(t, 30*time.Second, func() error {
@@ -205,17 +225,7 @@ func TestReplicationFollowsTheSentinels(t *testing.T) {
 	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	password := instancePassword(t, ns, name)
 	primary, replica := runPrimaryAndReplica(t, ns, name)
-	_, primaryPort, _ := net.SplitHostPort(primary)
-	sentinel := testenv.StartSentinel(t, fmt.Sprintf(`sentinel monitor %[1]s 127.0.0.1 %[2]s 1
-sentinel down-after-milliseconds %[1]s 1000
-sentinel failover-timeout %[1]s 10000
-sentinel auth-pass %[1]s %[3]q
-requirepass %[3]q
-`, name, primaryPort, password))
-	sentinelAddrs.Store(ns+"/"+name+"-sentinel-0", sentinel)
-	sentinelAddrs.Store(ns+"/"+name+"-sentinel-1", "192.0.2.1:26379") // TEST-NET-1: nothing answers
-	markRunning(t, ns, name+"-sentinel-0")
-	markRunning(t, ns, name+"-sentinel-1")
+	sentinel := runSentinels(t, ns, name, primary, password)
 
 	c := newClient(primary, password)
 	defer func() { _ = c.Close() }()
