@@ -37,12 +37,13 @@ import (
 )
 
 // ACLPasswords creates the Secret <name>-acl unless it exists and returns
-// its passwords; zero without users. A Secret of that name that is not the
+// its passwords, and the Secret as read (nil when it was just made);
+// zero without users. A Secret of that name that is not the
 // operator's, or lacks a password, is an errAuthSecret: deleting it has the
 // operator make a new one (and restart the pods with it).
-func (r *RedisPersistenceReconciler) aclPasswords(ctx context.Context, rp *v1alpha1.RedisPersistence) (specs.ACLPasswords, error) {
+func (r *RedisPersistenceReconciler) aclPasswords(ctx context.Context, rp *v1alpha1.RedisPersistence) (specs.ACLPasswords, *corev1.Secret, error) {
 	if !specs.ACLUsersEnabled(rp) {
-		return specs.ACLPasswords{}, nil
+		return specs.ACLPasswords{}, nil, nil
 	}
 	name := specs.ACLSecretName(rp)
 	secret := &corev1.Secret{}
@@ -51,24 +52,24 @@ func (r *RedisPersistenceReconciler) aclPasswords(ctx context.Context, rp *v1alp
 		p, createErr := r.createACLSecret(ctx, rp)
 		switch {
 		case createErr == nil:
-			return p, nil
+			return p, nil, nil
 		case !apierrors.IsAlreadyExists(createErr):
-			return specs.ACLPasswords{}, fmt.Errorf("creating the Secret %s: %w", name, createErr)
+			return specs.ACLPasswords{}, nil, fmt.Errorf("creating the Secret %s: %w", name, createErr)
 		}
 		// Another reconcile made it first.
 		err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: name}, secret)
 	}
 	if err != nil {
-		return specs.ACLPasswords{}, fmt.Errorf("reading the Secret %s: %w", name, err)
+		return specs.ACLPasswords{}, nil, fmt.Errorf("reading the Secret %s: %w", name, err)
 	}
 	if secret.Labels[specs.LabelManagedBy] != specs.FieldOwner || secret.Labels[specs.LabelInstance] != rp.Name {
-		return specs.ACLPasswords{}, fmt.Errorf("%w: the Secret %s, where the operator keeps its ACL users' passwords, exists and is not the operator's; delete it", errAuthSecret, name)
+		return specs.ACLPasswords{}, nil, fmt.Errorf("%w: the Secret %s, where the operator keeps its ACL users' passwords, exists and is not the operator's; delete it", errAuthSecret, name)
 	}
 	p := specs.ACLPasswords{Exporter: string(secret.Data[specs.ACLExporterKey]), Benchmark: string(secret.Data[specs.ACLBenchmarkKey])}
 	if p.Exporter == "" || p.Benchmark == "" {
-		return specs.ACLPasswords{}, fmt.Errorf("%w: the Secret %s lacks the key %q or %q; delete it and the operator makes a new one", errAuthSecret, name, specs.ACLExporterKey, specs.ACLBenchmarkKey)
+		return specs.ACLPasswords{}, nil, fmt.Errorf("%w: the Secret %s lacks the key %q or %q; delete it and the operator makes a new one", errAuthSecret, name, specs.ACLExporterKey, specs.ACLBenchmarkKey)
 	}
-	return p, nil
+	return p, secret, nil
 }
 
 func (r *RedisPersistenceReconciler) createACLSecret(ctx context.Context, rp *v1alpha1.RedisPersistence) (specs.ACLPasswords, error) {

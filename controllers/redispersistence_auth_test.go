@@ -43,7 +43,7 @@ func TestAuthInstanceBlocksNoOne(t *testing.T) {
 	ns := newNamespace(t)
 	createSecret(t, ns, "redis-auth", "first-password")
 	auth := &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}}
-	createRP(t, ns, "guarded", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Auth: auth})
+	deleteAtEnd(t, createRP(t, ns, "guarded", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Auth: auth}))
 	waitCondition(t, ns, "guarded", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 
 	// The real server, with the password the prepare container would have

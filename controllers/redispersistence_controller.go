@@ -216,6 +216,8 @@ func (r *RedisPersistenceReconciler) forget(key types.NamespacedName) {
 type credentials struct {
 	password string
 	users    specs.ACLPasswords
+	// aclSecret is <name>-acl as read this reconcile; nil when just made.
+	aclSecret *corev1.Secret
 	// appUsers are spec.users' passwords; nil for an instance that never had users.
 	appUsers *appUsers
 	certs    *tlsMaterial // nil without spec.tls
@@ -243,8 +245,9 @@ func (r *RedisPersistenceReconciler) readCredentials(ctx context.Context, rp *v1
 	}
 	password, err := r.password(ctx, rp)
 	var users specs.ACLPasswords
+	var aclSecret *corev1.Secret
 	if err == nil {
-		users, err = r.aclPasswords(ctx, rp)
+		users, aclSecret, err = r.aclPasswords(ctx, rp)
 	}
 	if errors.Is(err, errAuthSecret) {
 		// Nothing can start without the password; the Secret watch brings the
@@ -255,7 +258,7 @@ func (r *RedisPersistenceReconciler) readCredentials(ctx context.Context, rp *v1
 	} else if err != nil {
 		return nil, ctrl.Result{}, err
 	}
-	creds := &credentials{password: password, users: users, server: serverCredentials{password: password}}
+	creds := &credentials{password: password, users: users, aclSecret: aclSecret, server: serverCredentials{password: password}}
 	if creds.appUsers, err = r.readUsers(ctx, rp); err != nil {
 		return nil, ctrl.Result{}, err
 	}

@@ -50,9 +50,13 @@ func (r *RedisPersistenceReconciler) rotateDefaultPassword(ctx context.Context, 
 	if !specs.ACLUsersEnabled(rp) || creds.password == "" {
 		return 0, nil
 	}
-	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.ACLSecretName(rp)}, secret); err != nil {
-		return 0, fmt.Errorf("reading the Secret %s: %w", specs.ACLSecretName(rp), err)
+	// readCredentials read it; a Secret just made is read once more.
+	secret := creds.aclSecret
+	if secret == nil {
+		secret = &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.ACLSecretName(rp)}, secret); err != nil {
+			return 0, fmt.Errorf("reading the Secret %s: %w", specs.ACLSecretName(rp), err)
+		}
 	}
 	applied, previous := string(secret.Data[aclDefaultKey]), string(secret.Data[aclPreviousKey])
 	until, _ := time.Parse(time.RFC3339, string(secret.Data[aclPreviousUntilKey]))

@@ -28,11 +28,11 @@ func TestDefaultPasswordRotates(t *testing.T) {
 	ns := newNamespace(t)
 	const name, grace = "vault", 6 * time.Second
 	createVolumeFor(t, ns, "data-"+name+"-1")
-	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
+	deleteAtEnd(t, createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways},
 		Replicas: 2, Sentinel: &v1alpha1.SentinelSpec{Count: 2, Quorum: 1},
 		PasswordGracePeriod: &metav1.Duration{Duration: grace},
-	})
+	}))
 	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	oldPassword := instancePassword(t, ns, name)
 	primary, replica := runPrimaryAndReplica(t, ns, name)
@@ -116,4 +116,11 @@ func TestDefaultPasswordRotates(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// deleteAtEnd deletes rp when the test ends: its servers stop with the test
+// while its pods stay Ready (no kubelet here), and an instance whose
+// password or users are being applied would keep dialling them.
+func deleteAtEnd(t *testing.T, rp *v1alpha1.RedisPersistence) {
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), rp) })
 }

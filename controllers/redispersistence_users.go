@@ -70,6 +70,18 @@ type appUsers struct {
 // readUsers reads spec.users' passwords and the state of the Secret
 // <name>-users. Nil when the instance has no users and never had.
 func (r *RedisPersistenceReconciler) readUsers(ctx context.Context, rp *v1alpha1.RedisPersistence) (*appUsers, error) {
+	if len(rp.Spec.Users) == 0 {
+		// Most instances have no users: the Secrets' metadata informer says
+		// whether <name>-users (which the operator labels) is left to clear,
+		// without a request to the API server.
+		cached := &metav1.PartialObjectMetadata{}
+		cached.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+		if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.UsersSecretName(rp)}, cached); apierrors.IsNotFound(err) {
+			return nil, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("reading the Secret %s's metadata: %w", specs.UsersSecretName(rp), err)
+		}
+	}
 	stored := &corev1.Secret{}
 	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.UsersSecretName(rp)}, stored)
 	switch {

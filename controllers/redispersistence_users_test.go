@@ -66,11 +66,12 @@ func TestApplicationUsers(t *testing.T) {
 	}
 	orders := v1alpha1.UserSpec{Name: "orders", Keys: []string{"orders:*"}, Commands: []string{"+@all", "-flushall"}}
 	reader := v1alpha1.UserSpec{Name: "reader", PasswordSecretRef: &v1alpha1.SecretKeyRef{Name: "reader-password", Key: "pw"}, Keys: []string{"*"}, Commands: []string{"+@read", "+ping"}}
-	createRP(t, ns, "shop", v1alpha1.RedisPersistenceSpec{
+	shop := createRP(t, ns, "shop", v1alpha1.RedisPersistenceSpec{
 		Mode:                v1alpha1.ModeAOF,
 		Users:               []v1alpha1.UserSpec{orders, reader},
 		PasswordGracePeriod: &metav1.Duration{Duration: 8 * time.Second},
 	})
+	deleteAtEnd(t, shop)
 	waitCondition(t, ns, "shop", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	addr := testenv.StartServer(t, renderedConfig(t, ns, "shop"))
 	serverAddrs.Store(ns+"/shop-0", addr)
@@ -241,11 +242,11 @@ func TestUsersOnEveryServer(t *testing.T) {
 	ns := newNamespace(t)
 	const name = "ledger"
 	createVolumeFor(t, ns, "data-"+name+"-1")
-	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
+	deleteAtEnd(t, createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways},
 		Replicas: 2, Sentinel: &v1alpha1.SentinelSpec{Count: 2, Quorum: 1},
 		Users: []v1alpha1.UserSpec{{Name: "app", Keys: []string{"app:*"}, Commands: []string{"+@read", "+@write"}}},
-	})
+	}))
 	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 	primary, replica := runPrimaryAndReplica(t, ns, name)
 	for i := range 2 {

@@ -52,6 +52,9 @@ func TestMain(m *testing.M) {
 	// the RBAC markers, so a request the role does not grant fails here as
 	// it would in a cluster.
 	operatorConfig := env.UserConfig(operatorUser)
+	// The client rate the operator gets from ctrl.GetConfigOrDie (client-go's
+	// own default, 5/s, would throttle the suite's hundreds of instances).
+	operatorConfig.QPS, operatorConfig.Burst = 20, 30
 	if err := bindOperatorRole(); err != nil {
 		panic(err)
 	}
