@@ -232,6 +232,10 @@ type RedisPersistenceSpec struct {
 	// crashCheck, kills the server.
 	// +optional
 	Benchmark *BenchmarkAccessSpec `json:"benchmark,omitempty"`
+
+	// backup is the object store RedisBackups of this instance go to.
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
 }
 
 // SentinelSpec configures the Valkey Sentinels (valkey-sentinel from the

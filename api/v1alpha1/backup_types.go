@@ -1,0 +1,236 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// BackupSpec is where an instance's backups go. A backup is a RedisBackup
+// naming the instance; the operator takes it with a Job that streams a
+// snapshot from the instance to the destination.
+type BackupSpec struct {
+	// destination is the object store the backups are written to.
+	// +required
+	Destination BackupDestination `json:"destination"`
+}
+
+// BackupDestination is an object store. S3-compatible stores (AWS S3,
+// MinIO, SeaweedFS, Ceph radosgw) are the one kind today.
+type BackupDestination struct {
+	// s3 is an S3-compatible object store.
+	// +required
+	S3 S3Destination `json:"s3"`
+}
+
+// ServerSideEncryption is what the object store encrypts backups with.
+// +kubebuilder:validation:Enum=AES256
+type ServerSideEncryption string
+
+const (
+	// SSES3 asks the store to encrypt each object with its own keys (SSE-S3).
+	SSES3 ServerSideEncryption = "AES256"
+)
+
+// S3Destination is a bucket, and a path in it, on an S3-compatible store.
+type S3Destination struct {
+	// endpoint is the store's URL: https://host[:port], or http:// for a
+	// store inside the cluster that serves no TLS.
+	// +required
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (url(self).getScheme() == 'https' || url(self).getScheme() == 'http') && url(self).getHostname() != '' && (url(self).getEscapedPath() == '' || url(self).getEscapedPath() == '/') && !self.contains('?')",message="endpoint is the object store's URL, https://host[:port] or http://host[:port], without a path or query (the bucket and path have their own fields)"
+	Endpoint string `json:"endpoint"`
+	// bucket is the bucket's name. The operator does not create it.
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
+	Bucket string `json:"bucket"`
+	// path is the prefix of every object of this instance in the bucket;
+	// by default <namespace>/<name>. Two instances must not share one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.endsWith('/') && !self.contains('//')",message="path is a prefix like team/cache: no leading or trailing '/' and no empty segment"
+	Path string `json:"path,omitempty"`
+	// region is the bucket's region; stores without regions accept the
+	// default.
+	// +optional
+	// +kubebuilder:default=us-east-1
+	// +kubebuilder:validation:MaxLength=64
+	Region string `json:"region,omitempty"`
+	// credentials names the Secret with the store's access key.
+	// +required
+	Credentials S3Credentials `json:"credentials"`
+	// caSecret names a Secret with the PEM certificate authority that signed
+	// the endpoint's certificate, for a private store; by default the
+	// system's authorities are trusted.
+	// +optional
+	CASecret *CASecretRef `json:"caSecret,omitempty"`
+	// serverSideEncryption asks the store to encrypt the objects it keeps.
+	// +optional
+	ServerSideEncryption ServerSideEncryption `json:"serverSideEncryption,omitempty"`
+}
+
+// S3Credentials names the Secret that holds an access key.
+type S3Credentials struct {
+	// secretName is the Secret in the instance's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName"`
+	// accessKeyIDKey is the Secret's key for the access key ID.
+	// +optional
+	// +kubebuilder:default=AWS_ACCESS_KEY_ID
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	AccessKeyIDKey string `json:"accessKeyIDKey,omitempty"`
+	// secretAccessKeyKey is the Secret's key for the secret access key.
+	// +optional
+	// +kubebuilder:default=AWS_SECRET_ACCESS_KEY
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	SecretAccessKeyKey string `json:"secretAccessKeyKey,omitempty"`
+}
+
+// CASecretRef is a certificate authority in a Secret.
+type CASecretRef struct {
+	// name of the Secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// key in the Secret.
+	// +optional
+	// +kubebuilder:default=ca.crt
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Key string `json:"key,omitempty"`
+}
+
+// BackupPhase is where a RedisBackup stands.
+type BackupPhase string
+
+const (
+	// BackupPending waits for its instance: it is missing, has no
+	// spec.backup, or has no server ready.
+	BackupPending BackupPhase = "Pending"
+	// BackupRunning has a Job streaming the snapshot.
+	BackupRunning BackupPhase = "Running"
+	// BackupCompleted is in the object store, verified.
+	BackupCompleted BackupPhase = "Completed"
+	// BackupFailed ran out of attempts; status.message says why.
+	BackupFailed BackupPhase = "Failed"
+)
+
+// BackupTarget is which server a backup is taken from.
+// +kubebuilder:validation:Enum=PreferReplica;Primary
+type BackupTarget string
+
+const (
+	// TargetPreferReplica takes the snapshot from a ready replica that is in
+	// sync when there is one, so the primary does not fork for it.
+	TargetPreferReplica BackupTarget = "PreferReplica"
+	// TargetPrimary takes it from the primary.
+	TargetPrimary BackupTarget = "Primary"
+)
+
+// RedisBackupSpec names the instance to back up.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a backup is of the instance it named when it ran; create a new RedisBackup"
+type RedisBackupSpec struct {
+	// redisPersistence is the instance, in this namespace, whose data is
+	// backed up to its spec.backup.destination.
+	// +required
+	RedisPersistence LocalObjectReference `json:"redisPersistence"`
+	// target is the server the snapshot comes from.
+	// +optional
+	// +kubebuilder:default=PreferReplica
+	Target BackupTarget `json:"target,omitempty"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// name of the object.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// RedisBackupStatus is what a backup holds and where it is.
+type RedisBackupStatus struct {
+	// phase is Pending, Running, Completed or Failed.
+	// +optional
+	Phase BackupPhase `json:"phase,omitempty"`
+	// conditions: Completed, with the reason the backup is not (yet).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// message is the last error, or what the backup waits for.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// job is the Job that takes the backup.
+	// +optional
+	Job string `json:"job,omitempty"`
+	// sourcePod is the server the snapshot came from.
+	// +optional
+	SourcePod string `json:"sourcePod,omitempty"`
+	// startedAt is when the Job started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// completedAt is when the backup was verified in the store.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// point is the time the snapshot is consistent at: the backup holds
+	// every write acknowledged before it and none after.
+	// +optional
+	Point *metav1.Time `json:"point,omitempty"`
+	// location is the snapshot's object, s3://<bucket>/<key>.
+	// +optional
+	Location string `json:"location,omitempty"`
+	// size of the snapshot in bytes.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+	// sha256 of the snapshot, checked before any restore uses it.
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// serverVersion is the version of the server it was taken from.
+	// +optional
+	ServerVersion string `json:"serverVersion,omitempty"`
+	// mode is the instance's spec.mode when the backup was taken.
+	// +optional
+	Mode PersistenceMode `json:"mode,omitempty"`
+}
+
+// RedisBackup is one backup of a RedisPersistence: a consistent snapshot
+// (RDB) streamed to the instance's object store and checksummed.
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 56",message="a RedisBackup name is at most 56 characters: its Job is <name>-backup, and a Job's name is a label value of at most 63"
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rbak,categories=uringredis
+// +kubebuilder:printcolumn:name="Instance",type=string,JSONPath=`.spec.redisPersistence.name`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Point",type=date,JSONPath=`.status.point`
+// +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.sourcePod`,priority=1
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+type RedisBackup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec RedisBackupSpec `json:"spec"`
+	// +optional
+	Status RedisBackupStatus `json:"status,omitempty"`
+}
+
+// RedisBackupList is a list of RedisBackups.
+// +kubebuilder:object:root=true
+type RedisBackupList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RedisBackup `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RedisBackup{}, &RedisBackupList{})
+}

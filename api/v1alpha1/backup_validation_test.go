@@ -1,0 +1,107 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// s3 is a valid spec.backup.destination.s3 with fields replaced or added.
+func s3(fields map[string]any) map[string]any {
+	d := map[string]any{
+		"endpoint": "https://s3.example.com:9000", "bucket": "backups",
+		"credentials": map[string]any{"secretName": "s3"},
+	}
+	for k, v := range fields {
+		d[k] = v
+	}
+	return map[string]any{"mode": "uring", "backup": map[string]any{"destination": map[string]any{"s3": d}}}
+}
+
+func TestBackupDestinationsRejected(t *testing.T) {
+	for _, tc := range []rejection{
+		{"no destination", map[string]any{"mode": "aof", "backup": map[string]any{}}, "spec.backup.destination: Required value"},
+		{"endpoint without a scheme", s3(map[string]any{"endpoint": "s3.example.com"}), "endpoint is the object store's URL"},
+		{"endpoint of another scheme", s3(map[string]any{"endpoint": "ftp://s3.example.com"}), "endpoint is the object store's URL"},
+		{"endpoint with the bucket in its path", s3(map[string]any{"endpoint": "https://s3.example.com/backups"}), "without a path or query"},
+		{"bucket in upper case", s3(map[string]any{"bucket": "Backups"}), "spec.backup.destination.s3.bucket in body should match"},
+		{"bucket too short", s3(map[string]any{"bucket": "ab"}), "spec.backup.destination.s3.bucket in body should be at least 3 chars long"},
+		{"path with a leading slash", s3(map[string]any{"path": "/team/cache"}), "path is a prefix like team/cache"},
+		{"path with an empty segment", s3(map[string]any{"path": "team//cache"}), "path is a prefix like team/cache"},
+		{"no credentials", s3(map[string]any{"credentials": map[string]any{}}), "spec.backup.destination.s3.credentials.secretName: Required value"},
+		{"unknown encryption", s3(map[string]any{"serverSideEncryption": "rot13"}), `Unsupported value: "rot13"`},
+	} {
+		expectRejected(t, tc)
+	}
+}
+
+func TestBackupDestinationAccepted(t *testing.T) {
+	ctx := context.Background()
+	u := newObject(s3(map[string]any{
+		"endpoint": "http://seaweedfs.storage.svc:8333", "path": "team/cache",
+		"caSecret": map[string]any{"name": "store-ca"}, "serverSideEncryption": "AES256",
+	}))
+	if err := k8s.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
+		t.Fatal(err)
+	}
+	rp := &v1alpha1.RedisPersistence{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(u), rp); err != nil {
+		t.Fatal(err)
+	}
+	d := rp.Spec.Backup.Destination.S3
+	got := fmt.Sprintf("%s %s %s %s", d.Region, d.Credentials.AccessKeyIDKey, d.Credentials.SecretAccessKeyKey, d.CASecret.Key)
+	if want := "us-east-1 AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY ca.crt"; got != want {
+		t.Errorf("defaults %q, want %q", got, want)
+	}
+}
+
+func newBackup(name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("RedisBackup"))
+	u.SetName(name)
+	u.SetNamespace("default")
+	return u
+}
+
+func TestRedisBackupsValidated(t *testing.T) {
+	ctx := context.Background()
+	instance := map[string]any{"name": "cache"}
+	for _, tc := range []struct {
+		desc, name string
+		spec       map[string]any
+		wantErr    string
+	}{
+		{"no instance", "rbak-none", map[string]any{}, "spec.redisPersistence: Required value"},
+		{"unknown target", "rbak-target", map[string]any{"redisPersistence": instance, "target": "Replica"}, `Unsupported value: "Replica"`},
+		{"name too long for its Job", strings.Repeat("b", 57), map[string]any{"redisPersistence": instance}, "a RedisBackup name is at most 56 characters"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			err := k8s.Create(ctx, newBackup(tc.name, tc.spec), client.FieldValidation("Strict"))
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+
+	u := newBackup("rbak-immutable", map[string]any{"redisPersistence": instance})
+	if err := k8s.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
+		t.Fatal(err)
+	}
+	b := &v1alpha1.RedisBackup{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(u), b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Spec.Target != v1alpha1.TargetPreferReplica {
+		t.Errorf("target defaults to %q, want PreferReplica", b.Spec.Target)
+	}
+	b.Spec.RedisPersistence.Name = "other"
+	if err := k8s.Update(ctx, b); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+		t.Fatalf("changing the instance: error %v, want spec is immutable", err)
+	}
+}
