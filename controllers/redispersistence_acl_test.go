@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
@@ -105,6 +106,40 @@ func TestACLUsers(t *testing.T) {
 			t.Errorf("ACL DRYRUN %s %v: %v, want a refusal", specs.ExporterUser, cmd, got)
 		}
 	}
+
+	if got := admin.Do(ctx, "ACL", "DRYRUN", specs.BackupUser, "SYNC").Val(); got != "OK" {
+		t.Errorf("ACL DRYRUN %s SYNC: %v, want OK", specs.BackupUser, got)
+	}
+	for _, cmd := range [][]any{{"GET", "k"}, {"SET", "k", "v"}, {"CONFIG", "SET", "save", ""}, {"FLUSHALL"}, {"REPLICAOF", "NO", "ONE"}} {
+		got := admin.Do(ctx, append([]any{"ACL", "DRYRUN", specs.BackupUser}, cmd...)...).Val()
+		if !strings.Contains(fmt.Sprint(got), "no permissions") {
+			t.Errorf("ACL DRYRUN %s %v: %v, want a refusal", specs.BackupUser, cmd, got)
+		}
+	}
+
+	// A Secret made before the backup user gets its password, and the pods
+	// restart with it.
+	patch := client.MergeFrom(secret.DeepCopy())
+	delete(secret.Data, specs.ACLBackupKey)
+	if err := k8s.Patch(ctx, secret, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, secret, ns, "users-acl"); err != nil {
+			return err
+		}
+		if len(secret.Data[specs.ACLBackupKey]) != 43 || string(secret.Data[specs.ACLExporterKey]) != exporterPassword {
+			return fmt.Errorf("the Secret has backup password %q and exporter password %q, want a new 43-character one and the same", secret.Data[specs.ACLBackupKey], secret.Data[specs.ACLExporterKey])
+		}
+		if err := get(t, sts, ns, "users"); err != nil {
+			return err
+		}
+		if sts.Spec.Template.Annotations[specs.AnnotationACLHash] == hash {
+			return fmt.Errorf("the pod template keeps %s %s", specs.AnnotationACLHash, hash)
+		}
+		return nil
+	})
+	hash = sts.Spec.Template.Annotations[specs.AnnotationACLHash]
 
 	// A new Secret: new passwords, and the pods restart with them.
 	if err := k8s.Delete(ctx, secret); err != nil {

@@ -298,7 +298,7 @@ func (e rulesRefused) Error() string { return "user " + e.user + ": " + e.messag
 
 // operatorUsers are the ACL users convergeUsers leaves alone: the server's
 // own and the operator's (redispersistence_acl.go).
-var operatorUsers = []string{specs.DefaultUser, specs.ExporterUser, bench.User}
+var operatorUsers = []string{specs.DefaultUser, specs.ExporterUser, bench.User, specs.BackupUser}
 
 // applyUsers makes the ACL users of the server at addr those state has
 // passwords of, with spec.users' rules, deletes any other user but the

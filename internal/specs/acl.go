@@ -22,9 +22,19 @@ const (
 	// the chart's script, which calls INFO.
 	ExporterACLRules = "resetkeys resetchannels -@all +ping +info +eval +client|setname +latency|latest +latency|histogram +slowlog|len +slowlog|get"
 
+	// BackupUser is the backup agent's ACL user (RedisBackup Jobs).
+	BackupUser = "uringredis-backup"
+	// BackupACLRules let the agent take a snapshot the way a replica does
+	// (REPLCONF, then SYNC, which streams an RDB) and read INFO for the
+	// server's version and role: no key, no command that changes anything.
+	// TestBackupUserTakesASnapshot (internal/backup) runs it against the real
+	// server.
+	BackupACLRules = "resetkeys resetchannels -@all +ping +info +replconf +sync +client|setname"
+
 	// The keys of the Secret <name>-acl.
 	ACLExporterKey  = "exporter"
 	ACLBenchmarkKey = "benchmark"
+	ACLBackupKey    = "backup"
 
 	// AnnotationACLHash on the pod template changes when the users'
 	// passwords do (a new Secret <name>-acl), so the pods restart with them.
@@ -43,7 +53,7 @@ func benchmarkACLRules(rp *v1alpha1.RedisPersistence) string {
 
 // ACLPasswords are the users' passwords, read from the Secret <name>-acl.
 type ACLPasswords struct {
-	Exporter, Benchmark string
+	Exporter, Benchmark, Backup string
 }
 
 // Hash is the pod template's AnnotationACLHash, "" without users; salted
@@ -52,7 +62,7 @@ func (p ACLPasswords) Hash(rp *v1alpha1.RedisPersistence) string {
 	if p == (ACLPasswords{}) {
 		return ""
 	}
-	sum := sha256.Sum256([]byte(string(rp.UID) + "\x00" + p.Exporter + "\x00" + p.Benchmark))
+	sum := sha256.Sum256([]byte(string(rp.UID) + "\x00" + p.Exporter + "\x00" + p.Benchmark + "\x00" + p.Backup))
 	return hex.EncodeToString(sum[:8])
 }
 
@@ -69,6 +79,9 @@ func ACLEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 		{Name: "BENCHMARK_USER", Value: bench.User},
 		secretKeyEnv("BENCHMARK_PASSWORD", ACLSecretName(rp), ACLBenchmarkKey),
 		{Name: "BENCHMARK_ACL", Value: benchmarkACLRules(rp)},
+		{Name: "BACKUP_USER", Value: BackupUser},
+		secretKeyEnv("BACKUP_PASSWORD", ACLSecretName(rp), ACLBackupKey),
+		{Name: "BACKUP_ACL", Value: BackupACLRules},
 	}
 }
 
@@ -87,6 +100,8 @@ func ACLSecret(rp *v1alpha1.RedisPersistence, passwords ACLPasswords) *corev1.Se
 	return &corev1.Secret{
 		ObjectMeta: ObjectMeta(rp, ACLSecretName(rp)),
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{ACLExporterKey: []byte(passwords.Exporter), ACLBenchmarkKey: []byte(passwords.Benchmark)},
+		Data: map[string][]byte{
+			ACLExporterKey: []byte(passwords.Exporter), ACLBenchmarkKey: []byte(passwords.Benchmark), ACLBackupKey: []byte(passwords.Backup),
+		},
 	}
 }
