@@ -67,6 +67,7 @@ func CacheOptions(watchNamespaces []string) cache.Options {
 			&batchv1.Job{}:                  {Label: managed},
 			&v1alpha1.RedisPersistence{}:    {Label: everything},
 			&v1alpha1.RedisBenchmark{}:      {Label: everything},
+			&v1alpha1.RedisBackup{}:         {Label: everything},
 			&corev1.Node{}:                  {Label: everything, Transform: stripNode},
 			&corev1.Secret{}:                {Label: everything, Transform: stripSecretMetadata},
 		},

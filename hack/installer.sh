@@ -28,6 +28,7 @@ patches:
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--redis-image=$redis"}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--bench-image=$bench"}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--backup-image=$operator"}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--exporter-image=$exporter"}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: "--image-pull-policy=IfNotPresent"}
 YAML

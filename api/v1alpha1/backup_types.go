@@ -159,7 +159,7 @@ type RedisBackupStatus struct {
 	// phase is Pending, Running, Completed or Failed.
 	// +optional
 	Phase BackupPhase `json:"phase,omitempty"`
-	// conditions: Completed, with the reason the backup is not (yet).
+	// conditions: Complete, with the reason the backup is not (yet).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

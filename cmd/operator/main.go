@@ -31,6 +31,7 @@ func main() {
 		maxConcurrentUpgrades   int
 		opts                    specs.Options
 		benchOpts               specs.BenchmarkOptions
+		backupOpts              specs.BackupOptions
 		operatorNamespace       string
 		operatorPodLabels       string
 		prometheusPodLabels     string
@@ -51,6 +52,7 @@ func main() {
 	flag.IntVar(&maxConcurrentReconciles, "max-concurrent-reconciles", 4, "RedisPersistences, and RedisBenchmarks, reconciled at once; a slow server or API call then delays only its own object.")
 	flag.IntVar(&maxConcurrentUpgrades, "max-concurrent-upgrades", 1, "How many RedisPersistences may roll an upgrade of the operator's making at once (a new --redis-image, --exporter-image or --uring-seccomp-profile, a new operator version), each until its server is Ready; at least 1. A change to a RedisPersistence's own spec rolls it at once.")
 	flag.StringVar(&benchOpts.Image, "bench-image", "", "RedisBenchmark runner image (cmd/bench with valkey-benchmark); required.")
+	flag.StringVar(&backupOpts.Image, "backup-image", "", "Image with the backup agent (/uring-backup): the operator's own image. Empty: RedisBackups wait, saying so.")
 	var imagePull specs.ImagePull
 	flag.Func("image-pull-policy", "Pull policy of every container of the pods the operator creates (Always, IfNotPresent, Never); empty leaves the API server's default.", func(v string) error {
 		switch policy := corev1.PullPolicy(v); policy {
@@ -74,11 +76,11 @@ func main() {
 	flag.StringVar(&operatorPodLabels, "operator-pod-labels", "", "Labels of the operator's pods (k=v,k=v), with --operator-namespace.")
 	flag.StringVar(&prometheusPodLabels, "prometheus-pod-labels", "app.kubernetes.io/name=prometheus", "Labels (k=v,k=v) of the pods the NetworkPolicies admit to the exporter port; empty means every pod of the namespaces --prometheus-namespace-labels selects.")
 	flag.StringVar(&prometheusNSLabels, "prometheus-namespace-labels", "", "Labels (k=v,k=v) of the namespaces of those pods; empty means every namespace.")
-	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces whose RedisPersistences and RedisBenchmarks the operator reconciles, and whose objects it caches; empty means every namespace. The operator then needs its namespaced permissions in those namespaces only.")
+	flag.StringVar(&watchNamespaces, "watch-namespaces", "", "Comma-separated namespaces whose RedisPersistences, RedisBenchmarks and RedisBackups the operator reconciles, and whose objects it caches; empty means every namespace. The operator then needs its namespaced permissions in those namespaces only.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
-	opts.ImagePull, benchOpts.ImagePull = imagePull, imagePull
+	opts.ImagePull, benchOpts.ImagePull, backupOpts.ImagePull = imagePull, imagePull, imagePull
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
 	// No default image: a default names an image of some release, which a
@@ -139,6 +141,15 @@ func main() {
 		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "setting up the RedisBenchmark controller")
+		os.Exit(1)
+	}
+	if err := (&controllers.RedisBackupReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Options:   backupOpts,
+		Recorder:  mgr.GetEventRecorderFor("uring-redis-operator"),
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "setting up the RedisBackup controller")
 		os.Exit(1)
 	}
 	if labelNodes {

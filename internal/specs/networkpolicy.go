@@ -27,7 +27,8 @@ func NetworkPolicyEnabled(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptio
 }
 
 // NetworkPolicy admits to the server port the instance's clients, the
-// RedisBenchmark runners that target it and the operator, and for a
+// RedisBenchmark runners that target it, its RedisBackup agents and the
+// operator, and for a
 // replicated instance its servers (replication) and Sentinels; to the
 // exporter port the Prometheus pods; nothing else. Egress is left alone.
 func NetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) *networkingv1.NetworkPolicy {
@@ -40,6 +41,8 @@ func NetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) *ne
 	}
 	clients = append(clients, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
 		LabelManagedBy: FieldOwner, LabelComponent: "benchmark", LabelBenchmarkTarget: rp.Name,
+	}}}, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+		LabelManagedBy: FieldOwner, LabelComponent: "backup", LabelBackupOf: rp.Name,
 	}}})
 	if opts.Operator != nil {
 		clients = append(clients, *opts.Operator.DeepCopy())
