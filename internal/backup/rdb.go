@@ -56,11 +56,12 @@ const BackupUser = "uringredis-backup"
 
 // BackupUserRules are the backup user's rules, after "user <BackupUser> on
 // ><password>": the commands FetchRDB sends and nothing else, no key and no
-// channel. AUTH needs no permission. PSYNC and REPLCONF are in no category
-// but their own (they are flagged admin); INFO is @dangerous. No rule
-// narrows what the snapshot holds: whoever may PSYNC reads every key.
+// channel (TestFetchRDBRefusals takes each away). AUTH needs no permission;
+// PSYNC and REPLCONF are in no ACL category (only @all holds them), so they
+// are named. No rule narrows what the snapshot holds: whoever may PSYNC
+// reads every key.
 func BackupUserRules() string {
-	return "resetkeys resetchannels -@all +ping +info +replconf +psync"
+	return "resetkeys resetchannels -@all +info +replconf +psync"
 }
 
 // silenceLimit is how long FetchRDB waits for a byte from the server. It

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,8 +140,9 @@ func TestFetchRDBOverTLSAsBackupUser(t *testing.T) {
 // says what is missing, and nothing is written.
 func TestFetchRDBRefusals(t *testing.T) {
 	addr := testenv.StartServer(t, appendonlyConfig+"requirepass adminpw\n"+
-		"user info-only on >pw resetkeys resetchannels -@all +ping +info\n"+
-		"user no-psync on >pw resetkeys resetchannels -@all +ping +info +replconf\n")
+		"user no-info on >pw resetkeys resetchannels -@all +replconf +psync\n"+
+		"user no-replconf on >pw resetkeys resetchannels -@all +info +psync\n"+
+		"user no-psync on >pw resetkeys resetchannels -@all +info +replconf\n")
 	for _, tc := range []struct {
 		desc     string
 		src      Source
@@ -147,7 +150,9 @@ func TestFetchRDBRefusals(t *testing.T) {
 	}{
 		{"wrong password", Source{Addr: addr, Username: "no-psync", Password: "nope"}, []string{"signing in as no-psync", "WRONGPASS"}},
 		{"no password", Source{Addr: addr}, []string{"INFO refused: NOAUTH"}},
-		{"no REPLCONF", Source{Addr: addr, Username: "info-only", Password: "pw"},
+		{"no INFO", Source{Addr: addr, Username: "no-info", Password: "pw"},
+			[]string{"INFO refused: NOPERM", "'info'", BackupUserRules()}},
+		{"no REPLCONF", Source{Addr: addr, Username: "no-replconf", Password: "pw"},
 			[]string{"REPLCONF refused: NOPERM", "'replconf'", BackupUserRules()}},
 		{"no PSYNC", Source{Addr: addr, Username: "no-psync", Password: "pw"},
 			[]string{"PSYNC refused: NOPERM", "'psync'", BackupUserRules()}},
@@ -440,4 +445,57 @@ func infoFields(t *testing.T, c *redis.Client, section string) map[string]string
 		}
 	}
 	return fields
+}
+
+// Sentinel keeps every replica it sees in a primary's INFO: a backup of the
+// primary that spans one of its reads (every 10 s) leaves it a replica at
+// port 0 that it never reaches. It does not read replicas' lists, so a
+// backup of a replica leaves nothing (see the package comment).
+func TestFetchRDBSentinelSeesBackupsOfThePrimaryOnly(t *testing.T) {
+	ctx := context.Background()
+	primary := testenv.StartServer(t, appendonlyConfig+diskless)
+	replica := testenv.StartReplica(t, primary, appendonlyConfig+diskless)
+	_, port, err := net.SplitHostPort(primary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sentinel := redis.NewSentinelClient(&redis.Options{Addr: testenv.StartSentinel(t, "sentinel monitor m 127.0.0.1 "+port+" 1\n")})
+	defer func() { _ = sentinel.Close() }()
+	replicas := func() []string {
+		t.Helper()
+		var addrs []string
+		for _, r := range sentinel.Replicas(ctx, "m").Val() {
+			addrs = append(addrs, r["name"])
+		}
+		slices.Sort(addrs)
+		return addrs
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !slices.Equal(replicas(), []string{replica}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Sentinel knows replicas %q, not %s", replicas(), replica)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The delay keeps each backup waiting, listed, through a read of
+	// Sentinel's.
+	for _, addr := range []string{replica, primary} {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		err := c.ConfigSet(ctx, "repl-diskless-sync-delay", "11").Err()
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := FetchRDB(ctx, Source{Addr: addr}, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{replica}
+		if addr == primary {
+			want = []string{"127.0.0.1:0", replica}
+		}
+		if got := replicas(); !slices.Equal(got, want) {
+			t.Errorf("after a backup of %s, Sentinel knows replicas %q, want %q", addr, got, want)
+		}
+	}
 }
