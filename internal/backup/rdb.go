@@ -37,9 +37,9 @@ type Snapshot struct {
 	ServerVersion string
 	// Role is INFO's role: master or slave.
 	Role string
-	// ReplID and ReplOffset are the replication history and offset the
-	// snapshot holds, from the server's +FULLRESYNC: a replica that loads
-	// it and asks PSYNC ReplID ReplOffset+1 resumes from there.
+	// ReplID and ReplOffset are the server's replication ID and offset at
+	// the fork, from its +FULLRESYNC: the point of the replication stream
+	// the snapshot holds.
 	ReplID     string
 	ReplOffset int64
 	// TakenAt is when +FULLRESYNC arrived, this machine's clock: the server
@@ -81,9 +81,9 @@ const rdbEOFMarkSize = 40
 // +FULLRESYNC <replid> <offset> as it forks, sends newlines while the child
 // writes a disk-based snapshot, then the RDB: "$<length>\r\n" and the file
 // (disk-based), or "$EOF:<mark>\r\n", the RDB as the child writes it and
-// the mark (diskless, repl-diskless-sync yes). It closes the connection
-// after the RDB: an rdb-only replica gets no command stream, and the server
-// keeps no output buffer for it.
+// the mark (diskless, repl-diskless-sync yes). The server closes the
+// connection after the RDB: an rdb-only replica gets no command stream, and
+// the server keeps no output buffer for it.
 //
 // Any error, even after some bytes reached w, means w holds no valid
 // snapshot: the caller discards what it wrote. Cancelling ctx closes the

@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -214,6 +215,45 @@ func TestVerifyRDB(t *testing.T) {
 		})
 	}
 }
+
+// However the network splits a diskless transfer, the RDB comes out whole,
+// without its end mark, and verified: the real snapshot, replayed in reads
+// of 1 to 50 bytes.
+func TestRDBSplitReads(t *testing.T) {
+	addr := testenv.StartServer(t, appendonlyConfig+diskless)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = c.Close() }()
+	writeDataset(t, c)
+	var rdb bytes.Buffer
+	snap, err := FetchRDB(context.Background(), Source{Addr: addr}, &rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := strings.Repeat("0123456789", 4)
+	for _, size := range []int{1, 7, 8, 9, 39, 40, 41, 50} {
+		stream := io.MultiReader(strings.NewReader("$EOF:"+mark+"\r\n"), bytes.NewReader(rdb.Bytes()), strings.NewReader(mark))
+		s := &replicaSession{r: bufio.NewReader(chunkedReader{stream, size})}
+		v := newRDBVerifier()
+		var out bytes.Buffer
+		if err := s.payload(io.MultiWriter(v, &out)); err != nil {
+			t.Fatalf("reads of %d bytes: %v", size, err)
+		}
+		if err := v.finish(); err != nil {
+			t.Fatalf("reads of %d bytes: %v", size, err)
+		}
+		if !bytes.Equal(out.Bytes(), rdb.Bytes()) || v.sum() != snap.SHA256 {
+			t.Fatalf("reads of %d bytes: %d bytes out, sha256 %s; want %d, %s", size, out.Len(), v.sum(), rdb.Len(), snap.SHA256)
+		}
+	}
+}
+
+// chunkedReader returns at most size bytes a read.
+type chunkedReader struct {
+	r    io.Reader
+	size int
+}
+
+func (c chunkedReader) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.size)]) }
 
 // With rdbchecksum no the server ends the RDB with a checksum of 0 and
 // loads it unchecked; so do FetchRDB and VerifyRDB.
