@@ -47,8 +47,9 @@
 //     repl-diskless-sync-delay (5 s by default) for other replicas to share it.
 //   - Disk-based: the RDB is written to the data volume first (dump.rdb
 //     overwritten), which needs the free space of one more RDB there.
-//   - A primary that never had a replica creates its replication backlog
-//     (repl-backlog-size) and takes a new replication ID.
+//   - A primary without a replication backlog (no replica since it started,
+//     or none for repl-backlog-ttl, an hour by default) creates one
+//     (repl-backlog-size) and takes a new replication ID, as for a replica.
 //   - While the snapshot runs, INFO replication lists the agent as one more
 //     replica, state wait_bgsave, port 0 (connected_slaves counts it; checks
 //     for state=online do not). Sentinel reads the primary's list every 10 s

@@ -176,6 +176,16 @@ func TestFetchRDBRefusals(t *testing.T) {
 	}
 }
 
+// A replica whose link to its primary is down refuses PSYNC, and the error
+// says why.
+func TestFetchRDBFromDisconnectedReplica(t *testing.T) {
+	addr := testenv.StartServer(t, appendonlyConfig+"replicaof 127.0.0.1 1\n") // nothing listens on port 1
+	_, err := FetchRDB(context.Background(), Source{Addr: addr}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "PSYNC refused: NOMASTERLINK") {
+		t.Errorf("error %v, want PSYNC refused: NOMASTERLINK", err)
+	}
+}
+
 // VerifyRDB accepts a snapshot as fetched and refuses it with one byte
 // flipped, cut short, or not an RDB at all.
 func TestVerifyRDB(t *testing.T) {
