@@ -9,9 +9,10 @@
 // at start from its dbfilename. An RDB begins with its magic and version
 // ("REDIS0011" from Valkey 8.1) and ends with the EOF opcode and a CRC-64 of
 // everything before it, so a copy can be checked on its own (VerifyRDB)
-// before a server is started on it. Beside it the agent records the
-// Snapshot: size, SHA-256, the server's version and role, the replication
-// history and offset the RDB holds, and when it was taken.
+// before a server is started on it. Beside it the agent writes its
+// Metadata: where the RDB is stored and the Snapshot FetchRDB returned (size,
+// SHA-256, the server's version and role, the replication ID and offset the
+// RDB holds, and when it was taken).
 //
 // The AOF is not backed up: the RDB holds the same data, at one instant.
 // A server with appendonly yes loads only its AOF and ignores dbfilename
