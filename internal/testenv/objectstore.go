@@ -78,6 +78,9 @@ func StartObjectStoreTLS(t *testing.T, ca *CA) *ObjectStore {
 func startObjectStore(t *testing.T, ca *CA) *ObjectStore {
 	t.Helper()
 	bin := SeaweedFSBin()
+	if _, err := os.Stat(bin); bin != "" && err != nil {
+		t.Fatalf("the SeaweedFS binary: %v", err)
+	}
 	if bin == "" {
 		msg := "no SeaweedFS weed binary: run hack/seaweedfs.sh (`make test` does) or set SEAWEEDFS_BIN"
 		if os.Getenv("CI") != "" {
