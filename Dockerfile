@@ -6,7 +6,7 @@
 # The Go module and build caches are BuildKit cache mounts (Docker >= 23 builds
 # with BuildKit; buildah supports them too): a source change recompiles only
 # what changed, and the bench image reuses what this build compiled.
-ARG GO_IMAGE=golang:1.25-bookworm
+ARG GO_IMAGE=golang:1.26-bookworm
 ARG BUILDER_IMAGE=${GO_IMAGE}
 ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
 

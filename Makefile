@@ -82,9 +82,10 @@ shellcheck: ## Run shellcheck (Debian's, pinned in hack/shellcheck.sh) on the sc
 ##@ Test
 
 .PHONY: test
-test: envtest-assets server-build ## Run every test: unit, envtest against a real kube-apiserver and etcd.
+test: envtest-assets server-build ## Run every test: unit, envtest against a real kube-apiserver and etcd, backups against a real SeaweedFS S3.
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) PROMETHEUS_OPERATOR_CRDS=$$(hack/prometheus-operator-crds.sh) \
-		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) go test ./... -count=1 -timeout 25m -coverprofile=bin/cover.out
+		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) SEAWEEDFS_BIN=$$(hack/seaweedfs.sh) \
+		go test ./... -count=1 -timeout 25m -coverprofile=bin/cover.out
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, kube-controller-manager, kube-scheduler from source and fetch etcd into bin/k8s/<version> (cached).
