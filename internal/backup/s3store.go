@@ -70,11 +70,12 @@ type ObjectInfo struct {
 }
 
 const (
-	// partSize is the size of a multipart upload's parts, and the memory a
-	// streaming Put buffers: minio-go would otherwise size the parts of an
-	// upload of unknown size for 5 TiB, 512 MiB each. 10,000 parts of
-	// 16 MiB make objects up to 156 GiB.
-	partSize = 16 << 20
+	// streamPartSize is the size of the parts of an upload of unknown size,
+	// and the memory it buffers: minio-go would otherwise size them for
+	// 5 TiB, 528 MiB each. 10,000 parts of 16 MiB make objects up to
+	// 156 GiB. With a known size minio-go's parts are 16 MiB too, larger
+	// only when the object needs them.
+	streamPartSize = 16 << 20
 
 	// sha256Metadata is the user metadata (x-amz-meta-sha256) that records
 	// an object's digest; minio-go reports user metadata keys canonicalised
@@ -172,15 +173,20 @@ func unreachable(err error) bool {
 
 // Put uploads r as key and returns its size and SHA-256, which it computes
 // while streaming. size is r's length, or -1 when unknown: the upload is
-// then multipart, one part in memory at a time. The digest is also recorded
-// as the object's user metadata x-amz-meta-sha256; S3 sets metadata only
-// when an object is written, and the digest of a stream is known only at
-// its end, so the object is copied onto itself with it: a copy inside the
-// endpoint, no download, but a second version in a versioned bucket.
+// then multipart, one 16 MiB part in memory at a time, up to 156 GiB. The
+// digest is also recorded as the object's user metadata x-amz-meta-sha256;
+// S3 sets metadata only when an object is written, and the digest of a
+// stream is known only at its end, so the object is copied onto itself with
+// it: a copy inside the endpoint, no download, but a second version in a
+// versioned bucket.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (Object, error) {
 	name := s.objectName(key)
 	digest := &digestReader{r: r, sha: sha256.New()}
-	if _, err := s.client.PutObject(ctx, s.bucket, name, digest, size, s.putOptions(nil)); err != nil {
+	opts := s.putOptions(nil)
+	if size < 0 {
+		opts.PartSize = streamPartSize
+	}
+	if _, err := s.client.PutObject(ctx, s.bucket, name, digest, size, opts); err != nil {
 		return Object{}, fmt.Errorf("uploading %s to bucket %q: %w", name, s.bucket, err)
 	}
 	obj := Object{Key: key, Size: digest.n, SHA256: hex.EncodeToString(digest.sha.Sum(nil))}
@@ -213,7 +219,6 @@ func (s *Store) putOptions(metadata map[string]string) minio.PutObjectOptions {
 	return minio.PutObjectOptions{
 		UserMetadata:         metadata,
 		ServerSideEncryption: s.sse,
-		PartSize:             partSize,
 		ContentType:          "application/octet-stream",
 	}
 }

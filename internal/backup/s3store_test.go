@@ -61,7 +61,7 @@ func TestStore(t *testing.T) {
 
 	t.Run("a stream of unknown size goes up in parts and comes back verified", func(t *testing.T) {
 		store := open(t, destination(objects, "cluster-a"))
-		const size = partSize + 4<<20 + 123 // two parts, the second short
+		const size = streamPartSize + 4<<20 + 123 // two parts, the second short
 		want := sha256Hex(testData(1, size))
 
 		obj, err := store.Put(ctx, "base/1/dump.rdb", testData(1, size), -1)
@@ -245,7 +245,7 @@ func TestStoreUnreachable(t *testing.T) {
 	t.Parallel()
 	objects := testenv.StartObjectStore(t)
 	store := open(t, destination(objects, "down"))
-	objects.Stop(t)
+	objects.Stop()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

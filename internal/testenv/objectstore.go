@@ -169,7 +169,7 @@ func startObjectStore(t *testing.T, ca *CA) *ObjectStore {
 	}
 	go func() { s.exited <- s.cmd.Wait() }()
 	t.Cleanup(func() {
-		s.stop()
+		s.Stop()
 		if t.Failed() {
 			out, _ := os.ReadFile(s.log)
 			t.Logf("SeaweedFS log:\n%s", out)
@@ -183,9 +183,10 @@ func startObjectStore(t *testing.T, ca *CA) *ObjectStore {
 }
 
 // createBucket creates the bucket and waits until an object can be written
-// into it: the S3 gateway answers within a few seconds of the start, but its
-// first write waits for the master to allocate volumes and for the filer to
-// join the cluster (about 8 s in all).
+// into it: the S3 gateway answers about 2 s after the start, but the first
+// write waits for the master's first volume allocation and for the filer to
+// join the cluster, fixed delays in weed that make the whole start about
+// 11 s.
 func (s *ObjectStore) createBucket() error {
 	transport, err := minio.DefaultTransport(s.CA != nil)
 	if err != nil {
@@ -236,18 +237,13 @@ func (s *ObjectStore) createBucket() error {
 	return err
 }
 
-// Stop ends SeaweedFS: the endpoint then refuses connections, as an object
-// store that is down does.
-func (s *ObjectStore) Stop(t *testing.T) {
-	t.Helper()
-	s.stop()
-}
-
-// stop kills weed and removes the unix sockets it made in /tmp for its gRPC
-// ports. Its graceful shutdown would take 15 s, most of it the filer trying
-// to flush its metadata log to the volume server that stopped first; a
-// test's store holds nothing worth that. stop is idempotent.
-func (s *ObjectStore) stop() {
+// Stop kills SeaweedFS: the endpoint then refuses connections, as an object
+// store that is down does. It also removes the unix sockets weed made in
+// /tmp for its gRPC ports. Its graceful shutdown would take 15 s, most of it
+// the filer trying to flush its metadata log to the volume server that
+// stopped first; a test's store holds nothing worth that. Stop is
+// idempotent; the test's cleanup calls it too.
+func (s *ObjectStore) Stop() {
 	_ = s.cmd.Process.Kill()
 	err := <-s.exited
 	s.exited <- err
