@@ -1,5 +1,6 @@
-# The operator image: the manager (/operator) and the chart's seccomp profile
-# installer (/seccomp-installer), static binaries on a minimal base, non-root.
+# The operator image: the manager (/operator), the chart's seccomp profile
+# installer (/seccomp-installer) and the backup agent RedisBackup Jobs run
+# (/uring-backup), static binaries on a minimal base, non-root.
 #
 # Both bases are build arguments so the image also builds offline from local
 # images (e2e/images/build.sh passes its Go builder and debian:trixie-slim).
@@ -20,9 +21,9 @@ COPY cmd/ cmd/
 COPY controllers/ controllers/
 COPY internal/ internal/
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 GOOS=linux GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/operator ./cmd/seccomp-installer
+    CGO_ENABLED=0 GOOS=linux GOARCH=${TARGETARCH} go build -trimpath -ldflags "-s -w" -o /out/ ./cmd/operator ./cmd/seccomp-installer ./cmd/uring-backup
 
 FROM ${BASE_IMAGE}
-COPY --from=build /out/operator /out/seccomp-installer /
+COPY --from=build /out/operator /out/seccomp-installer /out/uring-backup /
 USER 65532:65532
 ENTRYPOINT ["/operator"]

@@ -171,10 +171,14 @@ func resolveEnv(t *testing.T, ns string, env []corev1.EnvVar) []string {
 	var out []string
 	for _, e := range env {
 		value := e.Value
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace" {
+			out = append(out, e.Name+"="+ns)
+			continue
+		}
 		if e.ValueFrom != nil {
 			ref := e.ValueFrom.SecretKeyRef
 			if ref == nil {
-				t.Fatalf("env %s: only Secret references are resolved here", e.Name)
+				t.Fatalf("env %s: only Secret references and the namespace are resolved here", e.Name)
 			}
 			secret := &corev1.Secret{}
 			err := get(t, secret, ns, ref.Name)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,11 +34,16 @@ const (
 	ReasonBackupNoAgentImage     = "NoAgentImage"
 	ReasonBackupCredentials      = "CredentialsMissing"
 	ReasonBackupNoServerReady    = "NoServerReady"
+	ReasonBackupPreviousJob      = "PreviousJobPresent"
 	ReasonBackupRunning          = "Running"
 	ReasonBackupAttemptFailed    = "AttemptFailed"
 	ReasonBackupCompleted        = "Completed"
 	ReasonBackupFailed           = "Failed"
 )
+
+// previousJobRequeue is how soon a backup whose Job name is still taken by
+// an earlier backup's Job looks again.
+const previousJobRequeue = 2 * time.Second
 
 // RedisBackupReconciler takes a RedisBackup: it picks the server to read
 // from (a ready replica whose link is up, unless spec.target says Primary),
@@ -94,6 +100,12 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, r.start(ctx, b)
 	case err != nil:
 		return ctrl.Result{}, err
+	case !metav1.IsControlledBy(job, b):
+		// A RedisBackup of the same name, deleted and made again, finds the
+		// old one's Job until the garbage collector removes it: its result
+		// is not this backup's.
+		r.pending(b, ReasonBackupPreviousJob, "the Job "+job.Name+" belongs to an earlier RedisBackup of this name and is not deleted yet")
+		return ctrl.Result{RequeueAfter: previousJobRequeue}, nil
 	}
 	return ctrl.Result{}, r.follow(ctx, b, job)
 }

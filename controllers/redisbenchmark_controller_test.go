@@ -74,15 +74,28 @@ func waitJob(t *testing.T, ns, name string) *batchv1.Job {
 // the runner container terminated with exitCode and message.
 func finishJobPod(t *testing.T, ns, job string, exitCode int32, message string) {
 	t.Helper()
-	eventually(t, 30*time.Second, func() error {
+	finishJobPodOf(t, ns, job, specs.ContainerBench, exitCode, message)
+}
+
+// finishJobPodOf finishes the Job's pod that has not finished yet, its
+// container terminated with exitCode and message.
+func finishJobPodOf(t *testing.T, ns, job, container string, exitCode int32, message string) {
+	t.Helper()
+	eventually(t, 60*time.Second, func() error {
 		var pods corev1.PodList
 		if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{specs.LabelJobName: job}); err != nil {
 			return err
 		}
-		if len(pods.Items) != 1 {
-			return fmt.Errorf("Job %s has %d pods, want 1", job, len(pods.Items))
+		var running []corev1.Pod
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				running = append(running, p)
+			}
 		}
-		pod := pods.Items[0]
+		if len(running) != 1 {
+			return fmt.Errorf("Job %s has %d unfinished pods, want 1", job, len(running))
+		}
+		pod := running[0]
 		now := metav1.Now()
 		phase, reason := corev1.PodSucceeded, "Completed"
 		if exitCode != 0 {
@@ -90,7 +103,7 @@ func finishJobPod(t *testing.T, ns, job string, exitCode int32, message string) 
 		}
 		pod.Status.Phase = phase
 		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: specs.ContainerBench, Image: pod.Spec.Containers[0].Image, ImageID: "bench@sha256:0",
+			Name: container, Image: pod.Spec.Containers[0].Image, ImageID: "bench@sha256:0",
 			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 				ExitCode: exitCode, Reason: reason, Message: message, StartedAt: now, FinishedAt: now,
 			}},

@@ -11,7 +11,7 @@ package controllers
 //   - uringredis-benchmark (bench.User, bench.ACLRules) writes and reads the
 //     keys a runner writes and nothing else; DEBUG SEGFAULT only when the
 //     instance allows the crash check.
-//   - uringredis-backup (specs.BackupACLRules) takes a snapshot as a replica
+//   - uringredis-backup (backup.BackupUserRules) takes a snapshot as a replica
 //     does and reads INFO: RedisBackup Jobs sign in as it.
 //
 // Their passwords are random, in the Secret <name>-acl that the operator

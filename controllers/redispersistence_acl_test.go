@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/backup"
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
@@ -107,13 +108,13 @@ func TestACLUsers(t *testing.T) {
 		}
 	}
 
-	if got := admin.Do(ctx, "ACL", "DRYRUN", specs.BackupUser, "SYNC").Val(); got != "OK" {
-		t.Errorf("ACL DRYRUN %s SYNC: %v, want OK", specs.BackupUser, got)
+	if got := admin.Do(ctx, "ACL", "DRYRUN", backup.BackupUser, "PSYNC", "?", "-1").Val(); got != "OK" {
+		t.Errorf("ACL DRYRUN %s PSYNC ? -1: %v, want OK", backup.BackupUser, got)
 	}
 	for _, cmd := range [][]any{{"GET", "k"}, {"SET", "k", "v"}, {"CONFIG", "SET", "save", ""}, {"FLUSHALL"}, {"REPLICAOF", "NO", "ONE"}} {
-		got := admin.Do(ctx, append([]any{"ACL", "DRYRUN", specs.BackupUser}, cmd...)...).Val()
+		got := admin.Do(ctx, append([]any{"ACL", "DRYRUN", backup.BackupUser}, cmd...)...).Val()
 		if !strings.Contains(fmt.Sprint(got), "no permissions") {
-			t.Errorf("ACL DRYRUN %s %v: %v, want a refusal", specs.BackupUser, cmd, got)
+			t.Errorf("ACL DRYRUN %s %v: %v, want a refusal", backup.BackupUser, cmd, got)
 		}
 	}
 

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/backup"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
@@ -298,7 +299,7 @@ func (e rulesRefused) Error() string { return "user " + e.user + ": " + e.messag
 
 // operatorUsers are the ACL users convergeUsers leaves alone: the server's
 // own and the operator's (redispersistence_acl.go).
-var operatorUsers = []string{specs.DefaultUser, specs.ExporterUser, bench.User, specs.BackupUser}
+var operatorUsers = []string{specs.DefaultUser, specs.ExporterUser, bench.User, backup.BackupUser}
 
 // applyUsers makes the ACL users of the server at addr those state has
 // passwords of, with spec.users' rules, deletes any other user but the

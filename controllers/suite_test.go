@@ -94,6 +94,15 @@ func TestMain(m *testing.M) {
 	if err := (&NodeLabeler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
+	if err := (&RedisBackupReconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Options:   specs.BackupOptions{Image: "uring-redis-operator:test"},
+		Recorder:  mgr.GetEventRecorderFor("uring-redis-operator"),
+		Clock:     clocktesting.NewFakePassiveClock(testNow),
+	}).SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
 	if err := (&RedisBenchmarkReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),

@@ -60,7 +60,7 @@ const BackupUser = "uringredis-backup"
 // PSYNC and REPLCONF are in no ACL category (only @all holds them), so they
 // are named. No rule narrows what the snapshot holds: whoever may PSYNC
 // reads every key. The rules the operator gives the user on the servers
-// (specs.BackupACLRules) must grant at least these.
+// (specs.ACLEnv renders them) must grant at least these.
 func BackupUserRules() string {
 	return "resetkeys resetchannels -@all +info +replconf +psync"
 }

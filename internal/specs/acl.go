@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/backup"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
 )
 
@@ -21,15 +22,6 @@ const (
 	// arguments, which it reads for their ids and durations), and EVAL of
 	// the chart's script, which calls INFO.
 	ExporterACLRules = "resetkeys resetchannels -@all +ping +info +eval +client|setname +latency|latest +latency|histogram +slowlog|len +slowlog|get"
-
-	// BackupUser is the backup agent's ACL user (RedisBackup Jobs).
-	BackupUser = "uringredis-backup"
-	// BackupACLRules let the agent take a snapshot the way a replica does
-	// (REPLCONF, then SYNC, which streams an RDB) and read INFO for the
-	// server's version and role: no key, no command that changes anything.
-	// TestBackupUserTakesASnapshot (internal/backup) runs it against the real
-	// server.
-	BackupACLRules = "resetkeys resetchannels -@all +ping +info +replconf +sync +client|setname"
 
 	// The keys of the Secret <name>-acl.
 	ACLExporterKey  = "exporter"
@@ -79,9 +71,9 @@ func ACLEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 		{Name: "BENCHMARK_USER", Value: bench.User},
 		secretKeyEnv("BENCHMARK_PASSWORD", ACLSecretName(rp), ACLBenchmarkKey),
 		{Name: "BENCHMARK_ACL", Value: benchmarkACLRules(rp)},
-		{Name: "BACKUP_USER", Value: BackupUser},
+		{Name: "BACKUP_USER", Value: backup.BackupUser},
 		secretKeyEnv("BACKUP_PASSWORD", ACLSecretName(rp), ACLBackupKey),
-		{Name: "BACKUP_ACL", Value: BackupACLRules},
+		{Name: "BACKUP_ACL", Value: backup.BackupUserRules()},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/backup"
 )
 
 const (
@@ -130,7 +131,9 @@ func BackupJob(b *v1alpha1.RedisBackup, rp *v1alpha1.RedisPersistence, source st
 			"--instance=" + rp.Name,
 			"--mode=" + string(rp.Spec.Mode),
 		},
-		Env:                      append(SignInEnv(rp, BackupUser, ACLBackupKey), StoreEnv(rp)...),
+		Env: append(append(SignInEnv(rp, backup.BackupUser, ACLBackupKey), StoreEnv(rp)...), corev1.EnvVar{
+			Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}},
+		}),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		SecurityContext:          restrictedSecurityContext(),
 		Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{

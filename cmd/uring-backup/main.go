@@ -1,0 +1,117 @@
+// Command uring-backup is the backup agent the operator runs in RedisBackup
+// Jobs, from its own image.
+//
+//	uring-backup take --source=host:port --backup=NAME --endpoint=URL --bucket=B [flags]
+//
+// take streams a snapshot (an RDB, as a replica receives it) of the server
+// at --source into the object store, checked on the way (the RDB's own
+// CRC-64 and a SHA-256 of what was stored), writes the backup's metadata
+// beside it and prints that metadata, which it also writes as the
+// container's termination message for the operator to collect. It signs in
+// to the server as $REDIS_USER with $REDIS_PASSWORD and to the store with
+// $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY. On an error it prints the
+// error last and exits 1: the Job runs a new pod, which starts over.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/uring-redis/uring-redis-operator/internal/backup"
+	"github.com/uring-redis/uring-redis-operator/internal/tlsclient"
+)
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "take" {
+		fmt.Fprintln(os.Stderr, "usage: uring-backup take [flags]; uring-backup take -h lists them")
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := take(ctx, os.Args[2:])
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "uring-backup:", err)
+		os.Exit(1)
+	}
+}
+
+func take(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("take", flag.ExitOnError)
+	var (
+		t                      backup.Take
+		tlsCA, tlsCert, tlsKey string
+		storeCA, termPath      string
+	)
+	fs.StringVar(&t.Source.Addr, "source", "", "Server to take the snapshot from, host:port.")
+	fs.StringVar(&t.SourcePod, "source-pod", "", "The server's pod, recorded in the metadata.")
+	fs.StringVar(&t.Backup, "backup", "", "The backup's name: its objects go under <prefix>/backups/<name>/.")
+	fs.StringVar(&t.Instance, "instance", "", "The RedisPersistence, recorded in the metadata.")
+	fs.StringVar(&t.Mode, "mode", "", "Its spec.mode, recorded in the metadata.")
+	fs.StringVar(&t.Destination.Endpoint, "endpoint", "", "Object store URL, http(s)://host[:port].")
+	fs.StringVar(&t.Destination.Bucket, "bucket", "", "Bucket.")
+	fs.StringVar(&t.Destination.Prefix, "prefix", "", "Prefix of the instance's objects in the bucket.")
+	fs.StringVar(&t.Destination.Region, "region", "us-east-1", "The bucket's region.")
+	fs.StringVar(&t.Destination.SSE, "sse", "", "Server-side encryption: empty or AES256.")
+	fs.StringVar(&storeCA, "store-ca-file", "", "PEM CA the store's certificate must chain to; empty trusts the system's.")
+	fs.StringVar(&tlsCA, "tls-ca-cert", "", "CA certificate file: reach the server over TLS, verifying its certificate against it.")
+	fs.StringVar(&tlsCert, "tls-cert", "", "Client certificate file, for a server that requires one (with --tls-key).")
+	fs.StringVar(&tlsKey, "tls-key", "", "Client key file.")
+	fs.StringVar(&termPath, "termination-log", "/dev/termination-log", "Where the metadata is written for the operator; empty to skip.")
+	_ = fs.Parse(args)
+	if t.Source.Addr == "" || t.Backup == "" || t.Destination.Endpoint == "" || t.Destination.Bucket == "" {
+		return errors.New("--source, --backup, --endpoint and --bucket are required")
+	}
+	t.Namespace = os.Getenv("POD_NAMESPACE")
+	t.Source.Username, t.Source.Password = os.Getenv("REDIS_USER"), os.Getenv("REDIS_PASSWORD")
+	t.Destination.AccessKey, t.Destination.SecretKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	if storeCA != "" {
+		pem, err := os.ReadFile(storeCA)
+		if err != nil {
+			return fmt.Errorf("the store's CA: %w", err)
+		}
+		t.Destination.CA = pem
+	}
+	if tlsCA != "" {
+		config, err := loadTLS(tlsCA, tlsCert, tlsKey)
+		if err != nil {
+			return err
+		}
+		t.Source.TLS = config
+	}
+	m, err := t.Run(ctx)
+	if err != nil {
+		return err
+	}
+	out, err := m.Encode()
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(out))
+	if termPath != "" {
+		return os.WriteFile(termPath, out, 0o644)
+	}
+	return nil
+}
+
+// loadTLS is the TLS configuration from the server Secret's files, mounted
+// as the benchmark runner mounts them.
+func loadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	var pems [3][]byte
+	for i, file := range []string{caFile, certFile, keyFile} {
+		if file == "" {
+			continue
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		pems[i] = b
+	}
+	return tlsclient.Config(pems[0], pems[1], pems[2])
+}

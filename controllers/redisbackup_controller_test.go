@@ -1,0 +1,309 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/backup"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+var agentBuild struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// agentBin builds cmd/uring-backup, the agent the operator's image runs in
+// backup Jobs, once per test binary.
+func agentBin(t *testing.T) string {
+	t.Helper()
+	agentBuild.once.Do(func() {
+		dir, err := os.MkdirTemp("", "uring-backup")
+		if err != nil {
+			agentBuild.err = err
+			return
+		}
+		agentBuild.path = filepath.Join(dir, "uring-backup")
+		cmd := exec.Command("go", "build", "-o", agentBuild.path, "./cmd/uring-backup")
+		cmd.Dir = testenv.RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			agentBuild.err = fmt.Errorf("go build ./cmd/uring-backup: %w\n%s", err, out)
+		}
+	})
+	if agentBuild.err != nil {
+		t.Fatal(agentBuild.err)
+	}
+	return agentBuild.path
+}
+
+// runBackupPod plays the kubelet for the backup Job's pod: it runs the real
+// agent with the pod's command line and environment (Secrets resolved), the
+// server at serverAddr in place of the pod's DNS name, and finishes the pod
+// with the agent's exit code and termination message (its stderr's tail on
+// an error, as FallbackToLogsOnError does). It returns that message.
+func runBackupPod(t *testing.T, ns string, job *batchv1.Job, serverAddr string) (exitCode int32, message string) {
+	t.Helper()
+	c := job.Spec.Template.Spec.Containers[0]
+	if len(c.Command) != 2 || c.Command[0] != specs.BackupAgent || c.Command[1] != "take" {
+		t.Fatalf("the backup container runs %q, want %s take", c.Command, specs.BackupAgent)
+	}
+	termLog := filepath.Join(t.TempDir(), "termination-log")
+	args := []string{"take", "--termination-log=" + termLog}
+	for _, arg := range c.Args {
+		if strings.HasPrefix(arg, "--source=") {
+			arg = "--source=" + serverAddr
+		}
+		args = append(args, arg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, agentBin(t), args...)
+	cmd.Env = resolveEnv(t, ns, c.Env)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		b, readErr := os.ReadFile(termLog)
+		if readErr != nil {
+			t.Fatalf("the agent succeeded without a termination message: %v", readErr)
+		}
+		message = string(b)
+	case errors.As(err, &exit):
+		exitCode, message = int32(exit.ExitCode()), stderr.String()
+	default:
+		t.Fatalf("running the agent: %v", err)
+	}
+	finishJobPodOf(t, ns, job.Name, specs.ContainerBackup, exitCode, message)
+	return exitCode, message
+}
+
+func createBackup(t *testing.T, ns, name, instance string) {
+	t.Helper()
+	b := &v1alpha1.RedisBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.RedisBackupSpec{RedisPersistence: v1alpha1.LocalObjectReference{Name: instance}}}
+	if err := k8s.Create(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitBackup(t *testing.T, ns, name string, check func(*v1alpha1.RedisBackup) error) *v1alpha1.RedisBackup {
+	t.Helper()
+	b := &v1alpha1.RedisBackup{}
+	eventually(t, 60*time.Second, func() error {
+		if err := get(t, b, ns, name); err != nil {
+			return err
+		}
+		return check(b)
+	})
+	return b
+}
+
+// backupPhase checks the phase, the Complete condition's reason and that
+// the message says want.
+func backupPhase(phase v1alpha1.BackupPhase, reason, want string) func(*v1alpha1.RedisBackup) error {
+	return func(b *v1alpha1.RedisBackup) error {
+		c := meta.FindStatusCondition(b.Status.Conditions, v1alpha1.ConditionComplete)
+		if b.Status.Phase != phase || c == nil || c.Reason != reason || !strings.Contains(b.Status.Message+c.Message, want) {
+			return fmt.Errorf("phase %q, condition %+v, message %q; want %s, %s, %q", b.Status.Phase, c, b.Status.Message, phase, reason, want)
+		}
+		return nil
+	}
+}
+
+func storeSecret(ns, name string, store *testenv.ObjectStore, secretKey string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{
+		"AWS_ACCESS_KEY_ID": []byte(store.AccessKey), "AWS_SECRET_ACCESS_KEY": []byte(secretKey),
+	}}
+}
+
+func destination(store *testenv.ObjectStore, secret string) *v1alpha1.BackupSpec {
+	return &v1alpha1.BackupSpec{Destination: v1alpha1.BackupDestination{S3: v1alpha1.S3Destination{
+		Endpoint: store.Endpoint, Bucket: store.Bucket, Region: store.Region,
+		Credentials: v1alpha1.S3Credentials{SecretName: secret},
+	}}}
+}
+
+// TestBackupTakesASnapshot: a RedisBackup waits, saying why, while its
+// instance, its destination, the store's credentials or a ready server is
+// missing; then its Job's agent (run for real, against the real server and
+// a real SeaweedFS) streams a snapshot into the store, and the status
+// records what the store holds. The snapshot restores: a new server loads
+// it with every key and TTL.
+func TestBackupTakesASnapshot(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	store := testenv.StartObjectStore(t)
+
+	createBackup(t, ns, "nightly", "cache")
+	waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupPending, ReasonBackupInstanceNotFound, "the RedisPersistence cache does not exist"))
+
+	createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
+	waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupPending, ReasonBackupNoDestination, "has no spec.backup.destination"))
+
+	updateRP(t, ns, "cache", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Backup = destination(store, "store") })
+	waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupPending, ReasonBackupCredentials, "the Secret store does not exist"))
+	waitEvent(t, ns, "nightly", ReasonBackupCredentials)
+
+	if err := k8s.Create(ctx, storeSecret(ns, "store", store, store.SecretKey)); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing watches the store's Secret: a change of the instance brings
+	// the backup back, as its readiness does below.
+	makeReady(t, ns, "cache")
+	addr, _ := serverAddrs.Load(ns + "/cache-0")
+	job := waitJob(t, ns, "nightly-backup")
+	waitBackup(t, ns, "nightly", func(b *v1alpha1.RedisBackup) error {
+		if b.Status.Phase != v1alpha1.BackupRunning || b.Status.SourcePod != "cache-0" || b.Status.Job != job.Name || b.Status.StartedAt == nil {
+			return fmt.Errorf("status %+v, want Running from cache-0 by %s", b.Status, job.Name)
+		}
+		return nil
+	})
+
+	admin := newClient(addr.(string), instancePassword(t, ns, "cache"))
+	defer func() { _ = admin.Close() }()
+	writeKeys(t, admin, "before", 500)
+	if err := admin.Set(ctx, "ttl", "v", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	beforeAgent := time.Now()
+	if code, msg := runBackupPod(t, ns, job, addr.(string)); code != 0 {
+		t.Fatalf("the agent failed (%d): %s", code, msg)
+	}
+	b := waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupCompleted, ReasonBackupCompleted, ""))
+	wantLocation := fmt.Sprintf("s3://%s/%s/cache/backups/nightly/dump.rdb", store.Bucket, ns)
+	st := b.Status
+	if st.Location != wantLocation || st.Size <= 0 || len(st.SHA256) != 64 || st.ServerVersion != "8.1.1" || st.Mode != v1alpha1.ModeUring ||
+		st.Point == nil || st.Point.Time.Before(beforeAgent.Add(-time.Second)) || st.CompletedAt == nil {
+		t.Errorf("status %+v: want the snapshot at %s, its size, SHA-256, version 8.1.1, mode uring and the point", st, wantLocation)
+	}
+	waitEvent(t, ns, "nightly", ReasonBackupCompleted)
+
+	// What the store holds is the snapshot the status describes, and it
+	// restores.
+	s, err := backup.Open(ctx, backup.Destination{Endpoint: store.Endpoint, Bucket: store.Bucket, Region: store.Region,
+		AccessKey: store.AccessKey, SecretKey: store.SecretKey, Prefix: ns + "/cache"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshotKey, metadataKey := backup.ObjectKeys("nightly")
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "restored.rdb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Get(ctx, snapshotKey, f, st.SHA256); err != nil || n != st.Size {
+		t.Fatalf("getting the snapshot: %d bytes, %v; want %d", n, err, st.Size)
+	}
+	_ = f.Close()
+	meta, err := s.GetBytes(ctx, metadataKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := backup.DecodeMetadata(meta); err != nil || m.SHA256 != st.SHA256 || m.Namespace != ns || m.Instance != "cache" {
+		t.Errorf("backup.json %s (%v) does not describe the backup", meta, err)
+	}
+	restored := testenv.RunServer(t, dir, "dbfilename restored.rdb\nappendonly no\n")
+	c := newClient(restored.Addr, "")
+	defer func() { _ = c.Close() }()
+	if missing := missingKeys(t, c, "before", 500); missing > 0 {
+		t.Errorf("the restored snapshot lacks %d of 500 keys", missing)
+	}
+	if ttl := c.TTL(ctx, "ttl").Val(); ttl <= 0 || ttl > time.Hour {
+		t.Errorf("the restored key ttl has TTL %v, want up to an hour", ttl)
+	}
+
+	// A second backup of the same name would overwrite it: the agent
+	// refuses.
+	if err := k8s.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, &v1alpha1.RedisBackup{}, ns, "nightly"); err == nil {
+			return errors.New("the RedisBackup is still there")
+		}
+		return nil
+	})
+	createBackup(t, ns, "nightly", "cache")
+	job = waitJobOfNewBackup(t, ns, "nightly-backup", job.UID)
+	if code, msg := runBackupPod(t, ns, job, addr.(string)); code == 0 || !strings.Contains(msg, "already holds a backup named nightly") {
+		t.Errorf("a second backup named nightly: exit %d, %q; want a refusal", code, msg)
+	}
+}
+
+// waitJobOfNewBackup waits for a Job name other than the one of UID old.
+func waitJobOfNewBackup(t *testing.T, ns, name string, old types.UID) *batchv1.Job {
+	t.Helper()
+	job := &batchv1.Job{}
+	eventually(t, 60*time.Second, func() error {
+		if err := get(t, job, ns, name); err != nil {
+			return err
+		}
+		if job.UID == old {
+			return errors.New("the old Job is still there")
+		}
+		return nil
+	})
+	return job
+}
+
+// TestBackupRetriesThenFails: wrong credentials fail the agent with a
+// message that says so; the status and a Warning event show each failed
+// attempt while the Job retries, and the backup fails with the agent's
+// message when the Job does. The server keeps serving throughout.
+func TestBackupRetriesThenFails(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	store := testenv.StartObjectStore(t)
+	if err := k8s.Create(ctx, storeSecret(ns, "store", store, "not-the-secret-key")); err != nil {
+		t.Fatal(err)
+	}
+	createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store, "store")})
+	makeReady(t, ns, "cache")
+	addr, _ := serverAddrs.Load(ns + "/cache-0")
+	createBackup(t, ns, "denied", "cache")
+	job := waitJob(t, ns, "denied-backup")
+
+	code, msg := runBackupPod(t, ns, job, addr.(string))
+	if code == 0 || !strings.Contains(msg, "credentials") {
+		t.Fatalf("the agent with a wrong secret key: exit %d, %q; want an error about the credentials", code, msg)
+	}
+	waitBackup(t, ns, "denied", backupPhase(v1alpha1.BackupRunning, ReasonBackupAttemptFailed, "attempt 1 failed, retrying"))
+	waitEvent(t, ns, "denied", ReasonBackupAttemptFailed)
+	// The Job controller runs the next pods after its backoff; they fail
+	// the same way.
+	for range 2 {
+		finishJobPodOf(t, ns, job.Name, specs.ContainerBackup, code, msg)
+	}
+	b := waitBackup(t, ns, "denied", backupPhase(v1alpha1.BackupFailed, ReasonBackupFailed, "after 3 attempt(s)"))
+	if !strings.Contains(b.Status.Message, "credentials") {
+		t.Errorf("the failed backup's message %q does not carry the agent's error", b.Status.Message)
+	}
+	waitEvent(t, ns, "denied", ReasonBackupFailed)
+	admin := newClient(addr.(string), instancePassword(t, ns, "cache"))
+	defer func() { _ = admin.Close() }()
+	if err := admin.Set(ctx, "after", "v", 0).Err(); err != nil {
+		t.Errorf("the server after the failed backup: %v", err)
+	}
+}
