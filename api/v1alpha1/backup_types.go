@@ -234,3 +234,34 @@ type RedisBackupList struct {
 func init() {
 	SchemeBuilder.Register(&RedisBackup{}, &RedisBackupList{})
 }
+
+// BootstrapSpec is where a new instance's data comes from.
+type BootstrapSpec struct {
+	// recovery restores a backup into the first server's volume before it
+	// first starts; replicas copy it from that server.
+	// +required
+	Recovery RecoverySpec `json:"recovery"`
+}
+
+// RecoverySpec names the backup to restore.
+type RecoverySpec struct {
+	// backup is a Completed RedisBackup in this namespace. Its snapshot is
+	// read from the bucket and key of its status.location with this
+	// instance's spec.backup.destination endpoint and credentials, checked
+	// against its status.sha256 and the RDB's own checksum, and only then
+	// put where the server loads it. A volume that already holds data is
+	// never written: the restore fails and says so.
+	// +required
+	Backup LocalObjectReference `json:"backup"`
+}
+
+// RecoveryStatus is the backup an instance was, or is being, restored from,
+// fixed when its servers are first made: the pods keep restoring exactly
+// this snapshot into an empty volume even after the RedisBackup is gone.
+type RecoveryStatus struct {
+	// backup is the RedisBackup's name.
+	Backup string `json:"backup"`
+	// location and sha256 are the snapshot's, from the backup's status.
+	Location string `json:"location"`
+	SHA256   string `json:"sha256"`
+}

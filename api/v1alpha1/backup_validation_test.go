@@ -61,6 +61,41 @@ func TestBackupDestinationAccepted(t *testing.T) {
 	}
 }
 
+func withRecovery(spec map[string]any) map[string]any {
+	spec["bootstrap"] = map[string]any{"recovery": map[string]any{"backup": map[string]any{"name": "nightly"}}}
+	return spec
+}
+
+func TestBootstrapValidated(t *testing.T) {
+	expectRejected(t, rejection{"recovery without a destination", withRecovery(map[string]any{"mode": "uring"}), "set spec.backup too"})
+	none := withRecovery(s3(nil))
+	none["mode"] = "none"
+	expectRejected(t, rejection{"recovery into mode none", none, "mode none has nothing to restore into"})
+	expectRejected(t, rejection{"recovery of no backup", map[string]any{"mode": "aof", "bootstrap": map[string]any{"recovery": map[string]any{}}}, "spec.bootstrap.recovery.backup: Required value"})
+
+	ctx := context.Background()
+	u := newObject(withRecovery(s3(nil)))
+	if err := k8s.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
+		t.Fatal(err)
+	}
+	rp := &v1alpha1.RedisPersistence{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(u), rp); err != nil {
+		t.Fatal(err)
+	}
+	rp.Spec.Bootstrap.Recovery.Backup.Name = "weekly"
+	if err := k8s.Update(ctx, rp); err == nil || !strings.Contains(err.Error(), "cannot be added to or changed on an existing one") {
+		t.Fatalf("changing the backup to restore: %v, want a refusal", err)
+	}
+	rp.Spec.Bootstrap = nil
+	if err := k8s.Update(ctx, rp); err != nil {
+		t.Fatalf("removing spec.bootstrap: %v", err)
+	}
+	rp.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: v1alpha1.LocalObjectReference{Name: "nightly"}}}
+	if err := k8s.Update(ctx, rp); err == nil || !strings.Contains(err.Error(), "cannot be added to or changed on an existing one") {
+		t.Fatalf("adding spec.bootstrap to an instance: %v, want a refusal", err)
+	}
+}
+
 func newBackup(name string, spec map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("RedisBackup"))

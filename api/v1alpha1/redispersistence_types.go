@@ -60,6 +60,9 @@ const (
 )
 
 // RedisPersistenceSpec is the desired server and its persistence.
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || has(oldSelf.bootstrap) && self.bootstrap == oldSelf.bootstrap",message="spec.bootstrap is how a new instance starts: it cannot be added to or changed on an existing one (remove it, or create a new RedisPersistence)"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || self.mode != 'none'",message="spec.bootstrap.recovery needs a mode that keeps data on disk: mode none has nothing to restore into"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || has(self.backup)",message="spec.bootstrap.recovery reads the backup with spec.backup.destination's endpoint and credentials: set spec.backup too"
 // +kubebuilder:validation:XValidation:rule="!has(self.aof) || self.mode == 'aof'",message="spec.aof is only valid with mode: aof"
 // +kubebuilder:validation:XValidation:rule="!has(self.uring) || self.mode == 'uring'",message="spec.uring is only valid with mode: uring"
 // +kubebuilder:validation:XValidation:rule="!has(self.rdb) || self.mode != 'none'",message="spec.rdb snapshots need a persistent mode; mode: none keeps nothing on disk"
@@ -236,6 +239,11 @@ type RedisPersistenceSpec struct {
 	// backup is the object store RedisBackups of this instance go to.
 	// +optional
 	Backup *BackupSpec `json:"backup,omitempty"`
+
+	// bootstrap is where a new instance's data comes from: by default it
+	// starts empty.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 }
 
 // SentinelSpec configures the Valkey Sentinels (valkey-sentinel from the
@@ -1037,6 +1045,11 @@ type RedisPersistenceStatus struct {
 	// restarts of the server container in the current pod.
 	// +optional
 	Restarts int32 `json:"restarts,omitempty"`
+
+	// recovery is the backup spec.bootstrap.recovery restores, once the
+	// operator found it Completed.
+	// +optional
+	Recovery *RecoveryStatus `json:"recovery,omitempty"`
 
 	// lastTermination is how the server container last ended, in this pod or
 	// an earlier one.
