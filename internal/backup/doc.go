@@ -16,9 +16,11 @@
 //
 // The AOF is not backed up: the RDB holds the same data, at one instant.
 // A server with appendonly yes loads only its AOF and ignores dbfilename
-// (loadDataFromDisk), so a restore starts the server on the RDB with
-// appendonly no and turns the AOF on afterwards: CONFIG SET appendonly yes
-// writes a new AOF from memory.
+// (loadDataFromDisk), so Restore writes the RDB as the base of a new
+// multi-part AOF: appendonlydir/appendonly.aof.1.base.rdb and a manifest
+// naming only it, which the server loads as it loads a base an AOF rewrite
+// wrote (the RDB preamble) before it opens a new INCR file. Without an AOF
+// the RDB becomes dump.rdb.
 //
 // # How it is taken
 //

@@ -425,6 +425,13 @@ func checkRestores(t *testing.T, path string, snap Snapshot, want map[string]str
 	s := testenv.RunServer(t, dir, "appendonly no\nsave \"\"\ndbfilename restored.rdb\n")
 	c := redis.NewClient(&redis.Options{Addr: s.Addr})
 	defer func() { _ = c.Close() }()
+	compareDataset(t, c, want)
+}
+
+// compareDataset compares the dataset of the server c talks to with what
+// writeDataset wrote.
+func compareDataset(t *testing.T, c *redis.Client, want map[string]string) {
+	t.Helper()
 	ctx := context.Background()
 	got := map[string]string{}
 	keys, err := c.Keys(ctx, "*").Result()
