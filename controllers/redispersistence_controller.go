@@ -116,6 +116,8 @@ type RedisPersistenceReconciler struct {
 // The cert-manager Certificate of spec.tls.issuerRef, applied.
 // delete: once spec.tls names no issuer.
 // +kubebuilder:rbac:groups=cert-manager.io,resources=certificates,verbs=get;create;patch;delete
+// The RedisBackup spec.bootstrap.recovery restores, read.
+// +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redisbackups,verbs=get;list;watch
 // The storage probe Jobs of spec.storage.probeInterval.
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 
@@ -146,6 +148,10 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	creds, wait, err := r.readCredentials(ctx, rp)
 	if creds == nil {
 		return wait, err
+	}
+	if ready, err := r.resolveRecovery(ctx, rp); !ready {
+		// The RedisBackup watch brings the instance back.
+		return ctrl.Result{}, err
 	}
 	in := creds.podInputs(rp)
 	// Every request to the server in this reconcile shares one deadline.
@@ -417,6 +423,11 @@ func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alp
 		return err
 	}
 	desired = append(desired, users...)
+	recovery, err := r.recoveryObjects(ctx, rp)
+	if err != nil {
+		return err
+	}
+	desired = append(desired, recovery...)
 	if specs.NetworkPolicyEnabled(rp, r.Options.NetworkPolicy) {
 		desired = append(desired, specs.NetworkPolicy(rp, r.Options.NetworkPolicy))
 	} else if err := r.removeNetworkPolicy(ctx, rp); err != nil {
@@ -446,6 +457,9 @@ func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alp
 // storage probe that is due and says when to look again.
 func (r *RedisPersistenceReconciler) report(ctx context.Context, rp *v1alpha1.RedisPersistence, obs observation, heldUpgrade *upgradeWait, tlsRotating bool) (ctrl.Result, error) {
 	r.updateStatus(rp, obs)
+	if err := r.finishRecovery(ctx, rp); err != nil {
+		return ctrl.Result{}, err
+	}
 	// A probe is due by the measurement updateStatus just recorded.
 	probeIn, err := r.reprobeStorage(ctx, rp, obs.pod)
 	if err != nil {
@@ -496,6 +510,8 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
 		// A node that appears or changes labels can make a waiting server schedulable.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allRedisPersistences), builder.WithPredicates(nodeChanged)).
+		// A backup that completes lets the instances that restore it start.
+		Watches(&v1alpha1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(r.restoringFrom)).
 		// An operator upgrade that ends frees a turn for the next ones waiting.
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.nextUpgrades), builder.WithPredicates(upgradeTurnFreed)).
 		Build(r)

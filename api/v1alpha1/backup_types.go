@@ -264,4 +264,8 @@ type RecoveryStatus struct {
 	// location and sha256 are the snapshot's, from the backup's status.
 	Location string `json:"location"`
 	SHA256   string `json:"sha256"`
+	// restoredAt is when the instance was first Ready on the restored data:
+	// from then on no server restores, whatever its volume holds.
+	// +optional
+	RestoredAt *metav1.Time `json:"restoredAt,omitempty"`
 }

@@ -81,6 +81,7 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	opts.ImagePull, benchOpts.ImagePull, backupOpts.ImagePull = imagePull, imagePull, imagePull
+	opts.AgentImage = backupOpts.Image
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 	setupLog := ctrl.Log.WithName("setup")
 	// No default image: a default names an image of some release, which a

@@ -11,6 +11,16 @@
 // to the server as $REDIS_USER with $REDIS_PASSWORD and to the store with
 // $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY. On an error it prints the
 // error last and exits 1: the Job runs a new pod, which starts over.
+//
+//	uring-backup restore --backup=NAME --data-dir=/data --aof=true --endpoint=URL [flags]
+//
+// restore runs before a server's first start (spec.bootstrap.recovery): it
+// downloads the snapshot at $RESTORE_LOCATION, checks it against
+// $RESTORE_SHA256 and its own checksum, and puts it where the server loads
+// it (backup.Restore). Without $RESTORE_LOCATION, or on a pod other than
+// ordinal 0 with --ordinal-zero-only, it does nothing: the operator removes
+// the location once the restored server is Ready, and replicas copy the
+// data from ordinal 0. On a volume that holds data it fails, saying so.
 package main
 
 import (
@@ -21,6 +31,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/uring-redis/uring-redis-operator/internal/backup"
@@ -28,12 +39,17 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "take" {
-		fmt.Fprintln(os.Stderr, "usage: uring-backup take [flags]; uring-backup take -h lists them")
+	commands := map[string]func(context.Context, []string) error{"take": take, "restore": restore}
+	var command func(context.Context, []string) error
+	if len(os.Args) >= 2 {
+		command = commands[os.Args[1]]
+	}
+	if command == nil {
+		fmt.Fprintln(os.Stderr, "usage: uring-backup take|restore [flags]; uring-backup take -h lists take's")
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	err := take(ctx, os.Args[2:])
+	err := command(ctx, os.Args[2:])
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "uring-backup:", err)
@@ -95,6 +111,61 @@ func take(ctx context.Context, args []string) error {
 	fmt.Println(string(out))
 	if termPath != "" {
 		return os.WriteFile(termPath, out, 0o644)
+	}
+	return nil
+}
+
+func restore(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("restore", flag.ExitOnError)
+	var (
+		r                 backup.Restore
+		storeCA           string
+		ordinalZeroOnly   bool
+		ignoredBucket     string
+		ignoredPrefix     string
+		ignoredEncryption string
+	)
+	fs.StringVar(&r.Backup, "backup", "", "The backup's name, recorded in the volume.")
+	fs.StringVar(&r.DataDir, "data-dir", "/data", "The server's data directory.")
+	fs.BoolVar(&r.AOF, "aof", true, "The server loads an AOF: restore the snapshot as its base; false: as dump.rdb.")
+	fs.BoolVar(&ordinalZeroOnly, "ordinal-zero-only", false, "Do nothing unless this pod's name ends in -0.")
+	fs.StringVar(&r.Destination.Endpoint, "endpoint", "", "Object store URL, http(s)://host[:port].")
+	fs.StringVar(&r.Destination.Region, "region", "us-east-1", "The bucket's region.")
+	fs.StringVar(&storeCA, "store-ca-file", "", "PEM CA the store's certificate must chain to; empty trusts the system's.")
+	// The instance's destination flags, as take gets them: the snapshot's
+	// own location names its bucket and key.
+	fs.StringVar(&ignoredBucket, "bucket", "", "Ignored: $RESTORE_LOCATION names the bucket.")
+	fs.StringVar(&ignoredPrefix, "prefix", "", "Ignored: $RESTORE_LOCATION names the key.")
+	fs.StringVar(&ignoredEncryption, "sse", "", "Ignored: the store decrypts what it encrypted.")
+	_ = fs.Parse(args)
+	r.Location, r.SHA256 = os.Getenv("RESTORE_LOCATION"), os.Getenv("RESTORE_SHA256")
+	if host, _ := os.Hostname(); ordinalZeroOnly && !strings.HasSuffix(host, "-0") {
+		fmt.Printf("uring-backup: %s is not ordinal 0; it copies the data from there\n", host)
+		return nil
+	}
+	if r.Location == "" {
+		fmt.Println("uring-backup: nothing to restore (no $RESTORE_LOCATION)")
+		return nil
+	}
+	if r.SHA256 == "" || r.Backup == "" || r.Destination.Endpoint == "" {
+		return errors.New("$RESTORE_SHA256, --backup and --endpoint are required with $RESTORE_LOCATION")
+	}
+	r.Destination.AccessKey, r.Destination.SecretKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	if storeCA != "" {
+		pem, err := os.ReadFile(storeCA)
+		if err != nil {
+			return fmt.Errorf("the store's CA: %w", err)
+		}
+		r.Destination.CA = pem
+	}
+	restored, err := r.Run(ctx)
+	if err != nil {
+		return err
+	}
+	if restored {
+		fmt.Printf("uring-backup: restored backup %s (%s, sha256 %s) into %s\n", r.Backup, r.Location, r.SHA256, r.DataDir)
+	} else {
+		fmt.Printf("uring-backup: backup %s was restored here before\n", r.Backup)
 	}
 	return nil
 }

@@ -90,8 +90,8 @@ func StoreEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 }
 
 // StoreArgs are the agent's flags that name rp's object store; a CA adds
-// its volume to pod.
-func StoreArgs(rp *v1alpha1.RedisPersistence, pod *corev1.PodSpec) []string {
+// its volume to pod and mounts it in the agent's container.
+func StoreArgs(rp *v1alpha1.RedisPersistence, pod *corev1.PodSpec, agent *corev1.Container) []string {
 	s3 := rp.Spec.Backup.Destination.S3
 	args := []string{
 		"--endpoint=" + s3.Endpoint,
@@ -108,7 +108,7 @@ func StoreArgs(rp *v1alpha1.RedisPersistence, pod *corev1.PodSpec) []string {
 		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "store-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: s3.CASecret.Name, Items: []corev1.KeyToPath{{Key: key, Path: key}},
 		}}})
-		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{Name: "store-ca", MountPath: backupStoreCADir, ReadOnly: true})
+		agent.VolumeMounts = append(agent.VolumeMounts, corev1.VolumeMount{Name: "store-ca", MountPath: backupStoreCADir, ReadOnly: true})
 	}
 	return args
 }
@@ -151,7 +151,7 @@ func BackupJob(b *v1alpha1.RedisBackup, rp *v1alpha1.RedisPersistence, source st
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
 	}
-	pod.Containers[0].Args = append(pod.Containers[0].Args, StoreArgs(rp, &pod)...)
+	pod.Containers[0].Args = append(pod.Containers[0].Args, StoreArgs(rp, &pod, &pod.Containers[0])...)
 	if TLSEnabled(rp) {
 		// The agent takes the benchmark runner's TLS flags.
 		BenchmarkOverTLS(rp, &pod)

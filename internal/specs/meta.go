@@ -62,6 +62,9 @@ type Options struct {
 	RedisImage string
 	// ExporterImage runs the redis_exporter sidecar unless spec.exporter.image overrides it.
 	ExporterImage string
+	// AgentImage holds the backup agent (cmd/uring-backup): the operator's
+	// own image. Restores run it in the server pods.
+	AgentImage string
 	// UringSeccompProfile is the Localhost seccomp profile of uring pods, relative
 	// to the kubelet's seccomp directory: RuntimeDefault plus io_uring_setup,
 	// io_uring_enter and io_uring_register, which containerd >= 2.0 and

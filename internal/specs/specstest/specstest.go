@@ -20,6 +20,7 @@ import (
 var Options = specs.Options{
 	RedisImage:            "redis-uring:test",
 	ExporterImage:         "oliver006/redis_exporter:test",
+	AgentImage:            "uring-redis-operator:test",
 	UringSeccompProfile:   "uring-redis/io_uring.json",
 	LocalNVMeStorageClass: "uring-local-nvme",
 	GP3StorageClass:       "uring-gp3",
@@ -55,6 +56,14 @@ var GoldenCases = map[string]v1alpha1.RedisPersistenceSpec{
 	"aof-always":   {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}, Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageGP3}},
 	"aof-everysec": {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}},
 	"aof-no":       {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncNo}},
+	// A new instance restoring a backup from a private store.
+	"uring-restore": {Mode: v1alpha1.ModeUring,
+		Backup: &v1alpha1.BackupSpec{Destination: v1alpha1.BackupDestination{S3: v1alpha1.S3Destination{
+			Endpoint: "https://s3.storage.svc:8333", Bucket: "backups", Region: "us-east-1",
+			Credentials: v1alpha1.S3Credentials{SecretName: "s3", AccessKeyIDKey: "AWS_ACCESS_KEY_ID", SecretAccessKeyKey: "AWS_SECRET_ACCESS_KEY"},
+			CASecret:    &v1alpha1.CASecretRef{Name: "store-ca", Key: "ca.crt"},
+		}}},
+		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: v1alpha1.LocalObjectReference{Name: "nightly"}}}},
 	"uring-durable": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2},
 		Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: ptr.To(resource.MustParse("20Gi"))},
 		Auth:    &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}}},

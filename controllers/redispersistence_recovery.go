@@ -1,0 +1,126 @@
+package controllers
+
+// Restoring a backup into a new instance (spec.bootstrap.recovery).
+//
+// The first reconcile finds the RedisBackup and, once it is Completed,
+// fixes its snapshot in status.recovery: nothing is created before, so no
+// server ever starts empty in place of the restore. The snapshot's location
+// and digest go to the ConfigMap <name>-recovery, which the pods' restore
+// container reads at every start (specs.withRecovery); the agent there
+// restores into ordinal 0's empty volume. Once the instance is Ready the
+// operator records status.recovery.restoredAt and empties the ConfigMap:
+// from then on a server that restarts, on any volume, restores nothing, and
+// the template never changed.
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+)
+
+// ReasonRecoveryWaiting: the instance waits for the backup it restores.
+const ReasonRecoveryWaiting = "WaitingForBackup"
+
+// resolveRecovery fixes status.recovery from the RedisBackup that
+// spec.bootstrap names. It returns false, with the Ready condition saying
+// why, while the backup is not Completed: the instance is not made before.
+func (r *RedisPersistenceReconciler) resolveRecovery(ctx context.Context, rp *v1alpha1.RedisPersistence) (bool, error) {
+	if rp.Spec.Bootstrap == nil || rp.Status.Recovery != nil {
+		return true, nil
+	}
+	name := rp.Spec.Bootstrap.Recovery.Backup.Name
+	wait := func(message string) (bool, error) {
+		if c := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != message {
+			r.Recorder.Event(rp, corev1.EventTypeWarning, ReasonRecoveryWaiting, message)
+		}
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonRecoveryWaiting, message})
+		return false, nil
+	}
+	if r.Options.AgentImage == "" {
+		return wait("the operator runs without --backup-image (chart: image), so it has no agent to restore the backup " + name + " with")
+	}
+	b := &v1alpha1.RedisBackup{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: name}, b); apierrors.IsNotFound(err) {
+		return wait("the RedisBackup " + name + " to restore does not exist in this namespace; the servers start once it does and is Completed")
+	} else if err != nil {
+		return false, fmt.Errorf("reading the RedisBackup %s: %w", name, err)
+	}
+	if b.Status.Phase != v1alpha1.BackupCompleted || b.Status.Location == "" || b.Status.SHA256 == "" {
+		return wait(fmt.Sprintf("the RedisBackup %s to restore is %s, not Completed; the servers start once it is", name, cmpOr(string(b.Status.Phase), "new")))
+	}
+	rp.Status.Recovery = &v1alpha1.RecoveryStatus{Backup: name, Location: b.Status.Location, SHA256: b.Status.SHA256}
+	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restoring", "the first server starts on the backup %s (%s, consistent at %s)", name, b.Status.Location, pointOf(b))
+	return true, nil
+}
+
+// recoveryObjects is the ConfigMap <name>-recovery while spec.bootstrap is
+// set; without it the ConfigMap is deleted.
+func (r *RedisPersistenceReconciler) recoveryObjects(ctx context.Context, rp *v1alpha1.RedisPersistence) ([]client.Object, error) {
+	if rp.Spec.Bootstrap != nil {
+		return []client.Object{specs.RecoveryConfigMap(rp)}, nil
+	}
+	stale := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: rp.Namespace, Name: specs.RecoveryConfigMapName(rp)}}
+	if err := r.Delete(ctx, stale); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("deleting the ConfigMap %s: %w", stale.Name, err)
+	}
+	return nil, nil
+}
+
+// finishRecovery records that the instance is Ready on the restored data
+// and empties <name>-recovery.
+func (r *RedisPersistenceReconciler) finishRecovery(ctx context.Context, rp *v1alpha1.RedisPersistence) error {
+	rec := rp.Status.Recovery
+	if rec == nil || rec.RestoredAt != nil || rp.Spec.Bootstrap == nil || !meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionReady) {
+		return nil
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	rec.RestoredAt = &now
+	if err := r.Patch(ctx, specs.RecoveryConfigMap(rp), client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
+		rec.RestoredAt = nil
+		return fmt.Errorf("emptying the ConfigMap %s: %w", specs.RecoveryConfigMapName(rp), err)
+	}
+	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restored", "the servers run on the data of the backup %s", rec.Backup)
+	return nil
+}
+
+// restoringFrom are the instances, in the backup's namespace, that wait to
+// restore it.
+func (r *RedisPersistenceReconciler) restoringFrom(ctx context.Context, obj client.Object) []reconcile.Request {
+	var list v1alpha1.RedisPersistenceList
+	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "listing RedisPersistences for a RedisBackup change")
+		return nil
+	}
+	var requests []reconcile.Request
+	for _, rp := range list.Items {
+		if rp.Spec.Bootstrap != nil && rp.Spec.Bootstrap.Recovery.Backup.Name == obj.GetName() && rp.Status.Recovery == nil {
+			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rp)})
+		}
+	}
+	return requests
+}
+
+func pointOf(b *v1alpha1.RedisBackup) string {
+	if b.Status.Point == nil {
+		return "an unknown time"
+	}
+	return b.Status.Point.UTC().Format("2006-01-02T15:04:05Z")
+}
+
+func cmpOr(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
