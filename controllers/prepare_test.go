@@ -175,10 +175,23 @@ func resolveEnv(t *testing.T, ns string, env []corev1.EnvVar) []string {
 			out = append(out, e.Name+"="+ns)
 			continue
 		}
+		if e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+			ref := e.ValueFrom.ConfigMapKeyRef
+			cm := &corev1.ConfigMap{}
+			if err := get(t, cm, ns, ref.Name); err != nil {
+				t.Fatalf("env %s: %v", e.Name, err)
+			}
+			v, ok := cm.Data[ref.Key]
+			if !ok {
+				t.Fatalf("env %s: the ConfigMap %s has no key %q", e.Name, ref.Name, ref.Key)
+			}
+			out = append(out, e.Name+"="+v)
+			continue
+		}
 		if e.ValueFrom != nil {
 			ref := e.ValueFrom.SecretKeyRef
 			if ref == nil {
-				t.Fatalf("env %s: only Secret references and the namespace are resolved here", e.Name)
+				t.Fatalf("env %s: only Secret and ConfigMap references and the namespace are resolved here", e.Name)
 			}
 			secret := &corev1.Secret{}
 			err := get(t, secret, ns, ref.Name)

@@ -139,7 +139,12 @@ func restore(ctx context.Context, args []string) error {
 	fs.StringVar(&ignoredEncryption, "sse", "", "Ignored: the store decrypts what it encrypted.")
 	_ = fs.Parse(args)
 	r.Location, r.SHA256 = os.Getenv("RESTORE_LOCATION"), os.Getenv("RESTORE_SHA256")
-	if host, _ := os.Hostname(); ordinalZeroOnly && !strings.HasSuffix(host, "-0") {
+	// The kubelet sets HOSTNAME to the pod's name.
+	host := os.Getenv("HOSTNAME")
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	if ordinalZeroOnly && !strings.HasSuffix(host, "-0") {
 		fmt.Printf("uring-backup: %s is not ordinal 0; it copies the data from there\n", host)
 		return nil
 	}

@@ -1,0 +1,159 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+// runRestoreContainer plays the kubelet for the restore container of the
+// StatefulSet's pod podName: the real agent with the container's command
+// line and environment (Secrets and ConfigMap resolved), on dataDir.
+func runRestoreContainer(t *testing.T, ns string, sts *appsv1.StatefulSet, podName, dataDir string) (exitCode int, output string) {
+	t.Helper()
+	c := specstest.ContainerNamed(t, sts, specs.ContainerRestore)
+	args := []string{"restore"}
+	for _, arg := range c.Args {
+		if strings.HasPrefix(arg, "--data-dir=") {
+			arg = "--data-dir=" + dataDir
+		}
+		args = append(args, arg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, agentBin(t), args...)
+	cmd.Env = append(resolveEnv(t, ns, c.Env), "HOSTNAME="+podName)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), out.String()
+	} else if err != nil {
+		t.Fatalf("running the agent: %v", err)
+	}
+	return 0, out.String()
+}
+
+// TestRestoreFromBackup: an instance with spec.bootstrap.recovery makes no
+// server while its RedisBackup is not Completed; then its pods' restore
+// container (the real agent, against a real SeaweedFS) puts the backup into
+// ordinal 0's empty volume, and the server loads exactly the backed-up keys.
+// Once the instance is Ready the restore is recorded and the container
+// restores nothing more, on that volume or any other, without a change to
+// the pod template.
+func TestRestoreFromBackup(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	store := testenv.StartObjectStore(t)
+	if err := k8s.Create(ctx, storeSecret(ns, "store", store, store.SecretKey)); err != nil {
+		t.Fatal(err)
+	}
+	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store, "store")})
+	makeReady(t, ns, "source")
+	sourceAddr, _ := serverAddrs.Load(ns + "/source-0")
+	admin := newClient(sourceAddr.(string), instancePassword(t, ns, "source"))
+	defer func() { _ = admin.Close() }()
+	writeKeys(t, admin, "backed-up", 300)
+	createBackup(t, ns, "nightly", "source")
+	job := waitJob(t, ns, "nightly-backup")
+
+	// The copy waits for the backup.
+	createRP(t, ns, "copy", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store, "store"),
+		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: v1alpha1.LocalObjectReference{Name: "nightly"}}}})
+	waitCondition(t, ns, "copy", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRecoveryWaiting)
+	if err := get(t, &appsv1.StatefulSet{}, ns, "copy"); !apierrors.IsNotFound(err) {
+		t.Fatalf("the copy has a StatefulSet (err %v) before its backup is Completed", err)
+	}
+
+	if code, msg := runBackupPod(t, ns, job, sourceAddr.(string)); code != 0 {
+		t.Fatalf("the backup failed: %s", msg)
+	}
+	b := waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupCompleted, ReasonBackupCompleted, ""))
+	if err := admin.Set(ctx, "after-backup", "not restored", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	sts := &appsv1.StatefulSet{}
+	eventually(t, 30*time.Second, func() error { return get(t, sts, ns, "copy") })
+	rp := &v1alpha1.RedisPersistence{}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, rp, ns, "copy"); err != nil {
+			return err
+		}
+		if rec := rp.Status.Recovery; rec == nil || rec.Backup != "nightly" || rec.Location != b.Status.Location || rec.SHA256 != b.Status.SHA256 {
+			return fmt.Errorf("status.recovery %+v, want the backup nightly's snapshot", rp.Status.Recovery)
+		}
+		return nil
+	})
+	template := sts.Spec.Template.DeepCopy()
+
+	// A replica's volume is never restored into.
+	if code, out := runRestoreContainer(t, ns, sts, "copy-1", t.TempDir()); code != 0 || !strings.Contains(out, "not ordinal 0") {
+		t.Errorf("the restore container of copy-1: exit %d, %q; want it to do nothing", code, out)
+	}
+	dir := t.TempDir()
+	if code, out := runRestoreContainer(t, ns, sts, "copy-0", dir); code != 0 || !strings.Contains(out, "restored backup nightly") {
+		t.Fatalf("the restore container of copy-0: exit %d, %q", code, out)
+	}
+	server := testenv.RunServer(t, dir, renderedConfig(t, ns, "copy"))
+	serverAddrs.Store(ns+"/copy-0", server.Addr)
+	restored := newClient(server.Addr, instancePassword(t, ns, "copy"))
+	defer func() { _ = restored.Close() }()
+	waitLoaded(t, restored)
+	if missing := missingKeys(t, restored, "backed-up", 300); missing > 0 {
+		t.Errorf("the restored server lacks %d of the 300 backed-up keys", missing)
+	}
+	if n, err := restored.Exists(ctx, "after-backup").Result(); err != nil || n != 0 {
+		t.Errorf("the restored server has the key written after the backup (%d, %v)", n, err)
+	}
+
+	actAsKubelet(t, ns, "copy-0", "ext4")
+	waitCondition(t, ns, "copy", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, rp, ns, "copy"); err != nil {
+			return err
+		}
+		if rp.Status.Recovery == nil || rp.Status.Recovery.RestoredAt == nil {
+			return fmt.Errorf("status.recovery %+v, want restoredAt", rp.Status.Recovery)
+		}
+		cm := &corev1.ConfigMap{}
+		if err := get(t, cm, ns, specs.RecoveryConfigMapName(rp)); err != nil {
+			return err
+		}
+		if cm.Data[specs.RecoveryLocationKey] != "" {
+			return fmt.Errorf("the ConfigMap still names %q", cm.Data[specs.RecoveryLocationKey])
+		}
+		return nil
+	})
+	waitEvent(t, ns, "copy", "Restored")
+
+	// From now on the container restores nothing: a lost volume starts empty
+	// as any other, and the template is the one the servers started with.
+	if code, out := runRestoreContainer(t, ns, sts, "copy-0", t.TempDir()); code != 0 || !strings.Contains(out, "nothing to restore") {
+		t.Errorf("the restore container after the restore: exit %d, %q; want it to do nothing", code, out)
+	}
+	if err := get(t, sts, ns, "copy"); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(template, &sts.Spec.Template) {
+		t.Error("the pod template changed when the restore finished: the pods would restart")
+	}
+}
