@@ -136,10 +136,11 @@ func storeSecret(ns, name string, store *testenv.ObjectStore, secretKey string) 
 	}}
 }
 
-func destination(store *testenv.ObjectStore, secret string) *v1alpha1.BackupSpec {
+// destination is store, signed in to with the Secret "store".
+func destination(store *testenv.ObjectStore) *v1alpha1.BackupSpec {
 	return &v1alpha1.BackupSpec{Destination: v1alpha1.BackupDestination{S3: v1alpha1.S3Destination{
 		Endpoint: store.Endpoint, Bucket: store.Bucket, Region: store.Region,
-		Credentials: v1alpha1.S3Credentials{SecretName: secret},
+		Credentials: v1alpha1.S3Credentials{SecretName: "store"},
 	}}}
 }
 
@@ -161,7 +162,7 @@ func TestBackupTakesASnapshot(t *testing.T) {
 	createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring})
 	waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupPending, ReasonBackupNoDestination, "has no spec.backup.destination"))
 
-	updateRP(t, ns, "cache", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Backup = destination(store, "store") })
+	updateRP(t, ns, "cache", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Backup = destination(store) })
 	waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupPending, ReasonBackupCredentials, "the Secret store does not exist"))
 	waitEvent(t, ns, "nightly", ReasonBackupCredentials)
 
@@ -279,7 +280,7 @@ func TestBackupRetriesThenFails(t *testing.T) {
 	if err := k8s.Create(ctx, storeSecret(ns, "store", store, "not-the-secret-key")); err != nil {
 		t.Fatal(err)
 	}
-	createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store, "store")})
+	createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store)})
 	makeReady(t, ns, "cache")
 	addr, _ := serverAddrs.Load(ns + "/cache-0")
 	createBackup(t, ns, "denied", "cache")

@@ -66,7 +66,7 @@ func TestRestoreFromBackup(t *testing.T) {
 	if err := k8s.Create(ctx, storeSecret(ns, "store", store, store.SecretKey)); err != nil {
 		t.Fatal(err)
 	}
-	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store, "store")})
+	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store)})
 	makeReady(t, ns, "source")
 	sourceAddr, _ := serverAddrs.Load(ns + "/source-0")
 	admin := newClient(sourceAddr.(string), instancePassword(t, ns, "source"))
@@ -76,7 +76,7 @@ func TestRestoreFromBackup(t *testing.T) {
 	job := waitJob(t, ns, "nightly-backup")
 
 	// The copy waits for the backup.
-	createRP(t, ns, "copy", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store, "store"),
+	createRP(t, ns, "copy", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store),
 		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: v1alpha1.LocalObjectReference{Name: "nightly"}}}})
 	waitCondition(t, ns, "copy", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRecoveryWaiting)
 	if err := get(t, &appsv1.StatefulSet{}, ns, "copy"); !apierrors.IsNotFound(err) {
