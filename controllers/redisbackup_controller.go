@@ -76,9 +76,17 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 	b := &v1alpha1.RedisBackup{}
 	if err := r.Get(ctx, req.NamespacedName, b); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetBackupMetrics(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !b.DeletionTimestamp.IsZero() || backupFinished(b) {
+	if !b.DeletionTimestamp.IsZero() {
+		forgetBackupMetrics(b.Namespace, b.Name)
+		return ctrl.Result{}, nil
+	}
+	if backupFinished(b) {
+		exportBackupMetrics(b)
 		return ctrl.Result{}, nil
 	}
 	original := b.DeepCopy()
@@ -90,7 +98,9 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 			if retErr == nil {
 				retErr = err
 			}
+			return
 		}
+		exportBackupMetrics(b)
 	}()
 
 	job := &batchv1.Job{}

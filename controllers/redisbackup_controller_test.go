@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -199,6 +201,16 @@ func TestBackupTakesASnapshot(t *testing.T) {
 		t.Errorf("status %+v: want the snapshot at %s, its size, SHA-256, version 8.1.1, mode uring and the point", st, wantLocation)
 	}
 	waitEvent(t, ns, "nightly", ReasonBackupCompleted)
+	backupLabels := prometheus.Labels{"namespace": ns, "backup": "nightly", "instance": "cache"}
+	if got := testutil.ToFloat64(backupSize.With(backupLabels)); got != float64(st.Size) {
+		t.Errorf("uringredis_backup_size_bytes %v, want %d", got, st.Size)
+	}
+	if got := testutil.ToFloat64(backupPoint.With(backupLabels)); got != float64(st.Point.Unix()) {
+		t.Errorf("uringredis_backup_point_timestamp_seconds %v, want %d", got, st.Point.Unix())
+	}
+	if got := testutil.ToFloat64(backupFailed.With(backupLabels)); got != 0 {
+		t.Errorf("uringredis_backup_failed %v for a completed backup", got)
+	}
 
 	// What the store holds is the snapshot the status describes, and it
 	// restores.
@@ -302,6 +314,15 @@ func TestBackupRetriesThenFails(t *testing.T) {
 		t.Errorf("the failed backup's message %q does not carry the agent's error", b.Status.Message)
 	}
 	waitEvent(t, ns, "denied", ReasonBackupFailed)
+	eventually(t, 10*time.Second, func() error {
+		if got := testutil.ToFloat64(backupFailed.With(prometheus.Labels{"namespace": ns, "backup": "denied", "instance": "cache"})); got != 1 {
+			return fmt.Errorf("uringredis_backup_failed %v, want 1", got)
+		}
+		return nil
+	})
+	if n := countSeries(t, ns, "uringredis_backup_size_bytes"); n != 0 {
+		t.Errorf("a failed backup exports %d size series", n)
+	}
 	admin := newClient(addr.(string), instancePassword(t, ns, "cache"))
 	defer func() { _ = admin.Close() }()
 	if err := admin.Set(ctx, "after", "v", 0).Err(); err != nil {

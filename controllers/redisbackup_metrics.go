@@ -1,0 +1,74 @@
+package controllers
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// Backups as operator metrics: what each RedisBackup's status says, replaced
+// whenever it is reconciled and dropped with it. The newest point of an
+// instance is max by (namespace, instance) of
+// uringredis_backup_point_timestamp_seconds.
+var (
+	backupLabels = []string{"namespace", "backup", "instance"}
+
+	backupPoint = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_backup_point_timestamp_seconds",
+		Help: "The instant a completed backup holds (every write acknowledged before it), as a Unix time.",
+	}, backupLabels)
+	backupCompletion = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_backup_completion_timestamp_seconds",
+		Help: "When a backup was verified in the object store, as a Unix time.",
+	}, backupLabels)
+	backupDuration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_backup_duration_seconds",
+		Help: "How long a completed backup took, from its Job's start to the snapshot verified in the store.",
+	}, backupLabels)
+	backupSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_backup_size_bytes",
+		Help: "Size of a completed backup's snapshot in the object store.",
+	}, backupLabels)
+	backupFailed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_backup_failed",
+		Help: "1 when the backup failed for good (phase Failed), else 0.",
+	}, backupLabels)
+
+	backupVecs = []*prometheus.GaugeVec{backupPoint, backupCompletion, backupDuration, backupSize, backupFailed}
+)
+
+func init() {
+	for _, v := range backupVecs {
+		metrics.Registry.MustRegister(v)
+	}
+}
+
+// exportBackupMetrics replaces the backup's series with its status.
+func exportBackupMetrics(b *v1alpha1.RedisBackup) {
+	forgetBackupMetrics(b.Namespace, b.Name)
+	l := prometheus.Labels{"namespace": b.Namespace, "backup": b.Name, "instance": b.Spec.RedisPersistence.Name}
+	failed := 0.0
+	if b.Status.Phase == v1alpha1.BackupFailed {
+		failed = 1
+	}
+	backupFailed.With(l).Set(failed)
+	st := b.Status
+	if st.Phase != v1alpha1.BackupCompleted || st.CompletedAt == nil {
+		return
+	}
+	backupCompletion.With(l).Set(float64(st.CompletedAt.Unix()))
+	backupSize.With(l).Set(float64(st.Size))
+	if st.Point != nil {
+		backupPoint.With(l).Set(float64(st.Point.Unix()))
+	}
+	if st.StartedAt != nil {
+		backupDuration.With(l).Set(st.CompletedAt.Sub(st.StartedAt.Time).Seconds())
+	}
+}
+
+func forgetBackupMetrics(namespace, name string) {
+	for _, v := range backupVecs {
+		v.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "backup": name})
+	}
+}
