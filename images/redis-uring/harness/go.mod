@@ -1,10 +1,10 @@
 module github.com/uring-redis/uring-redis-operator/images/redis-uring/harness
 
-go 1.25
+go 1.26.0
 
 require (
 	github.com/uring-redis/uring-redis-operator v0.0.0
-	golang.org/x/sys v0.30.0
+	golang.org/x/sys v0.48.0
 )
 
 // valkey-benchmark's report is read by the operator's parser
