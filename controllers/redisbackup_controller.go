@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -63,7 +64,8 @@ type RedisBackupReconciler struct {
 	Clock     clock.PassiveClock
 }
 
-// +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redisbackups,verbs=get;list;watch
+// patch: removes the finalizer of a scheduled backup once its objects are deleted.
+// +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redisbackups,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redisbackups/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
@@ -83,7 +85,7 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	if !b.DeletionTimestamp.IsZero() {
 		forgetBackupMetrics(b.Namespace, b.Name)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.release(ctx, b)
 	}
 	if backupFinished(b) {
 		exportBackupMetrics(b)
@@ -327,6 +329,61 @@ func lastLine(s string) string {
 		return l
 	}
 	return "no message"
+}
+
+// release deletes the objects of a RedisBackup that holds
+// FinalizerBackupObjects (the scheduled ones that retention lets go), then
+// its finalizer. The objects are deleted with the instance's destination;
+// when the instance, its destination or its credentials are gone they stay
+// in the store, and an event says where.
+func (r *RedisBackupReconciler) release(ctx context.Context, b *v1alpha1.RedisBackup) error {
+	if !controllerutil.ContainsFinalizer(b, specs.FinalizerBackupObjects) {
+		return nil
+	}
+	rp := &v1alpha1.RedisPersistence{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.RedisPersistence.Name}, rp)
+	switch {
+	case apierrors.IsNotFound(err) || err == nil && rp.Spec.Backup == nil:
+		r.Recorder.Eventf(b, corev1.EventTypeWarning, "ObjectsLeft", "the RedisPersistence %s or its spec.backup is gone: the backup's objects stay in the store at %s", b.Spec.RedisPersistence.Name, b.Status.Location)
+	case err != nil:
+		return err
+	default:
+		if err := r.deleteObjects(ctx, b, rp); err != nil {
+			r.Recorder.Eventf(b, corev1.EventTypeWarning, "FailedDeleteObjects", "%v", err)
+			return err
+		}
+	}
+	patch := client.MergeFrom(b.DeepCopy())
+	controllerutil.RemoveFinalizer(b, specs.FinalizerBackupObjects)
+	return client.IgnoreNotFound(r.Patch(ctx, b, patch))
+}
+
+// deleteObjects deletes b's snapshot and metadata from rp's store.
+func (r *RedisBackupReconciler) deleteObjects(ctx context.Context, b *v1alpha1.RedisBackup, rp *v1alpha1.RedisPersistence) error {
+	s3 := rp.Spec.Backup.Destination.S3
+	d := backup.Destination{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Prefix: specs.BackupPrefix(rp), Region: s3.Region, SSE: string(s3.ServerSideEncryption)}
+	creds := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: s3.Credentials.SecretName}, creds); err != nil {
+		return fmt.Errorf("reading the store's credentials to delete the backup's objects: %w", err)
+	}
+	d.AccessKey, d.SecretKey = string(creds.Data[s3.Credentials.AccessKeyIDKey]), string(creds.Data[s3.Credentials.SecretAccessKeyKey])
+	if s3.CASecret != nil {
+		ca := &corev1.Secret{}
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: s3.CASecret.Name}, ca); err != nil {
+			return fmt.Errorf("reading the store's CA to delete the backup's objects: %w", err)
+		}
+		d.CA = ca.Data[s3.CASecret.Key]
+	}
+	store, err := backup.Open(ctx, d)
+	if err != nil {
+		return fmt.Errorf("deleting the backup's objects: %w", err)
+	}
+	snapshot, metadata := backup.ObjectKeys(b.Name)
+	// The metadata first: a snapshot without it is no backup.
+	if err := store.Delete(ctx, metadata); err != nil {
+		return err
+	}
+	return store.Delete(ctx, snapshot)
 }
 
 // SetupWithManager watches RedisBackups, their Jobs and pods, and the

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,9 +18,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/backup"
@@ -327,5 +330,110 @@ func TestBackupRetriesThenFails(t *testing.T) {
 	defer func() { _ = admin.Close() }()
 	if err := admin.Set(ctx, "after", "v", 0).Err(); err != nil {
 		t.Errorf("the server after the failed backup: %v", err)
+	}
+}
+
+// TestScheduledBackupsExpire: spec.backup.schedule creates a RedisBackup at
+// each run; with retention count 1, a scheduled backup that completes lets
+// the previous completed one go, and its objects leave the store before the
+// RedisBackup does. Backups made by hand are never expired.
+func TestScheduledBackupsExpire(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	store := testenv.StartObjectStore(t)
+	if err := k8s.Create(ctx, storeSecret(ns, "store", store, store.SecretKey)); err != nil {
+		t.Fatal(err)
+	}
+	dest := destination(store)
+	createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: dest})
+	makeReady(t, ns, "cache")
+	addr, _ := serverAddrs.Load(ns + "/cache-0")
+
+	// A backup of yours, which retention leaves alone.
+	createBackup(t, ns, "mine", "cache")
+	if code, msg := runBackupPod(t, ns, waitJob(t, ns, "mine-backup"), addr.(string)); code != 0 {
+		t.Fatalf("the agent failed: %s", msg)
+	}
+	waitBackup(t, ns, "mine", backupPhase(v1alpha1.BackupCompleted, ReasonBackupCompleted, ""))
+
+	updateRP(t, ns, "cache", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Backup.Schedule = "@every 3s"
+		rp.Spec.Backup.Retention = &v1alpha1.BackupRetention{Count: 1}
+	})
+	// takeScheduled completes the next scheduled backup after those in done.
+	done := map[string]bool{}
+	takeScheduled := func() *v1alpha1.RedisBackup {
+		t.Helper()
+		var next *v1alpha1.RedisBackup
+		eventually(t, 60*time.Second, func() error {
+			var list v1alpha1.RedisBackupList
+			if err := k8s.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{specs.LabelScheduledFor: "cache"}); err != nil {
+				return err
+			}
+			for i := range list.Items {
+				if b := &list.Items[i]; !done[b.Name] && b.Status.Phase == v1alpha1.BackupRunning && (next == nil || b.Name < next.Name) {
+					next = b
+				}
+			}
+			if next == nil {
+				var seen []string
+				for _, b := range list.Items {
+					seen = append(seen, b.Name+" "+string(b.Status.Phase)+" "+b.Status.Message)
+				}
+				return fmt.Errorf("no scheduled backup is running; scheduled: %q", seen)
+			}
+			return nil
+		})
+		done[next.Name] = true
+		job := waitJob(t, ns, specs.BackupJobName(next))
+		if code, msg := runBackupPod(t, ns, job, addr.(string)); code != 0 {
+			t.Fatalf("the agent failed: %s", msg)
+		}
+		return waitBackup(t, ns, next.Name, backupPhase(v1alpha1.BackupCompleted, ReasonBackupCompleted, ""))
+	}
+	first := takeScheduled()
+	if !strings.HasPrefix(first.Name, "cache-") || first.Labels[specs.LabelScheduledFor] != "cache" {
+		t.Errorf("scheduled backup %s with labels %v", first.Name, first.Labels)
+	}
+	second := takeScheduled()
+	// The first goes, its objects first; the second and yours stay.
+	eventually(t, 60*time.Second, func() error {
+		if err := get(t, &v1alpha1.RedisBackup{}, ns, first.Name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the expired backup %s is still there (%v)", first.Name, err)
+		}
+		return nil
+	})
+	waitEvent(t, ns, "cache", "ExpiredBackup")
+	updateRP(t, ns, "cache", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Backup.Schedule, rp.Spec.Backup.Retention = "", nil })
+	for _, name := range []string{second.Name, "mine"} {
+		if err := get(t, &v1alpha1.RedisBackup{}, ns, name); err != nil {
+			t.Errorf("the backup %s: %v", name, err)
+		}
+	}
+	s, err := backup.Open(ctx, backup.Destination{Endpoint: store.Endpoint, Bucket: store.Bucket, Region: store.Region,
+		AccessKey: store.AccessKey, SecretKey: store.SecretKey, Prefix: ns + "/cache"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects, err := s.List(ctx, "backups/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range objects {
+		keys = append(keys, o.Key)
+	}
+	for _, name := range []string{second.Name, "mine"} {
+		for _, key := range []string{"backups/" + name + "/dump.rdb", "backups/" + name + "/backup.json"} {
+			if !slices.Contains(keys, key) {
+				t.Errorf("the store lacks %s: %v", key, keys)
+			}
+		}
+	}
+	for _, key := range keys {
+		if strings.Contains(key, "/"+first.Name+"/") {
+			t.Errorf("the expired backup's object %s is still in the store", key)
+		}
 	}
 }

@@ -103,6 +103,12 @@ func TestMain(m *testing.M) {
 	}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}
+	if err := (&BackupScheduler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
+	}).SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
 	if err := (&RedisBenchmarkReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),

@@ -7,10 +7,41 @@ import (
 // BackupSpec is where an instance's backups go. A backup is a RedisBackup
 // naming the instance; the operator takes it with a Job that streams a
 // snapshot from the instance to the destination.
+// +kubebuilder:validation:XValidation:rule="!has(self.retention) || has(self.schedule)",message="spec.backup.retention applies to scheduled backups: set spec.backup.schedule too"
 type BackupSpec struct {
 	// destination is the object store the backups are written to.
 	// +required
 	Destination BackupDestination `json:"destination"`
+	// schedule is when the operator takes a backup by itself: a cron
+	// expression of five fields in UTC ("0 3 * * *"), or @hourly, @daily,
+	// @weekly, @monthly or @every <duration>. Each run is a RedisBackup named
+	// <name>-<yyyymmddhhmm> (the instance's name cut to 43 characters) with
+	// the label uringredis.io/scheduled-for. Empty: only the RedisBackups you
+	// create.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|@every [0-9]+[smh]([0-9]+[smh])*|[0-9*/,-]+ [0-9*/,-]+ [0-9*/,?,-]+ [0-9A-Za-z*/,-]+ [0-9A-Za-z*/,?,-]+)$`
+	Schedule string `json:"schedule,omitempty"`
+	// retention is how many scheduled backups are kept, and for how long.
+	// The operator deletes a scheduled RedisBackup that falls out of it, and
+	// its objects in the store. Backups you create are yours to delete.
+	// +optional
+	Retention *BackupRetention `json:"retention,omitempty"`
+}
+
+// BackupRetention bounds the scheduled backups kept. The newest completed
+// one is always kept.
+type BackupRetention struct {
+	// count is how many completed scheduled backups are kept.
+	// +optional
+	// +kubebuilder:default=7
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Count int32 `json:"count,omitempty"`
+	// maxAge deletes completed scheduled backups whose point is older.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="retention.maxAge is at least 1h"
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
 
 // BackupDestination is an object store. S3-compatible stores (AWS S3,

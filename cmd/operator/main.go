@@ -153,6 +153,13 @@ func main() {
 		setupLog.Error(err, "setting up the RedisBackup controller")
 		os.Exit(1)
 	}
+	if err := (&controllers.BackupScheduler{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "setting up the backup scheduler")
+		os.Exit(1)
+	}
 	if labelNodes {
 		if err := (&controllers.NodeLabeler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 			setupLog.Error(err, "setting up the node labeler")

@@ -1,0 +1,103 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+)
+
+// BackupScheduler takes the backups of spec.backup.schedule: at each run it
+// creates a RedisBackup (RedisBackupReconciler takes it), and it deletes the
+// scheduled ones spec.backup.retention lets go; their finalizer has the
+// RedisBackupReconciler delete their objects from the store first. A run
+// missed while the operator was down is taken once, at the next reconcile;
+// runs missed before it are skipped. The runs taken are read from the
+// RedisBackups themselves (uringredis.io/scheduled-at), so nothing is kept
+// in memory or in the instance's status.
+type BackupScheduler struct {
+	client.Client
+	Recorder record.EventRecorder
+	Clock    clock.PassiveClock
+}
+
+// +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redisbackups,verbs=get;list;watch;create;delete
+
+func (r *BackupScheduler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	rp := &v1alpha1.RedisPersistence{}
+	if err := r.Get(ctx, req.NamespacedName, rp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rp.DeletionTimestamp.IsZero() || rp.Spec.Backup == nil || rp.Spec.Backup.Schedule == "" {
+		return ctrl.Result{}, nil
+	}
+	schedule, err := specs.ParseSchedule(rp.Spec.Backup.Schedule)
+	if err != nil {
+		r.Recorder.Event(rp, corev1.EventTypeWarning, "InvalidBackupSchedule", err.Error())
+		return ctrl.Result{}, nil
+	}
+	var list v1alpha1.RedisBackupList
+	if err := r.List(ctx, &list, client.InNamespace(rp.Namespace), client.MatchingLabels{specs.LabelScheduledFor: rp.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the scheduled RedisBackups: %w", err)
+	}
+	now := r.Clock.Now()
+	last := rp.CreationTimestamp.Time
+	for i := range list.Items {
+		if at := specs.ScheduledAt(&list.Items[i]); at.After(last) {
+			last = at
+		}
+	}
+	due, next := specs.DueBackup(schedule, last, now)
+	if !due.IsZero() {
+		b := specs.ScheduledBackup(rp, due)
+		if err := r.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedScheduleBackup", "creating the RedisBackup %s: %v", b.Name, err)
+			return ctrl.Result{}, fmt.Errorf("creating the RedisBackup %s: %w", b.Name, err)
+		}
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "ScheduledBackup", "the RedisBackup %s takes the run of %s", b.Name, due.Format(time.RFC3339))
+	}
+	for _, b := range specs.ExpiredBackups(rp, list.Items, now) {
+		if !b.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if err := r.Delete(ctx, b); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("deleting the expired RedisBackup %s: %w", b.Name, err)
+		}
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "ExpiredBackup", "deleted the RedisBackup %s (%s): spec.backup.retention lets it go", b.Name, b.Status.Phase)
+	}
+	return ctrl.Result{RequeueAfter: max(next.Sub(now), time.Second)}, nil
+}
+
+// SetupWithManager watches RedisPersistences with a schedule and their
+// scheduled RedisBackups (one that completes may make an older one expire).
+func (r *BackupScheduler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("backupschedule").
+		For(&v1alpha1.RedisPersistence{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
+			rp := obj.(*v1alpha1.RedisPersistence)
+			return rp.Spec.Backup != nil && rp.Spec.Backup.Schedule != ""
+		}))).
+		Watches(&v1alpha1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
+			if rp := obj.GetLabels()[specs.LabelScheduledFor]; rp != "" {
+				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: rp}}}
+			}
+			return nil
+		})).
+		Complete(r)
+}
