@@ -135,8 +135,10 @@ func backupPhase(phase v1alpha1.BackupPhase, reason, want string) func(*v1alpha1
 	}
 }
 
-func storeSecret(ns, name string, store *testenv.ObjectStore, secretKey string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: map[string][]byte{
+// storeSecret is the Secret "store" that destination names, with store's
+// access key and secretKey.
+func storeSecret(ns string, store *testenv.ObjectStore, secretKey string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "store", Namespace: ns}, Data: map[string][]byte{
 		"AWS_ACCESS_KEY_ID": []byte(store.AccessKey), "AWS_SECRET_ACCESS_KEY": []byte(secretKey),
 	}}
 }
@@ -171,7 +173,7 @@ func TestBackupTakesASnapshot(t *testing.T) {
 	waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupPending, ReasonBackupCredentials, "the Secret store does not exist"))
 	waitEvent(t, ns, "nightly", ReasonBackupCredentials)
 
-	if err := k8s.Create(ctx, storeSecret(ns, "store", store, store.SecretKey)); err != nil {
+	if err := k8s.Create(ctx, storeSecret(ns, store, store.SecretKey)); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing watches the store's Secret: a change of the instance brings
@@ -292,7 +294,7 @@ func TestBackupRetriesThenFails(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	store := testenv.StartObjectStore(t)
-	if err := k8s.Create(ctx, storeSecret(ns, "store", store, "not-the-secret-key")); err != nil {
+	if err := k8s.Create(ctx, storeSecret(ns, store, "not-the-secret-key")); err != nil {
 		t.Fatal(err)
 	}
 	createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store)})
@@ -342,7 +344,7 @@ func TestScheduledBackupsExpire(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	store := testenv.StartObjectStore(t)
-	if err := k8s.Create(ctx, storeSecret(ns, "store", store, store.SecretKey)); err != nil {
+	if err := k8s.Create(ctx, storeSecret(ns, store, store.SecretKey)); err != nil {
 		t.Fatal(err)
 	}
 	dest := destination(store)
@@ -400,7 +402,7 @@ func TestScheduledBackupsExpire(t *testing.T) {
 	// The first goes, its objects first; the second and yours stay.
 	eventually(t, 60*time.Second, func() error {
 		if err := get(t, &v1alpha1.RedisBackup{}, ns, first.Name); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the expired backup %s is still there (%v)", first.Name, err)
+			return fmt.Errorf("the expired backup %s is still there (%w)", first.Name, err)
 		}
 		return nil
 	})

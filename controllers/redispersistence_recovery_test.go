@@ -63,7 +63,7 @@ func TestRestoreFromBackup(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	store := testenv.StartObjectStore(t)
-	if err := k8s.Create(ctx, storeSecret(ns, "store", store, store.SecretKey)); err != nil {
+	if err := k8s.Create(ctx, storeSecret(ns, store, store.SecretKey)); err != nil {
 		t.Fatal(err)
 	}
 	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store)})
