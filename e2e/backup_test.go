@@ -203,7 +203,9 @@ func TestBackupToObjectStore(t *testing.T) {
 	waitReady(t, refused)
 	kubectlApply(t, fmt.Sprintf("apiVersion: persistence.uringredis.io/v1alpha1\nkind: RedisBackup\nmetadata: {name: %s, namespace: %s}\nspec: {redisPersistence: {name: %s}}\n",
 		refused, namespace, refused))
+	start := time.Now()
 	failed := waitBackup(t, refused, v1alpha1.BackupFailed, 5*time.Minute)
+	t.Logf("backup %s Failed %s after kubectl apply: %s", refused, time.Since(start).Round(100*time.Millisecond), failed.Status.Message)
 	if msg := failed.Status.Message; !strings.Contains(msg, "3 attempt(s)") || !strings.Contains(msg, "credentials") {
 		t.Errorf("status.message %q, want the failed attempts and the credentials named", msg)
 	}
@@ -277,8 +279,8 @@ func checkKeys(t *testing.T, pod string, b *backedUp) {
 	want := slices.Sorted(maps.Keys(b.keys))
 	if !slices.Equal(got, want) {
 		extra, missing := difference(got, want), difference(want, got)
-		t.Fatalf("%s holds %d keys, want %d: %d missing (%.5q...), %d not in the backup (%.5q...)",
-			pod, len(got), len(want), len(missing), missing, len(extra), extra)
+		t.Fatalf("%s holds %d keys, want %d: %d missing %q, %d not in the backup %q",
+			pod, len(got), len(want), len(missing), missing[:min(5, len(missing))], len(extra), extra[:min(5, len(extra))])
 	}
 	var script strings.Builder
 	for _, key := range want {
