@@ -87,14 +87,17 @@ func createStoreSecret(t *testing.T, name, accessKey, secretKey string) {
 }
 
 // replicatedBackupSource is the spec of the instance the backups are taken
-// of and restored into: uring durable, a primary, a replica and a Sentinel.
+// of and restored into: uring durable, a primary, a replica and a Sentinel,
+// its backups encrypted by the store (SSE-S3).
 func replicatedBackupSource(endpoint string) v1alpha1.RedisPersistenceSpec {
 	storage := localNVMe
+	backupTo := backupSpec(endpoint, "backup-store")
+	backupTo.Destination.S3.ServerSideEncryption = v1alpha1.SSES3
 	return v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable},
 		Replicas: 2, Sentinel: &v1alpha1.SentinelSpec{Count: 1, Quorum: 1},
 		Storage: &storage,
-		Backup:  backupSpec(endpoint, "backup-store"),
+		Backup:  backupTo,
 	}
 }
 
@@ -155,8 +158,8 @@ func writeAndReplicate(t *testing.T, primary, script string, writes int) {
 }
 
 // TestBackupToObjectStore: a RedisBackup of a replicated uring durable
-// instance is taken from its replica, lands in the object store as an RDB
-// whose SHA-256 is the one in its status, and a server started on that RDB
+// instance is taken from its replica, lands in the object store as an RDB,
+// encrypted by the store, whose SHA-256 is the one in its status, and a server started on that RDB
 // holds exactly the keys written before it, expiries included. A backup
 // whose credentials the store refuses fails after its attempts, says to
 // check the credentials, and its instance keeps serving writes.
@@ -189,7 +192,10 @@ func TestBackupToObjectStore(t *testing.T) {
 		t.Errorf("status.point %s, want between the last write %s and completedAt %v", st.Point, b.written.UTC(), st.CompletedAt)
 	}
 
-	rdb := getObject(t, st.Location)
+	rdb, sse := getObject(t, st.Location)
+	if sse != string(v1alpha1.SSES3) {
+		t.Errorf("the store reports x-amz-server-side-encryption %q for %s, want %s", sse, st.Location, v1alpha1.SSES3)
+	}
 	sum := sha256.Sum256(rdb)
 	if got := hex.EncodeToString(sum[:]); got != st.SHA256 || int64(len(rdb)) != st.Size {
 		t.Fatalf("the object %s: %d bytes, sha256 %s; status says %d bytes, %s", st.Location, len(rdb), got, st.Size, st.SHA256)

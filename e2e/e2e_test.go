@@ -100,6 +100,9 @@ func TestMain(m *testing.M) {
 		}
 	} else {
 		fmt.Printf("namespaces %s and %s kept for inspection (E2E_KEEP set)\n", namespace, nodeNamespace)
+		if storeNamespace != "" {
+			fmt.Printf("the object store's namespace %s kept too\n", storeNamespace)
+		}
 	}
 	os.Exit(code)
 }

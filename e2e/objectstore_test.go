@@ -115,6 +115,9 @@ func deployObjectStore(t *testing.T, ns string) {
 						// The master would report usage to seaweedfs.com.
 						"-master.telemetry=false",
 					},
+					// SSE-S3 (x-amz-server-side-encryption: AES256) needs a key
+					// to wrap the objects' keys with.
+					Env:            []corev1.EnvVar{{Name: "WEED_S3_SSE_KEY", Value: "uring-redis e2e SSE-S3 key"}},
 					Ports:          []corev1.ContainerPort{{Name: "s3", ContainerPort: storePort}},
 					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(storePort)}}, PeriodSeconds: 1},
 					SecurityContext: &corev1.SecurityContext{
@@ -205,8 +208,9 @@ func createBucket(t *testing.T) {
 	}
 }
 
-// getObject downloads an s3://bucket/key location from the object store.
-func getObject(t *testing.T, location string) []byte {
+// getObject downloads an s3://bucket/key location from the object store
+// and returns it with the server-side encryption the store reports for it.
+func getObject(t *testing.T, location string) (data []byte, sse string) {
 	t.Helper()
 	bucket, key, ok := strings.Cut(strings.TrimPrefix(location, "s3://"), "/")
 	if !ok || !strings.HasPrefix(location, "s3://") {
@@ -223,7 +227,11 @@ func getObject(t *testing.T, location string) []byte {
 	if _, err := buf.ReadFrom(obj); err != nil {
 		t.Fatalf("downloading %s: %v", location, err)
 	}
-	return buf.Bytes()
+	info, err := obj.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes(), info.Metadata.Get("X-Amz-Server-Side-Encryption")
 }
 
 func storeLogs(ns string) string {
