@@ -17,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -240,15 +242,22 @@ func TestRestoreFromBackup(t *testing.T) {
 	writeAndReplicate(t, rp.Status.Primary, after.String(), 50)
 	endpoint := rp.Spec.Backup.Destination.S3.Endpoint
 
-	// The instance and its volumes are lost.
+	// The instance and its volumes are lost: the new instance of the same
+	// name starts once nothing of the old one is left (the garbage collector
+	// deletes its objects in the background).
 	if err := k8s.Delete(ctx, rp); err != nil {
 		t.Fatal(err)
 	}
+	waitGone(t, "RedisPersistence "+name, func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(rp), &v1alpha1.RedisPersistence{}) }, nil)
+	var left []string
+	eventually(t, 3*time.Minute, func() bool {
+		left = leftOf(t, rp)
+		return len(left) == 0
+	})
+	if len(left) > 0 {
+		t.Fatalf("3m after %s was deleted, %v are left", name, left)
+	}
 	for _, ordinal := range []string{"0", "1"} {
-		pod := &corev1.Pod{}
-		waitGone(t, "pod "+name+"-"+ordinal, func() error {
-			return k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name + "-" + ordinal}, pod)
-		}, nil)
 		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-" + ordinal, Namespace: namespace}}
 		if err := k8s.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatal(err)
@@ -273,6 +282,42 @@ func TestRestoreFromBackup(t *testing.T) {
 	for _, r := range rp.Status.Replicas {
 		t.Run(r.Pod, func(t *testing.T) { checkKeys(t, r.Pod, b) })
 	}
+}
+
+// leftOf names what is left of the deleted instance rp: its server and
+// Sentinel pods, and the objects it owned.
+func leftOf(t *testing.T, rp *v1alpha1.RedisPersistence) []string {
+	t.Helper()
+	ctx := context.Background()
+	var left []string
+	var pods corev1.PodList
+	if err := k8s.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, rp.Name+"-") && p.Labels["batch.kubernetes.io/job-name"] == "" {
+			left = append(left, "pod/"+p.Name)
+		}
+	}
+	lists := map[string]client.ObjectList{
+		"statefulset": &appsv1.StatefulSetList{}, "service": &corev1.ServiceList{},
+		"secret": &corev1.SecretList{}, "configmap": &corev1.ConfigMapList{},
+	}
+	for kind, list := range lists {
+		if err := k8s.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			t.Fatal(err)
+		}
+		if err := meta.EachListItem(list, func(o runtime.Object) error {
+			if obj := o.(client.Object); slices.ContainsFunc(obj.GetOwnerReferences(), func(ref metav1.OwnerReference) bool { return ref.UID == rp.UID }) {
+				left = append(left, kind+"/"+obj.GetName())
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(left)
+	return left
 }
 
 // checkKeys checks that the server in pod holds exactly b's keys, with
