@@ -275,7 +275,8 @@ func TestRestoreFromBackup(t *testing.T) {
 		}
 	})
 	rp = waitFor(t, name, 8*time.Minute, hasCondition(v1alpha1.ConditionReplicating, metav1.ConditionTrue, "Replicating"))
-	t.Logf("restored %s from %s (%d bytes): Replicating %s after it was created", name, b.backup.Name, b.backup.Status.Size, time.Since(start).Round(time.Second))
+	rp = waitReady(t, name)
+	t.Logf("restored %s from %s (%d bytes): Replicating and Ready %s after it was created", name, b.backup.Name, b.backup.Status.Size, time.Since(start).Round(time.Second))
 	if rec := rp.Status.Recovery; rec == nil || rec.Backup != b.backup.Name || rec.SHA256 != b.backup.Status.SHA256 || rec.Location != b.backup.Status.Location {
 		t.Errorf("status.recovery %+v, want backup %s, its location and sha256", rec, b.backup.Name)
 	}
