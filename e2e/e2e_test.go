@@ -95,8 +95,14 @@ func TestMain(m *testing.M) {
 	if code == 0 || os.Getenv("E2E_KEEP") == "" {
 		_ = k8s.Delete(context.Background(), ns)
 		_ = k8s.Delete(context.Background(), nodeNS)
+		if storeNamespace != "" {
+			_ = k8s.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: storeNamespace}})
+		}
 	} else {
 		fmt.Printf("namespaces %s and %s kept for inspection (E2E_KEEP set)\n", namespace, nodeNamespace)
+		if storeNamespace != "" {
+			fmt.Printf("the object store's namespace %s kept too\n", storeNamespace)
+		}
 	}
 	os.Exit(code)
 }

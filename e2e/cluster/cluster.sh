@@ -464,15 +464,15 @@ deploy_storage() {
 }
 
 # The test bed's own images built earlier by e2e/images/build.sh (the local volume
-# provisioner, the io_uring probe and smoke.sh's exporter: fixtures of this node, not
-# part of a release, needed before anything is pushed), so a re-created cluster has them (runs
-# while the control plane boots). The project's images are never imported: the node
-# pulls them from the registry. Not unpacked: containerd unpacks an image when a
-# container first uses it.
+# provisioner, the io_uring probe, smoke.sh's exporter, the suite's object store:
+# fixtures of this node, not part of a release, needed before anything is pushed), so
+# a re-created cluster has them (runs while the control plane boots). The project's
+# images are never imported: the node pulls them from the registry. Not unpacked:
+# containerd unpacks an image when a container first uses it.
 import_images() {
   local archive
   for archive in "$repo"/bin/e2e/images/*.tar; do
-    case ${archive##*/} in local-volume-provisioner.tar | uring-probe.tar | redis-exporter.tar) ;; *) continue ;; esac
+    case ${archive##*/} in local-volume-provisioner.tar | uring-probe.tar | redis-exporter.tar | seaweedfs.tar) ;; *) continue ;; esac
     ctr --address "$containerd_sock" -n k8s.io images import --all-platforms --no-unpack "$archive" >/dev/null
   done
 }

@@ -19,7 +19,8 @@
 # to the registry its tag names (the project's images and redis_exporter, which the
 # chart pulls from a registry); otherwise it is saved to bin/e2e/images/<name>.tar,
 # which `cluster.sh up` imports, and when the cluster is already up the image is
-# imported right away (the test bed's own images: the provisioner and the probe).
+# imported right away (the test bed's own images: the provisioner, the probe and the
+# suite's object store, SeaweedFS).
 #
 # Tags come from hack/release.sh (IMG, REDIS_IMG, BENCH_IMG, EXPORTER_IMG: the release
 # references); without it the project's images get local names of the working tree
@@ -53,8 +54,9 @@ declare -A images=(
   [redis-exporter]="${EXPORTER_IMG:-oliver006/redis_exporter:$(awk '$1 == "require" {print $3}' "$here/redis-exporter/go.mod")}|e2e/images/redis-exporter/Dockerfile|e2e/images/redis-exporter"
   [local-volume-provisioner]="registry.k8s.io/sig-storage/local-volume-provisioner:v2.7.0|e2e/images/local-volume-provisioner/Dockerfile|e2e/images/local-volume-provisioner"
   [uring-probe]="uring-probe:e2e|e2e/images/uring-probe/Dockerfile|e2e/images/uring-probe"
+  [seaweedfs]="seaweedfs:e2e|e2e/images/seaweedfs/Dockerfile|e2e/images/seaweedfs"
 )
-order=(local-volume-provisioner redis-exporter uring-probe redis-uring uring-redis-operator uring-redis-bench)
+order=(local-volume-provisioner redis-exporter uring-probe seaweedfs redis-uring uring-redis-operator uring-redis-bench)
 
 log() { echo "images: $*" >&2; }
 

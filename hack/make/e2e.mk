@@ -67,8 +67,15 @@ e2e-install: $(HELM) ## Install or upgrade the operator on the e2e cluster with 
 		--namespace $(E2E_NAMESPACE) --create-namespace --values charts/uring-redis-operator/ci/e2e-values.yaml \
 		$(E2E_HELM_ARGS) --wait --timeout 5m
 
+# The suite's own fixtures, not part of a release: SeaweedFS, the object store the
+# backup tests write to. Built once into bin/e2e/images (which `cluster.sh up`
+# imports into a re-created node) and imported into the running node.
+.PHONY: e2e-fixtures
+e2e-fixtures: ## Build the fixture images the suite runs (SeaweedFS) unless bin/e2e/images has them.
+	[[ -f $(LOCALBIN)/e2e/images/seaweedfs.tar ]] || e2e/images/build.sh seaweedfs
+
 .PHONY: e2e
-e2e: e2e-up e2e-images e2e-install ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset).
+e2e: e2e-up e2e-fixtures e2e-images e2e-install ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset).
 	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) E2E_HELM=$(HELM) E2E_RELEASE=$(E2E_RELEASE) \
 		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_INSTALL_YAML=$(E2E_DIST)/$(VERSION)/install.yaml \
 		E2E_CHART=$(E2E_CHART) E2E_VERSION=$(VERSION) E2E_PREVIOUS_VERSION=$(E2E_PREVIOUS_VERSION) \
