@@ -236,7 +236,7 @@ func (r *RedisBackupReconciler) follow(ctx context.Context, b *v1alpha1.RedisBac
 	b.Status.Job = job.Name
 	switch outcome, reason := benchmarkJobOutcome(job); outcome {
 	case jobSucceeded:
-		msg, _ := terminationMessageOf(pods.Items, corev1.PodSucceeded)
+		msg, _ := terminationMessageOf(pods.Items, corev1.PodSucceeded, specs.ContainerBackup)
 		m, err := backup.DecodeMetadata([]byte(msg))
 		if err != nil {
 			r.fail(b, err.Error())
@@ -244,11 +244,11 @@ func (r *RedisBackupReconciler) follow(ctx context.Context, b *v1alpha1.RedisBac
 		}
 		r.complete(b, m)
 	case jobFailed:
-		msg, _ := terminationMessageOf(pods.Items, corev1.PodFailed)
+		msg, _ := terminationMessageOf(pods.Items, corev1.PodFailed, specs.ContainerBackup)
 		r.fail(b, fmt.Sprintf("the Job %s failed (%s) after %d attempt(s): %s", job.Name, reason, job.Status.Failed, lastLine(msg)))
 	default:
 		b.Status.Phase = v1alpha1.BackupRunning
-		if msg, found := terminationMessageOf(pods.Items, corev1.PodFailed); found && job.Status.Failed > 0 {
+		if msg, found := terminationMessageOf(pods.Items, corev1.PodFailed, specs.ContainerBackup); found && job.Status.Failed > 0 {
 			text := fmt.Sprintf("attempt %d failed, retrying: %s", job.Status.Failed, lastLine(msg))
 			if b.Status.Message != text {
 				r.Recorder.Event(b, corev1.EventTypeWarning, ReasonBackupAttemptFailed, text)
@@ -300,26 +300,6 @@ func (r *RedisBackupReconciler) setCondition(b *v1alpha1.RedisBackup, status met
 
 func backupFinished(b *v1alpha1.RedisBackup) bool {
 	return b.Status.Phase == v1alpha1.BackupCompleted || b.Status.Phase == v1alpha1.BackupFailed
-}
-
-// terminationMessageOf is the backup container's termination message in
-// the newest pod of pods in phase.
-func terminationMessageOf(pods []corev1.Pod, phase corev1.PodPhase) (msg string, found bool) {
-	var newest *corev1.Pod
-	for i := range pods {
-		if pods[i].Status.Phase == phase && (newest == nil || newest.CreationTimestamp.Before(&pods[i].CreationTimestamp)) {
-			newest = &pods[i]
-		}
-	}
-	if newest == nil {
-		return "", false
-	}
-	for _, cs := range newest.Status.ContainerStatuses {
-		if cs.Name == specs.ContainerBackup && cs.State.Terminated != nil {
-			return cs.State.Terminated.Message, true
-		}
-	}
-	return "", true
 }
 
 // lastLine is the last non-empty line of a log tail: the agent's error.

@@ -59,14 +59,35 @@ func agentBin(t *testing.T) string {
 	return agentBuild.path
 }
 
+// runAgent runs the real agent with args and the container's environment
+// (Secrets, ConfigMaps and the namespace resolved, plus extraEnv), as the
+// kubelet runs it, and returns its exit code, stdout and stderr.
+func runAgent(t *testing.T, ns string, c *corev1.Container, args []string, extraEnv ...string) (exitCode int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, agentBin(t), args...)
+	cmd.Env = append(resolveEnv(t, ns, c.Env), extraEnv...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), out.String(), errOut.String()
+	} else if err != nil {
+		t.Fatalf("running the agent: %v", err)
+	}
+	return 0, out.String(), errOut.String()
+}
+
 // runBackupPod plays the kubelet for the backup Job's pod: it runs the real
-// agent with the pod's command line and environment (Secrets resolved), the
-// server at serverAddr in place of the pod's DNS name, and finishes the pod
-// with the agent's exit code and termination message (its stderr's tail on
-// an error, as FallbackToLogsOnError does). It returns that message.
+// agent with the pod's command line, the server at serverAddr in place of
+// the pod's DNS name, and finishes the pod with the agent's exit code and
+// termination message (its stderr on an error, as FallbackToLogsOnError
+// does). It returns that message.
 func runBackupPod(t *testing.T, ns string, job *batchv1.Job, serverAddr string) (exitCode int32, message string) {
 	t.Helper()
-	c := job.Spec.Template.Spec.Containers[0]
+	c := &job.Spec.Template.Spec.Containers[0]
 	if len(c.Command) != 2 || c.Command[0] != specs.BackupAgent || c.Command[1] != "take" {
 		t.Fatalf("the backup container runs %q, want %s take", c.Command, specs.BackupAgent)
 	}
@@ -78,25 +99,14 @@ func runBackupPod(t *testing.T, ns string, job *batchv1.Job, serverAddr string) 
 		}
 		args = append(args, arg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, agentBin(t), args...)
-	cmd.Env = resolveEnv(t, ns, c.Env)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		b, readErr := os.ReadFile(termLog)
-		if readErr != nil {
-			t.Fatalf("the agent succeeded without a termination message: %v", readErr)
+	code, _, stderr := runAgent(t, ns, c, args)
+	exitCode, message = int32(code), stderr
+	if code == 0 {
+		b, err := os.ReadFile(termLog)
+		if err != nil {
+			t.Fatalf("the agent succeeded without a termination message: %v", err)
 		}
 		message = string(b)
-	case errors.As(err, &exit):
-		exitCode, message = int32(exit.ExitCode()), stderr.String()
-	default:
-		t.Fatalf("running the agent: %v", err)
 	}
 	finishJobPodOf(t, ns, job.Name, specs.ContainerBackup, exitCode, message)
 	return exitCode, message

@@ -58,18 +58,27 @@ func benchmarkJobOutcome(job *batchv1.Job) (jobOutcome, string) {
 // terminationMessage is the runner's result from the Job's succeeded pod;
 // found is false when no pod of pods succeeded.
 func terminationMessage(pods []corev1.Pod) (msg string, found bool) {
-	for _, pod := range pods {
-		if pod.Status.Phase != corev1.PodSucceeded {
-			continue
+	return terminationMessageOf(pods, corev1.PodSucceeded, specs.ContainerBench)
+}
+
+// terminationMessageOf is container's termination message in the newest pod
+// of pods in phase; found is false when no pod is in phase.
+func terminationMessageOf(pods []corev1.Pod, phase corev1.PodPhase, container string) (msg string, found bool) {
+	var newest *corev1.Pod
+	for i := range pods {
+		if pods[i].Status.Phase == phase && (newest == nil || newest.CreationTimestamp.Before(&pods[i].CreationTimestamp)) {
+			newest = &pods[i]
 		}
-		for _, cs := range pod.Status.ContainerStatuses {
-			if cs.Name == specs.ContainerBench && cs.State.Terminated != nil {
-				return cs.State.Terminated.Message, true
-			}
-		}
-		return "", true
 	}
-	return "", false
+	if newest == nil {
+		return "", false
+	}
+	for _, cs := range newest.Status.ContainerStatuses {
+		if cs.Name == container && cs.State.Terminated != nil {
+			return cs.State.Terminated.Message, true
+		}
+	}
+	return "", true
 }
 
 // recordRun appends the result of one run, repetition number repetition of

@@ -13,6 +13,7 @@ package controllers
 // the template never changed.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -57,7 +58,7 @@ func (r *RedisPersistenceReconciler) resolveRecovery(ctx context.Context, rp *v1
 		return false, fmt.Errorf("reading the RedisBackup %s: %w", name, err)
 	}
 	if b.Status.Phase != v1alpha1.BackupCompleted || b.Status.Location == "" || b.Status.SHA256 == "" {
-		return wait(fmt.Sprintf("the RedisBackup %s to restore is %s, not Completed; the servers start once it is", name, cmpOr(string(b.Status.Phase), "new")))
+		return wait(fmt.Sprintf("the RedisBackup %s to restore is %s, not Completed; the servers start once it is", name, cmp.Or(string(b.Status.Phase), "new")))
 	}
 	rp.Status.Recovery = &v1alpha1.RecoveryStatus{Backup: name, Location: b.Status.Location, SHA256: b.Status.SHA256}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restoring", "the first server starts on the backup %s (%s, consistent at %s)", name, b.Status.Location, pointOf(b))
@@ -116,11 +117,4 @@ func pointOf(b *v1alpha1.RedisBackup) string {
 		return "an unknown time"
 	}
 	return b.Status.Point.UTC().Format("2006-01-02T15:04:05Z")
-}
-
-func cmpOr(s, otherwise string) string {
-	if s == "" {
-		return otherwise
-	}
-	return s
 }

@@ -1,11 +1,8 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -35,20 +32,8 @@ func runRestoreContainer(t *testing.T, ns string, sts *appsv1.StatefulSet, podNa
 		}
 		args = append(args, arg)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, agentBin(t), args...)
-	cmd.Env = append(resolveEnv(t, ns, c.Env), "HOSTNAME="+podName)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		return exit.ExitCode(), out.String()
-	} else if err != nil {
-		t.Fatalf("running the agent: %v", err)
-	}
-	return 0, out.String()
+	code, stdout, stderr := runAgent(t, ns, &c, args, "HOSTNAME="+podName)
+	return code, stdout + stderr
 }
 
 // TestRestoreFromBackup: an instance with spec.bootstrap.recovery makes no

@@ -85,13 +85,8 @@ func take(ctx context.Context, args []string) error {
 	}
 	t.Namespace = os.Getenv("POD_NAMESPACE")
 	t.Source.Username, t.Source.Password = os.Getenv("REDIS_USER"), os.Getenv("REDIS_PASSWORD")
-	t.Destination.AccessKey, t.Destination.SecretKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
-	if storeCA != "" {
-		pem, err := os.ReadFile(storeCA)
-		if err != nil {
-			return fmt.Errorf("the store's CA: %w", err)
-		}
-		t.Destination.CA = pem
+	if err := signInToStore(&t.Destination, storeCA); err != nil {
+		return err
 	}
 	if tlsCA != "" {
 		config, err := loadTLS(tlsCA, tlsCert, tlsKey)
@@ -155,13 +150,8 @@ func restore(ctx context.Context, args []string) error {
 	if r.SHA256 == "" || r.Backup == "" || r.Destination.Endpoint == "" {
 		return errors.New("$RESTORE_SHA256, --backup and --endpoint are required with $RESTORE_LOCATION")
 	}
-	r.Destination.AccessKey, r.Destination.SecretKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
-	if storeCA != "" {
-		pem, err := os.ReadFile(storeCA)
-		if err != nil {
-			return fmt.Errorf("the store's CA: %w", err)
-		}
-		r.Destination.CA = pem
+	if err := signInToStore(&r.Destination, storeCA); err != nil {
+		return err
 	}
 	restored, err := r.Run(ctx)
 	if err != nil {
@@ -172,6 +162,21 @@ func restore(ctx context.Context, args []string) error {
 	} else {
 		fmt.Printf("uring-backup: backup %s was restored here before\n", r.Backup)
 	}
+	return nil
+}
+
+// signInToStore gives d the access key in $AWS_ACCESS_KEY_ID and
+// $AWS_SECRET_ACCESS_KEY and the CA in caFile, if any.
+func signInToStore(d *backup.Destination, caFile string) error {
+	d.AccessKey, d.SecretKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	if caFile == "" {
+		return nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("the store's CA: %w", err)
+	}
+	d.CA = pem
 	return nil
 }
 

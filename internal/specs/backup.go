@@ -37,8 +37,6 @@ const (
 	// a snapshot interrupted by a restart or a failover is taken again
 	// from the start, by a new pod.
 	backupAttempts = 3
-	// backupAgentUID is the operator image's user.
-	backupAgentUID = 65532
 	// defaultBackupDeadline bounds a backup Job (seconds).
 	defaultBackupDeadline = 6 * 3600
 )
@@ -140,17 +138,7 @@ func BackupJob(b *v1alpha1.RedisBackup, rp *v1alpha1.RedisPersistence, source st
 			corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
 		}},
 	}
-	pod := corev1.PodSpec{
-		RestartPolicy:                corev1.RestartPolicyNever,
-		AutomountServiceAccountToken: ptr.To(false),
-		Containers:                   []corev1.Container{container},
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			RunAsUser:      ptr.To(int64(backupAgentUID)),
-			RunAsGroup:     ptr.To(int64(backupAgentUID)),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
-	}
+	pod := jobPod(container)
 	pod.Containers[0].Args = append(pod.Containers[0].Args, StoreArgs(rp, &pod, &pod.Containers[0])...)
 	if TLSEnabled(rp) {
 		// The agent takes the benchmark runner's TLS flags.

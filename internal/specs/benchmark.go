@@ -166,6 +166,23 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.R
 	return args
 }
 
+// jobPod is the pod of a benchmark or backup Job, which runs container once
+// as the images' non-root user (both images run as 65532), without a
+// ServiceAccount token: neither needs the Kubernetes API.
+func jobPod(container corev1.Container) corev1.PodSpec {
+	return corev1.PodSpec{
+		RestartPolicy:                corev1.RestartPolicyNever,
+		AutomountServiceAccountToken: ptr.To(false),
+		Containers:                   []corev1.Container{container},
+		SecurityContext: &corev1.PodSecurityContext{
+			RunAsNonRoot:   ptr.To(true),
+			RunAsUser:      ptr.To(int64(benchmarkRunnerUID)),
+			RunAsGroup:     ptr.To(int64(benchmarkRunnerUID)),
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		},
+	}
+}
+
 // BenchmarkJob is the Job of run, against its target rp. The
 // runner prints its result as the termination message, which the operator
 // reads from the finished pod; backoffLimit 0 because a retried benchmark
@@ -190,17 +207,7 @@ func BenchmarkJob(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.Re
 	if rb.Spec.Resources != nil {
 		container.Resources = *rb.Spec.Resources
 	}
-	pod := corev1.PodSpec{
-		RestartPolicy:                corev1.RestartPolicyNever,
-		AutomountServiceAccountToken: ptr.To(false),
-		Containers:                   []corev1.Container{container},
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsNonRoot:   ptr.To(true),
-			RunAsUser:      ptr.To(int64(benchmarkRunnerUID)),
-			RunAsGroup:     ptr.To(int64(benchmarkRunnerUID)),
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
-	}
+	pod := jobPod(container)
 	if TLSEnabled(rp) {
 		BenchmarkOverTLS(rp, &pod)
 	}
