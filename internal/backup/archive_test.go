@@ -1,0 +1,249 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+// A primary's archive restores to any second it covers, across an AOF
+// rewrite: a new server on the restored volume has every key written in
+// that second and before it, TTLs included, and none written after. A new
+// archiver on the volume (a restarted pod) goes on with the timeline from
+// what the store holds, without rewriting any object. A restore is refused
+// a target outside the archive and an object that is not the one archived.
+func TestArchiveAndRestore(t *testing.T) {
+	ctx := context.Background()
+	objects := testenv.StartObjectStore(t)
+	dir := t.TempDir()
+	server := testenv.RunServer(t, dir, timestampedDurableConfig)
+	c := redis.NewClient(&redis.Options{Addr: server.Addr})
+	defer func() { _ = c.Close() }()
+	newArchiver := func() *Archiver {
+		return &Archiver{Source: Source{Addr: server.Addr}, Destination: destination(objects, "team/cache"), DataDir: dir, Interval: time.Hour, Log: t.Logf}
+	}
+	archiver := newArchiver()
+	sync := func(a *Archiver) {
+		t.Helper()
+		startOfNextSecond() // the seconds written so far are whole
+		if err := a.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	seconds := []int64{writeGroup(t, c, 0), writeGroup(t, c, 1)}
+	sync(archiver)
+	startOfNextSecond()
+	rewriteAOF(t, c)
+	seconds = append(seconds, writeGroup(t, c, 2), writeGroup(t, c, 3))
+	sync(archiver)
+
+	// Run passes once at its start and once more when it is stopped.
+	stop, ran := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- archiver.Run(stop) }()
+	seconds = append(seconds, writeGroup(t, c, 4))
+	startOfNextSecond()
+	ran()
+	if err := <-done; err != nil {
+		t.Fatalf("Run's last pass: %v", err)
+	}
+
+	store := open(t, destination(objects, "team/cache"))
+	before, err := store.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seconds = append(seconds, writeGroup(t, c, 5))
+	sync(newArchiver())
+	after, err := store.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range before {
+		if o.Key == timelineKey(archiver.timeline.ID) {
+			continue
+		}
+		if i := slices.IndexFunc(after, func(a ObjectInfo) bool { return a.Key == o.Key }); i < 0 || after[i] != o {
+			t.Errorf("the new archiver rewrote or removed %s", o.Key)
+		}
+	}
+
+	archive, err := ReadArchive(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(archive.Timelines) != 1 {
+		t.Fatalf("%d timelines, want the volume's one: %+v", len(archive.Timelines), archive.Timelines)
+	}
+	tl := archive.Timelines[0]
+	if len(tl.Bases) != 2 || len(tl.Incrs) != 2 || !tl.Incrs[0].Closed || tl.Incrs[0].LostTail || tl.Incrs[1].Closed {
+		t.Fatalf("timeline %+v: want two bases, INCR 1 closed whole and INCR 2 open", tl)
+	}
+	first, last, ok := archive.Recoverable()
+	if !ok || !first.Equal(tl.Bases[0].Time) || last.Unix() < seconds[5] {
+		t.Errorf("recoverable from %s to %s (%v); want from the first base's %s to at least %d", first, last, ok, tl.Bases[0].Time, seconds[5])
+	}
+	for _, tc := range []struct {
+		group int
+		base  int64
+	}{{0, 1}, {1, 1}, {2, 2}} {
+		plan, err := archive.Plan(time.Unix(seconds[tc.group], 0))
+		if err != nil || plan.Base.Seq != tc.base {
+			t.Errorf("the plan for group %d's second: %v, %v; want base %d", tc.group, plan, err, tc.base)
+		}
+	}
+
+	location := "s3://" + objects.Bucket + "/team/cache"
+	restore := func(dir string, target time.Time) (bool, error) {
+		return ArchiveRestore{Destination: destination(objects, ""), Location: location, Target: target, DataDir: dir}.Run(ctx)
+	}
+	for _, group := range []int{0, 1, 3, -1} {
+		t.Run(fmt.Sprintf("to group %d's second", group), func(t *testing.T) {
+			target, groups := time.Time{}, len(seconds)
+			if group >= 0 {
+				target, groups = time.Unix(seconds[group], 0), group+1
+			}
+			dir := t.TempDir()
+			if restored, err := restore(dir, target); !restored || err != nil {
+				t.Fatalf("restore: %v, %v", restored, err)
+			}
+			if restored, err := restore(dir, target); restored || err != nil {
+				t.Fatalf("a second restore on the restored volume: %v, %v; want nothing done", restored, err)
+			}
+			if _, err := restore(dir, time.Unix(seconds[0], 0).Add(time.Hour)); !errors.Is(err, ErrVolumeHoldsData) {
+				t.Errorf("another target on the restored volume: %v, want ErrVolumeHoldsData", err)
+			}
+			restored := testenv.RunServer(t, dir, timestampedDurableConfig)
+			checkGroups(t, restored.Addr, groups)
+		})
+	}
+
+	t.Run("refusals", func(t *testing.T) {
+		early := time.Unix(seconds[0], 0).Add(-time.Hour)
+		_, err := restore(t.TempDir(), early)
+		for _, want := range []string{first.Format(time.RFC3339), last.Format(time.RFC3339)} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("a target before the first base: %v, want an error naming %s", err, want)
+			}
+		}
+
+		withData := t.TempDir()
+		if err := os.WriteFile(filepath.Join(withData, "dump.rdb"), []byte("theirs"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := restore(withData, time.Time{}); !errors.Is(err, ErrVolumeHoldsData) || !strings.Contains(err.Error(), "dump.rdb") {
+			t.Errorf("a volume with dump.rdb: %v, want ErrVolumeHoldsData naming it", err)
+		}
+
+		seg := tl.Incrs[0].Segments[0]
+		if err := store.PutBytes(ctx, segmentKey(tl.ID, tl.Incrs[0].Seq, seg.Offset), []byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		corrupt := t.TempDir()
+		if _, err := restore(corrupt, time.Unix(seconds[0], 0)); err == nil || !strings.Contains(err.Error(), "corrupt") {
+			t.Errorf("a segment that is not the one archived: %v, want it refused as corrupt", err)
+		}
+		if found := dataFiles(corrupt); len(found) > 0 {
+			t.Errorf("a refused restore left %v where the server loads", found)
+		}
+	})
+}
+
+// A replica's archiver archives nothing, and says so once.
+func TestArchiverOnAReplica(t *testing.T) {
+	ctx := context.Background()
+	objects := testenv.StartObjectStore(t)
+	primary := testenv.StartServer(t, timestampedDurableConfig)
+	dir := t.TempDir()
+	replica := testenv.RunServer(t, dir, timestampedDurableConfig+"replicaof "+strings.Replace(primary, ":", " ", 1)+"\n")
+	c := redis.NewClient(&redis.Options{Addr: primary})
+	defer func() { _ = c.Close() }()
+	writeGroup(t, c, 0)
+
+	var mu sync.Mutex
+	var logs []string
+	a := &Archiver{Source: Source{Addr: replica.Addr}, Destination: destination(objects, "team/cache"), DataDir: dir, Log: func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+	}}
+	for range 2 {
+		if err := a.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(logs) != 1 || !strings.Contains(logs[0], "replica") {
+		t.Errorf("logs %q, want one line saying the server is a replica", logs)
+	}
+	if objs, err := open(t, destination(objects, "")).List(ctx, ""); err != nil || len(objs) != 0 {
+		t.Errorf("the store holds %v (%v), want nothing", objs, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, TimelineFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the replica's volume has a timeline: %v", err)
+	}
+}
+
+// rewriteAOF runs BGREWRITEAOF and waits for it to finish.
+func rewriteAOF(t *testing.T, c *redis.Client) {
+	t.Helper()
+	rewrites := infoFields(t, c, "persistence")["aof_rewrites"]
+	if err := c.BgRewriteAOF(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for range 200 {
+		info := infoFields(t, c, "persistence")
+		if info["aof_rewrites"] != rewrites && info["aof_rewrite_in_progress"] == "0" {
+			if info["aof_last_bgrewrite_status"] != "ok" {
+				t.Fatalf("the AOF rewrite failed: %v", info)
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("the AOF rewrite did not finish in 10 s")
+}
+
+// checkGroups checks the server at addr holds the keys of writeGroup's
+// first n groups, and no other.
+func checkGroups(t *testing.T, addr string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = c.Close() }()
+	var want []string
+	for i := range n {
+		for j := range 10 {
+			want = append(want, fmt.Sprintf("g%d:%d", i, j))
+		}
+		want = append(want, fmt.Sprintf("g%d:ttl", i))
+	}
+	got, err := c.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("the restored server has keys %v, want %v", got, want)
+	}
+	for i := range n {
+		if v := c.Get(ctx, fmt.Sprintf("g%d:3", i)).Val(); v != fmt.Sprintf("value\x00%d\r\n3", i) {
+			t.Errorf("g%d:3 is %q", i, v)
+		}
+		if ttl := c.TTL(ctx, fmt.Sprintf("g%d:ttl", i)).Val(); ttl <= 0 || ttl > time.Hour {
+			t.Errorf("g%d:ttl has TTL %v, want (0, 1h]", i, ttl)
+		}
+	}
+}
