@@ -19,7 +19,8 @@ import (
 
 // A primary's archive restores to any second it covers, across an AOF
 // rewrite: a new server on the restored volume has every key written in
-// that second and before it, TTLs included, and none written after. A new
+// that second and before it, TTLs included, and none written after. A
+// replica's archiver archives nothing. A new
 // archiver on the volume (a restarted pod) goes on with the timeline from
 // what the store holds, without rewriting any object. A restore is refused
 // a target outside the archive and an object that is not the one archived.
@@ -34,7 +35,7 @@ func TestArchiveAndRestore(t *testing.T) {
 		return &Archiver{Source: Source{Addr: server.Addr}, Destination: destination(objects, "team/cache"), DataDir: dir, Interval: time.Hour, Log: t.Logf}
 	}
 	archiver := newArchiver()
-	sync := func(a *Archiver) {
+	pass := func(a *Archiver) {
 		t.Helper()
 		startOfNextSecond() // the seconds written so far are whole
 		if err := a.Sync(ctx); err != nil {
@@ -43,11 +44,11 @@ func TestArchiveAndRestore(t *testing.T) {
 	}
 
 	seconds := []int64{writeGroup(t, c, 0), writeGroup(t, c, 1)}
-	sync(archiver)
+	pass(archiver)
 	startOfNextSecond()
 	rewriteAOF(t, c)
 	seconds = append(seconds, writeGroup(t, c, 2), writeGroup(t, c, 3))
-	sync(archiver)
+	pass(archiver)
 
 	// Run passes once at its start and once more when it is stopped.
 	stop, ran := context.WithCancel(ctx)
@@ -66,7 +67,7 @@ func TestArchiveAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	seconds = append(seconds, writeGroup(t, c, 5))
-	sync(newArchiver())
+	pass(newArchiver())
 	after, err := store.List(ctx, "")
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +111,11 @@ func TestArchiveAndRestore(t *testing.T) {
 		return ArchiveRestore{Destination: destination(objects, ""), Location: location, Target: target, DataDir: dir}.Run(ctx)
 	}
 	for _, group := range []int{0, 1, 3, -1} {
-		t.Run(fmt.Sprintf("to group %d's second", group), func(t *testing.T) {
+		name := fmt.Sprintf("to group %d's second", group)
+		if group < 0 {
+			name = "to the latest"
+		}
+		t.Run(name, func(t *testing.T) {
 			target, groups := time.Time{}, len(seconds)
 			if group >= 0 {
 				target, groups = time.Unix(seconds[group], 0), group+1
@@ -159,40 +164,32 @@ func TestArchiveAndRestore(t *testing.T) {
 			t.Errorf("a refused restore left %v where the server loads", found)
 		}
 	})
-}
 
-// A replica's archiver archives nothing, and says so once.
-func TestArchiverOnAReplica(t *testing.T) {
-	ctx := context.Background()
-	objects := testenv.StartObjectStore(t)
-	primary := testenv.StartServer(t, timestampedDurableConfig)
-	dir := t.TempDir()
-	replica := testenv.RunServer(t, dir, timestampedDurableConfig+"replicaof "+strings.Replace(primary, ":", " ", 1)+"\n")
-	c := redis.NewClient(&redis.Options{Addr: primary})
-	defer func() { _ = c.Close() }()
-	writeGroup(t, c, 0)
-
-	var mu sync.Mutex
-	var logs []string
-	a := &Archiver{Source: Source{Addr: replica.Addr}, Destination: destination(objects, "team/cache"), DataDir: dir, Log: func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		logs = append(logs, fmt.Sprintf(format, args...))
-	}}
-	for range 2 {
-		if err := a.Sync(ctx); err != nil {
-			t.Fatal(err)
+	t.Run("a replica archives nothing, and says so once", func(t *testing.T) {
+		dir := t.TempDir()
+		replica := testenv.RunServer(t, dir, timestampedDurableConfig+"replicaof "+strings.Replace(server.Addr, ":", " ", 1)+"\n")
+		var mu sync.Mutex
+		var logs []string
+		a := &Archiver{Source: Source{Addr: replica.Addr}, Destination: destination(objects, "team/replica"), DataDir: dir, Log: func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			logs = append(logs, fmt.Sprintf(format, args...))
+		}}
+		for range 2 {
+			if err := a.Sync(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	if len(logs) != 1 || !strings.Contains(logs[0], "replica") {
-		t.Errorf("logs %q, want one line saying the server is a replica", logs)
-	}
-	if objs, err := open(t, destination(objects, "")).List(ctx, ""); err != nil || len(objs) != 0 {
-		t.Errorf("the store holds %v (%v), want nothing", objs, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, TimelineFile)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the replica's volume has a timeline: %v", err)
-	}
+		if len(logs) != 1 || !strings.Contains(logs[0], "replica") {
+			t.Errorf("logs %q, want one line saying the server is a replica", logs)
+		}
+		if objs, err := open(t, destination(objects, "team/replica")).List(ctx, ""); err != nil || len(objs) != 0 {
+			t.Errorf("the store holds %v (%v), want nothing", objs, err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, TimelineFile)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the replica's volume has a timeline: %v", err)
+		}
+	})
 }
 
 // rewriteAOF runs BGREWRITEAOF and waits for it to finish.
