@@ -244,3 +244,64 @@ func checkGroups(t *testing.T, addr string, n int) {
 		}
 	}
 }
+
+// Plan chooses the latest base at or before the target among the chains
+// that reach it: an older base goes on through the INCR files a rewrite
+// split the log into, and a chain ends where an INCR file's tail was lost.
+func TestPlan(t *testing.T) {
+	at := func(sec int64) time.Time { return time.Unix(sec, 0).UTC() }
+	readAt := func(sec int64) time.Time { return time.Unix(sec, 500e6).UTC() }
+	timeline := func(lost bool) Timeline {
+		first := ArchivedIncr{Seq: 1, File: "appendonly.aof.1.incr.aof", Base: 1, FirstTS: 100, LastTS: 150, Closed: true, ReadAt: readAt(149)}
+		if lost {
+			first.LostTail, first.ReadAt = true, readAt(140)
+		}
+		return Timeline{
+			ID: "20261127T000000Z-abcdef",
+			Bases: []ArchivedBase{
+				{Seq: 1, File: "appendonly.aof.1.base.rdb", Time: at(100), FirstIncr: 1},
+				{Seq: 2, File: "appendonly.aof.2.base.rdb", Time: at(160), FirstIncr: 2},
+			},
+			Incrs: []ArchivedIncr{
+				first,
+				{Seq: 2, File: "appendonly.aof.2.incr.aof", Base: 2, FirstTS: 151, LastTS: 200, ReadAt: readAt(200)},
+			},
+			LastArchivedTime: readAt(200),
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		lost    bool
+		target  time.Time
+		base    int64
+		incrs   []int64
+		wantErr string
+	}{
+		{name: "in the first INCR file", target: at(120), base: 1, incrs: []int64{1}},
+		{name: "after the rotation, before the new base", target: at(155), base: 1, incrs: []int64{1, 2}},
+		{name: "after the new base", target: at(170), base: 2, incrs: []int64{2}},
+		{name: "the last second archived whole", target: at(199), base: 2, incrs: []int64{2}},
+		{name: "the latest", base: 2, incrs: []int64{2}},
+		{name: "the second under way", target: at(200), wantErr: "from 1970-01-01T00:01:40Z to 1970-01-01T00:03:19Z"},
+		{name: "before the first base", target: at(99), wantErr: "from 1970-01-01T00:01:40Z to 1970-01-01T00:03:19Z"},
+		{name: "before a lost tail", lost: true, target: at(138), base: 1, incrs: []int64{1}},
+		{name: "in the hole a lost tail leaves", lost: true, target: at(150), wantErr: "in the ranges 1970-01-01T00:01:40Z..1970-01-01T00:02:19Z, 1970-01-01T00:02:40Z..1970-01-01T00:03:19Z"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan, err := Archive{Timelines: []Timeline{timeline(tc.lost)}}.Plan(tc.target)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Plan(%s): %v, %v; want an error saying %q", tc.target, plan, err, tc.wantErr)
+				}
+				return
+			}
+			var incrs []int64
+			for _, incr := range plan.Incrs {
+				incrs = append(incrs, incr.Seq)
+			}
+			if err != nil || plan.Base.Seq != tc.base || !slices.Equal(incrs, tc.incrs) || plan.Latest != tc.target.IsZero() {
+				t.Fatalf("Plan(%s): base %d, INCR files %v, latest %v, %v; want base %d and %v", tc.target, plan.Base.Seq, incrs, plan.Latest, err, tc.base, tc.incrs)
+			}
+		})
+	}
+}
