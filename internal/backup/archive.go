@@ -122,6 +122,18 @@ func (a *Archiver) Sync(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if why, err := a.diverged(t); err != nil {
+			return err
+		} else if why != "" {
+			a.logf("the volume's AOF is no longer what timeline %s archived (%s): archiving into a new timeline", id, why)
+			if err := os.Remove(filepath.Join(a.DataDir, TimelineFile)); err != nil {
+				return err
+			}
+			if id, err = a.timelineID(); err != nil {
+				return err
+			}
+			t = Timeline{ID: id}
+		}
 		a.timeline = &t
 	}
 	if a.files == nil {
@@ -258,6 +270,38 @@ func (a *Archiver) recoverTimeline(ctx context.Context, id string) (Timeline, er
 func notFound(err error) bool {
 	var response minio.ErrorResponse
 	return errors.As(err, &response) && response.Code == "NoSuchKey"
+}
+
+// diverged says why the AOF in the data directory does not go on from
+// what t archived of it, "" when it does: the last segment archived of an
+// INCR file not closed is no longer what the file holds there. A server
+// that lost its last writes in a crash (a power cut takes what was not
+// fdatasync'ed, which the archiver may have read) writes other entries in
+// their place; the archive of them goes into a timeline of its own.
+func (a *Archiver) diverged(t Timeline) (string, error) {
+	for _, incr := range t.Incrs {
+		if incr.Closed || len(incr.Segments) == 0 {
+			continue
+		}
+		f, err := os.Open(filepath.Join(a.DataDir, appendDir, incr.File))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		last := incr.Segments[len(incr.Segments)-1]
+		sha := sha256.New()
+		n, err := io.Copy(sha, io.NewSectionReader(f, last.Offset, last.Size))
+		_ = f.Close()
+		if err != nil {
+			return "", err
+		}
+		if n != last.Size || hex.EncodeToString(sha.Sum(nil)) != last.SHA256 {
+			return fmt.Sprintf("%s holds other bytes than were archived at %d..%d", incr.File, last.Offset, last.Offset+last.Size), nil
+		}
+	}
+	return "", nil
 }
 
 // adoptBase records a base found in the store but not in timeline.json,

@@ -131,7 +131,11 @@ func TestArchiveAndRestore(t *testing.T) {
 				t.Errorf("another target on the restored volume: %v, want ErrVolumeHoldsData", err)
 			}
 			restored := testenv.RunServer(t, dir, timestampedDurableConfig)
-			checkGroups(t, restored.Addr, groups)
+			var want []int
+			for i := range groups {
+				want = append(want, i)
+			}
+			checkGroups(t, restored.Addr, want...)
 		})
 	}
 
@@ -190,6 +194,52 @@ func TestArchiveAndRestore(t *testing.T) {
 			t.Errorf("the replica's volume has a timeline: %v", err)
 		}
 	})
+
+	// A crash that takes the last writes (group 5) leaves a log that goes
+	// on differently from what was archived of it.
+	t.Run("a log that lost its archived tail goes into a new timeline", func(t *testing.T) {
+		server.Stop(t)
+		incr := lastIncr(t, dir)
+		b, err := os.ReadFile(incr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		scan, err := ScanAOF(b, seconds[4])
+		if err != nil || scan.Cut < 0 {
+			t.Fatalf("no #TS after group 4 in %s: %v", incr, err)
+		}
+		if err := os.Truncate(incr, int64(scan.Cut)); err != nil {
+			t.Fatal(err)
+		}
+		restarted := testenv.RunServer(t, dir, timestampedDurableConfig)
+		c := redis.NewClient(&redis.Options{Addr: restarted.Addr})
+		defer func() { _ = c.Close() }()
+		writeGroup(t, c, 6)
+		startOfNextSecond()
+		var logs []string
+		a := &Archiver{Source: Source{Addr: restarted.Addr}, Destination: destination(objects, "team/cache"), DataDir: dir, Log: func(format string, args ...any) {
+			logs = append(logs, fmt.Sprintf(format, args...))
+		}}
+		if err := a.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(logs, func(l string) bool { return strings.Contains(l, "archiving into a new timeline") }) {
+			t.Errorf("logs %q, want one saying the archive goes into a new timeline", logs)
+		}
+		again, err := ReadArchive(ctx, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(again.Timelines) != 2 || again.Timelines[0].ID != tl.ID || !again.Timelines[0].LastArchivedTime.Equal(archive.Timelines[0].LastArchivedTime) {
+			t.Fatalf("timelines %+v, want the first one as it was and a new one", again.Timelines)
+		}
+		restoredDir := t.TempDir()
+		if _, err := restore(restoredDir, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		restored := testenv.RunServer(t, restoredDir, timestampedDurableConfig)
+		checkGroups(t, restored.Addr, 0, 1, 2, 3, 4, 6)
+	})
 }
 
 // rewriteAOF runs BGREWRITEAOF and waits for it to finish.
@@ -213,14 +263,14 @@ func rewriteAOF(t *testing.T, c *redis.Client) {
 }
 
 // checkGroups checks the server at addr holds the keys of writeGroup's
-// first n groups, and no other.
-func checkGroups(t *testing.T, addr string, n int) {
+// groups, and no other.
+func checkGroups(t *testing.T, addr string, groups ...int) {
 	t.Helper()
 	ctx := context.Background()
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer func() { _ = c.Close() }()
 	var want []string
-	for i := range n {
+	for _, i := range groups {
 		for j := range 10 {
 			want = append(want, fmt.Sprintf("g%d:%d", i, j))
 		}
@@ -235,7 +285,7 @@ func checkGroups(t *testing.T, addr string, n int) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("the restored server has keys %v, want %v", got, want)
 	}
-	for i := range n {
+	for _, i := range groups {
 		if v := c.Get(ctx, fmt.Sprintf("g%d:3", i)).Val(); v != fmt.Sprintf("value\x00%d\r\n3", i) {
 			t.Errorf("g%d:3 is %q", i, v)
 		}
