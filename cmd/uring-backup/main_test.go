@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+// The agent's archive command ships a server's AOF until SIGTERM, makes a
+// last pass and exits 0; restore with $RESTORE_ARCHIVE puts the latest of
+// it on a new volume, where a server finds every key.
+func TestArchiveThenRestore(t *testing.T) {
+	ctx := context.Background()
+	bin := filepath.Join(t.TempDir(), "uring-backup")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	store := testenv.StartObjectStore(t)
+	const config = "appendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\naof-timestamp-enabled yes\n"
+	dir := t.TempDir()
+	server := testenv.RunServer(t, dir, config)
+	c := redis.NewClient(&redis.Options{Addr: server.Addr})
+	defer func() { _ = c.Close() }()
+	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+store.AccessKey, "AWS_SECRET_ACCESS_KEY="+store.SecretKey)
+	storeFlags := []string{"--endpoint=" + store.Endpoint, "--bucket=" + store.Bucket, "--prefix=team/cache"}
+
+	var agentLog bytes.Buffer
+	agent := exec.Command(bin, append([]string{"archive", "--source=" + server.Addr, "--data-dir=" + dir, "--interval=200ms"}, storeFlags...)...)
+	agent.Env, agent.Stdout, agent.Stderr = env, &agentLog, &agentLog
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := c.Set(ctx, fmt.Sprintf("key:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The last keys are shipped by the pass made on SIGTERM.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
+	if err := agent.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Wait(); err != nil {
+		t.Fatalf("the archiver after SIGTERM: %v\n%s", err, agentLog.String())
+	}
+	if !strings.Contains(agentLog.String(), "archiving into a new timeline") {
+		t.Errorf("the archiver's log does not name its timeline:\n%s", agentLog.String())
+	}
+
+	restore := func(dir string, extraEnv ...string) (string, error) {
+		cmd := exec.Command(bin, append([]string{"restore", "--data-dir=" + dir, "--ordinal-zero-only"}, storeFlags...)...)
+		cmd.Env = append(append(env, "HOSTNAME=cache-0", "RESTORE_ARCHIVE=s3://"+store.Bucket+"/team/cache"), extraEnv...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := restore(t.TempDir(), "RESTORE_TARGET_TIME=yesterday"); err == nil || !strings.Contains(out, "RFC 3339") {
+		t.Errorf("a target that is no time: %v, %s; want a refusal naming the format", err, out)
+	}
+	restored := t.TempDir()
+	if out, err := restore(restored); err != nil || !strings.Contains(out, "restored the archive") {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	s := testenv.RunServer(t, restored, config)
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer func() { _ = rc.Close() }()
+	if n := rc.DBSize(ctx).Val(); n != 20 {
+		t.Errorf("the restored server has %d keys, want 20", n)
+	}
+}
