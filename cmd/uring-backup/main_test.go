@@ -27,7 +27,9 @@ func TestArchiveThenRestore(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	store := testenv.StartObjectStore(t)
-	const config = "appendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\naof-timestamp-enabled yes\n"
+	// The posix engine (the archive tests in internal/backup run the uring
+	// engine): the archive ends where an INFO finds its buffer empty.
+	const config = "appendonly yes\nappendfsync everysec\naof-timestamp-enabled yes\n"
 	dir := t.TempDir()
 	server := testenv.RunServer(t, dir, config)
 	c := redis.NewClient(&redis.Options{Addr: server.Addr})

@@ -93,13 +93,20 @@ func (a *Archiver) Run(ctx context.Context) error {
 // ships every base the manifest names that is not archived yet, then the
 // new complete entries of each INCR file, and rewrites timeline.json.
 func (a *Archiver) Sync(ctx context.Context) error {
-	if why, err := a.idleReason(ctx); err != nil {
+	why, through, err := a.serverState(ctx)
+	if err != nil {
 		return err
-	} else if why != "" {
+	}
+	if why != "" {
 		if why != a.idleWhy {
 			a.logf("not archiving: %s", why)
 		}
 		a.idleWhy = why
+		// What is held open pins the space of deleted files; the store
+		// has what was archived, and is read again when archiving
+		// resumes.
+		a.closeFiles()
+		a.timeline = nil
 		return nil
 	}
 	if a.idleWhy != "" {
@@ -148,49 +155,107 @@ func (a *Archiver) Sync(ctx context.Context) error {
 	if err := a.shipBases(ctx, dir, manifest); err != nil {
 		return err
 	}
-	if err := a.shipIncrs(ctx, dir, manifest); err != nil {
+	if err := a.shipIncrs(ctx, dir, manifest, through); err != nil {
 		return err
 	}
 	return a.putTimeline(ctx)
 }
 
-// idleReason is why the archiver does nothing now: the server is a
-// replica, or has no AOF. Only a primary's log is archived: a replica's
-// repeats it, and an archive per replica would be several histories of one
-// dataset; a replica promoted to primary archives from then on, in its
-// volume's own timeline.
-func (a *Archiver) idleReason(ctx context.Context) (string, error) {
-	info, err := serverInfo(ctx, a.Source, "replication", "persistence")
+// writtenLimit bounds how long a pass waits for the server to have
+// written what it executed before the pass began (see serverState).
+const writtenLimit = 3 * time.Second
+
+// serverState reads the server's INFO. idle is why the archiver does
+// nothing now: the server is a replica, or has no AOF. Only a primary's log
+// is archived: a replica's repeats it, and an archive per replica would be
+// several histories of one dataset; a replica promoted to primary archives
+// from then on, in its volume's own timeline.
+//
+// through is an instant, by the server's clock (the one its #TS
+// annotations follow), before which every write it executed is in its AOF
+// file: the uring engine counts the AOF bytes it was fed and the prefix of
+// them that is durable, so once the durable count reaches what was fed at
+// the first INFO, the first INFO's time is such an instant; the posix
+// engine writes its buffer before it acknowledges anything, so an INFO that
+// finds the buffer empty is one. It is zero when the server did not get
+// there within writtenLimit (the pass then ships what it finds but does not
+// move the archive's end).
+func (a *Archiver) serverState(ctx context.Context) (idle string, through time.Time, err error) {
+	s, err := connect(ctx, a.Source)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
+	}
+	defer s.close()
+	first, err := s.info("server", "replication", "persistence")
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("%s: %w", a.Source.Addr, err)
 	}
 	switch {
-	case info["role"] != "master":
-		return fmt.Sprintf("the server is a replica (role:%s); only a primary's AOF is archived", info["role"]), nil
-	case info["aof_enabled"] != "1":
-		return "the server's AOF is off (appendonly no): there is no log to archive", nil
+	case first["role"] != "master":
+		return fmt.Sprintf("the server is a replica (role:%s); only a primary's AOF is archived", first["role"]), time.Time{}, nil
+	case first["aof_enabled"] != "1":
+		return "the server's AOF is off (appendonly no): there is no log to archive", time.Time{}, nil
 	}
-	return "", nil
+	deadline := time.Now().Add(writtenLimit)
+	for info := first; ; {
+		if t, ok := writtenThrough(first, info); ok {
+			return "", t, nil
+		}
+		if time.Now().After(deadline) {
+			return "", time.Time{}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", time.Time{}, context.Cause(ctx)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if info, err = s.info("server", "persistence"); err != nil {
+			return "", time.Time{}, fmt.Errorf("%s: %w", a.Source.Addr, err)
+		}
+	}
 }
 
-// serverInfo signs in to src and reads INFO's sections.
-func serverInfo(ctx context.Context, src Source, sections ...string) (map[string]string, error) {
+// writtenThrough is the instant serverState looks for, from the INFO
+// fields of the pass's first reply and of the latest one.
+func writtenThrough(first, latest map[string]string) (time.Time, bool) {
+	if first["aof_engine"] == "uring" {
+		fed, err1 := strconv.ParseInt(first["aof_uring_fed_bytes"], 10, 64)
+		durable, err2 := strconv.ParseInt(latest["aof_uring_durable_bytes"], 10, 64)
+		if err1 == nil && err2 == nil {
+			return serverTime(first), durable >= fed
+		}
+	}
+	return serverTime(latest), latest["aof_buffer_length"] == "0"
+}
+
+// serverTime is INFO's server_time_usec.
+func serverTime(info map[string]string) time.Time {
+	usec, _ := strconv.ParseInt(info["server_time_usec"], 10, 64)
+	return time.UnixMicro(usec).UTC()
+}
+
+// infoSession is a signed-in connection that sends INFO.
+type infoSession struct {
+	*replicaSession
+	close func()
+}
+
+// connect signs in to src for INFO.
+func connect(ctx context.Context, src Source) (infoSession, error) {
 	conn, err := dial(ctx, src)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", src.Addr, err)
+		return infoSession{}, fmt.Errorf("connecting to %s: %w", src.Addr, err)
 	}
-	defer func() { _ = conn.Close() }()
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	defer stop()
-	s := &replicaSession{conn: conn, r: bufio.NewReader(deadlineReader{conn})}
+	s := infoSession{
+		replicaSession: &replicaSession{conn: conn, r: bufio.NewReader(deadlineReader{conn})},
+		close:          func() { stop(); _ = conn.Close() },
+	}
 	if err := s.signIn(src); err != nil {
-		return nil, fmt.Errorf("%s: %w", src.Addr, err)
+		s.close()
+		return infoSession{}, fmt.Errorf("%s: %w", src.Addr, err)
 	}
-	info, err := s.info(sections...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", src.Addr, err)
-	}
-	return info, nil
+	return s, nil
 }
 
 // timelineID reads the volume's timeline, or starts one:
@@ -506,8 +571,10 @@ func (h *headWriter) Write(p []byte) (int, error) {
 // shipIncrs ships the new complete entries of every INCR file not closed
 // yet: those the manifest lists, and those archived before that it no
 // longer lists (a rewrite made them history), whose end is read through
-// the descriptor held since. All but the manifest's last are closed.
-func (a *Archiver) shipIncrs(ctx context.Context, dir string, manifest []manifestEntry) error {
+// the descriptor held since. All but the manifest's last are closed. The
+// last one's tail is read after through (see serverState), so everything
+// the server executed before through is archived.
+func (a *Archiver) shipIncrs(ctx context.Context, dir string, manifest []manifestEntry, through time.Time) error {
 	var current manifestEntry
 	var currentBase int64
 	for _, e := range manifest {
@@ -544,13 +611,13 @@ func (a *Archiver) shipIncrs(ctx context.Context, dir string, manifest []manifes
 		if err != nil {
 			return err
 		}
-		readAt := a.now()
 		if err := a.shipNewEntries(ctx, f, incr); err != nil {
 			return err
 		}
 		if open {
-			incr.ReadAt = readAt
-			a.timeline.LastArchivedTime = readAt.UTC()
+			if !through.IsZero() {
+				incr.ReadAt, a.timeline.LastArchivedTime = through, through
+			}
 			continue
 		}
 		incr.Closed = true

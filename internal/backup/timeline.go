@@ -18,8 +18,10 @@ type Timeline struct {
 	Bases []ArchivedBase `json:"bases"`
 	// Incrs are the INCR files shipped, in seq order.
 	Incrs []ArchivedIncr `json:"incrs"`
-	// LastArchivedTime is when the last pass read the tail of the open
-	// INCR file: every write the server acknowledged before it is archived.
+	// LastArchivedTime is an instant, by the server's clock, before which
+	// every write the server executed is archived: the last pass confirmed
+	// the server had written them (INFO), then read the open INCR file's
+	// tail.
 	LastArchivedTime time.Time `json:"lastArchivedTime"`
 }
 
@@ -60,7 +62,8 @@ type ArchivedIncr struct {
 	// ends at ReadAt.
 	Closed   bool `json:"closed"`
 	LostTail bool `json:"lostTail,omitempty"`
-	// ReadAt is when its tail was last read while it was the open INCR.
+	// ReadAt is the LastArchivedTime of the last pass that read its tail
+	// while it was the open INCR file.
 	ReadAt time.Time `json:"readAt"`
 }
 
