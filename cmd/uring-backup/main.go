@@ -12,15 +12,29 @@
 // $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY. On an error it prints the
 // error last and exits 1: the Job runs a new pod, which starts over.
 //
+//	uring-backup archive --source=host:port --data-dir=/data --interval=30s --endpoint=URL --bucket=B [flags]
+//
+// archive runs beside a server, on its volume, until SIGTERM: every
+// --interval, while the server is a primary, it ships the AOF's new bases
+// and the new complete entries of its INCR files under
+// <prefix>/archive/<timeline>/ (backup.Archiver; the package comment's
+// "Continuous archiving" describes what and why). On SIGTERM it makes a
+// last pass and exits 0; a failed pass is logged and retried. It signs in
+// as take does, and needs INFO only.
+//
 //	uring-backup restore --backup=NAME --data-dir=/data --aof=true --endpoint=URL [flags]
 //
 // restore runs before a server's first start (spec.bootstrap.recovery): it
 // downloads the snapshot at $RESTORE_LOCATION, checks it against
 // $RESTORE_SHA256 and its own checksum, and puts it where the server loads
-// it (backup.Restore). Without $RESTORE_LOCATION, or on a pod other than
-// ordinal 0 with --ordinal-zero-only, it does nothing: the operator removes
-// the location once the restored server is Ready, and replicas copy the
-// data from ordinal 0. On a volume that holds data it fails, saying so.
+// it (backup.Restore). With $RESTORE_ARCHIVE (s3://<bucket>/<prefix> of
+// the archived instance) it restores the archive instead, to
+// $RESTORE_TARGET_TIME (RFC 3339; empty: the latest archived), as an AOF
+// (backup.ArchiveRestore); --backup is not needed then. Without either, or
+// on a pod other than ordinal 0 with --ordinal-zero-only, it does nothing:
+// the operator removes the location once the restored server is Ready, and
+// replicas copy the data from ordinal 0. On a volume that holds data it
+// fails, saying so.
 package main
 
 import (
