@@ -527,15 +527,18 @@ func (a *Archiver) shipBase(ctx context.Context, file string, seq int64) (Archiv
 		return ArchivedBase{}, err
 	}
 	head = head[:n]
-	b := ArchivedBase{Seq: seq, File: filepath.Base(file), RDB: isRDB(head)}
+	b := ArchivedBase{Seq: seq, File: filepath.Base(file), Size: info.Size(), RDB: isRDB(head)}
 	if b.Time, err = baseTime(head, b.RDB, info.ModTime()); err != nil {
 		return ArchivedBase{}, fmt.Errorf("%s: %w", file, err)
 	}
-	obj, err := a.store.Put(ctx, baseKey(a.timeline.ID, seq, b.File), io.NewSectionReader(f, 0, info.Size()), info.Size())
-	if err != nil {
+	sha := sha256.New()
+	if _, err := io.Copy(sha, io.NewSectionReader(f, 0, b.Size)); err != nil {
 		return ArchivedBase{}, err
 	}
-	b.SHA256, b.Size = obj.SHA256, obj.Size
+	b.SHA256 = hex.EncodeToString(sha.Sum(nil))
+	if err := a.store.PutVerified(ctx, baseKey(a.timeline.ID, seq, b.File), io.NewSectionReader(f, 0, b.Size), b.Size, b.SHA256); err != nil {
+		return ArchivedBase{}, err
+	}
 	return b, nil
 }
 
@@ -671,12 +674,8 @@ func (a *Archiver) shipNewEntries(ctx context.Context, f *os.File, incr *Archive
 		}
 		b = b[:scan.End]
 		seg := segmentOf(incr.Size, b, scan)
-		obj, err := a.store.Put(ctx, segmentKey(a.timeline.ID, incr.Seq, incr.Size), bytes.NewReader(b), int64(len(b)))
-		if err != nil {
+		if err := a.store.PutBytes(ctx, segmentKey(a.timeline.ID, incr.Seq, incr.Size), b); err != nil {
 			return err
-		}
-		if obj.SHA256 != seg.SHA256 {
-			return fmt.Errorf("the store received %s of %s with SHA-256 %s, %s was sent", a.store.URL(obj.Key), incr.File, obj.SHA256, seg.SHA256)
 		}
 		incr.add(seg)
 		if len(b) < maxSegment/2 {
