@@ -147,6 +147,18 @@ func (a *Archiver) Sync(ctx context.Context) error {
 		a.files = map[int64]*os.File{}
 	}
 
+	if err := a.ship(ctx, through); err != nil {
+		// An upload that failed may have stored its object all the same
+		// (a timeout): the next pass reads what the store holds again
+		// rather than upload to the same key.
+		a.timeline = nil
+		return err
+	}
+	return nil
+}
+
+// ship is the pass's work once the timeline is known.
+func (a *Archiver) ship(ctx context.Context, through time.Time) error {
 	dir := filepath.Join(a.DataDir, appendDir)
 	manifest, err := readManifest(filepath.Join(dir, appendFile+".manifest"))
 	if err != nil {

@@ -195,6 +195,15 @@ func TestArchiveAndRestore(t *testing.T) {
 		}
 	})
 
+	t.Run("a store that refuses the credentials", func(t *testing.T) {
+		d := destination(objects, "team/cache")
+		d.SecretKey = "wrong"
+		a := &Archiver{Source: Source{Addr: server.Addr}, Destination: d, DataDir: dir, Log: t.Logf}
+		if err := a.Sync(ctx); err == nil || !strings.Contains(err.Error(), "access denied") {
+			t.Errorf("Sync: %v, want an error saying access is denied", err)
+		}
+	})
+
 	// A crash that takes the last writes (group 5) leaves a log that goes
 	// on differently from what was archived of it.
 	t.Run("a log that lost its archived tail goes into a new timeline", func(t *testing.T) {
