@@ -179,14 +179,31 @@ func (a Archive) Plan(target time.Time) (RecoveryPlan, error) {
 	return p, nil
 }
 
-// holes names the ranges of the chains, when there is more than one.
+// holes names the ranges the chains cover together, when they leave a
+// hole between first and last.
 func holes(chains []chain) string {
-	if len(chains) < 2 {
+	type span struct{ from, to time.Time }
+	var spans []span
+	for _, c := range chains {
+		spans = append(spans, span{c.base.Time, c.covered})
+	}
+	slices.SortFunc(spans, func(x, y span) int { return x.from.Compare(y.from) })
+	var merged []span
+	for _, s := range spans {
+		if n := len(merged); n > 0 && !s.from.After(merged[n-1].to.Add(time.Second)) {
+			if s.to.After(merged[n-1].to) {
+				merged[n-1].to = s.to
+			}
+			continue
+		}
+		merged = append(merged, s)
+	}
+	if len(merged) < 2 {
 		return ""
 	}
 	var ranges []string
-	for _, c := range chains {
-		ranges = append(ranges, fmt.Sprintf("%s..%s", c.base.Time.Format(time.RFC3339), c.covered.Format(time.RFC3339)))
+	for _, s := range merged {
+		ranges = append(ranges, s.from.Format(time.RFC3339)+".."+s.to.Format(time.RFC3339))
 	}
 	return " (in the ranges " + strings.Join(ranges, ", ") + ")"
 }

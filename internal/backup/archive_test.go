@@ -206,7 +206,7 @@ func TestArchiveAndRestore(t *testing.T) {
 
 	// A crash that takes the last writes (group 5) leaves a log that goes
 	// on differently from what was archived of it.
-	t.Run("a log that lost its archived tail goes into a new timeline", func(t *testing.T) {
+	t.Run("a log that lost its archived tail goes into a new timeline, an INCR file deleted unread ends its chains", func(t *testing.T) {
 		server.Stop(t)
 		incr := lastIncr(t, dir)
 		b, err := os.ReadFile(incr)
@@ -248,6 +248,40 @@ func TestArchiveAndRestore(t *testing.T) {
 		}
 		restored := testenv.RunServer(t, restoredDir, timestampedDurableConfig)
 		checkGroups(t, restored.Addr, 0, 1, 2, 3, 4, 6)
+
+		// The agent is down while a rewrite deletes the INCR file it was
+		// shipping: the chains through that file end where its archive
+		// does, and the new base's chain goes on.
+		writeGroup(t, c, 7)
+		rewriteAOF(t, c)
+		writeGroup(t, c, 8)
+		startOfNextSecond()
+		logs = nil
+		restarted2 := &Archiver{Source: a.Source, Destination: a.Destination, DataDir: dir, Log: a.Log}
+		if err := restarted2.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(logs, func(l string) bool { return strings.Contains(l, "was deleted before its end was archived") }) {
+			t.Errorf("logs %q, want one saying the INCR file's tail is lost", logs)
+		}
+		again, err = ReadArchive(ctx, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost := again.Timelines[1].Incrs[len(again.Timelines[1].Incrs)-2]
+		if !lost.Closed || !lost.LostTail {
+			t.Errorf("INCR file %+v, want it closed with its tail lost", lost)
+		}
+		_, err = again.Plan(time.Unix(seconds[0], 0).Add(-time.Hour))
+		if err == nil || !strings.Contains(err.Error(), "in the ranges") {
+			t.Errorf("a target outside the archive: %v, want an error naming the ranges it covers", err)
+		}
+		latestDir := t.TempDir()
+		if _, err := restore(latestDir, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		latest := testenv.RunServer(t, latestDir, timestampedDurableConfig)
+		checkGroups(t, latest.Addr, 0, 1, 2, 3, 4, 6, 7, 8)
 	})
 }
 
