@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,8 +19,9 @@ import (
 )
 
 // The agent's archive command ships a server's AOF until SIGTERM, makes a
-// last pass and exits 0; restore with $RESTORE_ARCHIVE puts the latest of
-// it on a new volume, where a server finds every key.
+// last pass (the server stopping with the pod is gone by then) and exits 0;
+// restore with $RESTORE_ARCHIVE puts the latest of it on a new volume,
+// where a server finds every key.
 func TestArchiveThenRestore(t *testing.T) {
 	ctx := context.Background()
 	bin := filepath.Join(t.TempDir(), "uring-backup")
@@ -37,28 +39,46 @@ func TestArchiveThenRestore(t *testing.T) {
 	env := append(os.Environ(), "AWS_ACCESS_KEY_ID="+store.AccessKey, "AWS_SECRET_ACCESS_KEY="+store.SecretKey)
 	storeFlags := []string{"--endpoint=" + store.Endpoint, "--bucket=" + store.Bucket, "--prefix=team/cache"}
 
-	var agentLog bytes.Buffer
-	agent := exec.Command(bin, append([]string{"archive", "--source=" + server.Addr, "--data-dir=" + dir, "--interval=200ms"}, storeFlags...)...)
+	for i := range 10 {
+		if err := c.Set(ctx, fmt.Sprintf("key:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A second after the AOF's base, so that the first pass archives a
+	// whole second after it.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
+
+	var agentLog lockedBuffer
+	agent := exec.Command(bin, append([]string{"archive", "--source=" + server.Addr, "--data-dir=" + dir, "--interval=1h"}, storeFlags...)...)
 	agent.Env, agent.Stdout, agent.Stderr = env, &agentLog, &agentLog
 	if err := agent.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 20 {
-		if err := c.Set(ctx, fmt.Sprintf("key:%d", i), i, 0).Err(); err != nil {
-			t.Fatal(err)
+	defer func() { _ = agent.Process.Kill() }()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(agentLog.String(), "archived base"); {
+		if time.Now().After(deadline) || strings.Contains(agentLog.String(), "failed") {
+			t.Fatalf("the archiver's first pass did not archive the base:\n%s", agentLog.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// The last keys are shipped by the pass made on SIGTERM.
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second + 20*time.Millisecond)))
+	// The next keys are archived by the last pass, made on SIGTERM after
+	// the server, stopping with the pod, is gone.
+	for i := 10; i < 20; i++ {
+		if err := c.Set(ctx, fmt.Sprintf("key:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	server.Stop(t)
 	if err := agent.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := agent.Wait(); err != nil {
 		t.Fatalf("the archiver after SIGTERM: %v\n%s", err, agentLog.String())
 	}
-	if !strings.Contains(agentLog.String(), "archiving into a new timeline") {
-		t.Errorf("the archiver's log does not name its timeline:\n%s", agentLog.String())
+	for _, want := range []string{"archiving into a new timeline", "the server does not answer"} {
+		if !strings.Contains(agentLog.String(), want) {
+			t.Errorf("the archiver's log does not say %q:\n%s", want, agentLog.String())
+		}
 	}
 
 	restore := func(dir string, extraEnv ...string) (string, error) {
@@ -80,4 +100,22 @@ func TestArchiveThenRestore(t *testing.T) {
 	if n := rc.DBSize(ctx).Val(); n != 20 {
 		t.Errorf("the restored server has %d keys, want 20", n)
 	}
+}
+
+// lockedBuffer is a buffer the agent writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -33,8 +33,8 @@ const TimelineFile = ".uring-archive-timeline"
 // runs beside the server, on its data directory. See the package comment,
 // "Continuous archiving". An Archiver is not for concurrent use.
 type Archiver struct {
-	// Source is the server, for its role (INFO replication); it signs in
-	// as FetchRDB does, and needs INFO only.
+	// Source is the server, for its role and how far it has written its
+	// AOF (INFO); it signs in as FetchRDB does, and needs INFO only.
 	Source      Source
 	Destination Destination
 	// DataDir is the server's dir: appendonlydir/ is read there and
@@ -69,7 +69,10 @@ const (
 // Run makes a pass (Sync) every Interval until ctx ends, then a last one
 // with a fresh deadline of its own, and returns that pass's error. A
 // failed pass is logged and retried at the next interval; nothing already
-// archived is ever overwritten.
+// archived is ever overwritten. The last pass runs while the pod stops,
+// when the server may be gone already (its container got SIGTERM too): if
+// it was archiving a primary, it then ships what the server wrote without
+// asking it, and leaves the archive's end (LastArchivedTime) where it was.
 func (a *Archiver) Run(ctx context.Context) error {
 	interval := cmp.Or(a.Interval, defaultArchiveInterval)
 	ticker := time.NewTicker(interval)
@@ -83,7 +86,7 @@ func (a *Archiver) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalSyncLimit)
 			defer cancel()
-			return a.Sync(final)
+			return a.sync(final, true)
 		case <-ticker.C:
 		}
 	}
@@ -92,12 +95,16 @@ func (a *Archiver) Run(ctx context.Context) error {
 // Sync makes one pass: if the server is a primary with its AOF on, it
 // ships every base the manifest names that is not archived yet, then the
 // new complete entries of each INCR file, and rewrites timeline.json.
-func (a *Archiver) Sync(ctx context.Context) error {
+func (a *Archiver) Sync(ctx context.Context) error { return a.sync(ctx, false) }
+
+func (a *Archiver) sync(ctx context.Context, stopping bool) error {
 	why, through, err := a.serverState(ctx)
-	if err != nil {
+	switch {
+	case err != nil && (!stopping || a.timeline == nil):
 		return err
-	}
-	if why != "" {
+	case err != nil:
+		a.logf("the server does not answer (%v): shipping what it wrote before it stopped", err)
+	case why != "":
 		if why != a.idleWhy {
 			a.logf("not archiving: %s", why)
 		}
