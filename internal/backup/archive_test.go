@@ -25,6 +25,7 @@ import (
 // what the store holds, without rewriting any object. A restore is refused
 // a target outside the archive and an object that is not the one archived.
 func TestArchiveAndRestore(t *testing.T) {
+	t.Parallel() // it spends most of its time waiting for the next second
 	ctx := context.Background()
 	objects := testenv.StartObjectStore(t)
 	dir := t.TempDir()

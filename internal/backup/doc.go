@@ -93,7 +93,8 @@
 // a pass asks INFO for an instant, by the server's clock, before which
 // every executed write is in the file; timeline.json records it as
 // LastArchivedTime, the end of what can be restored: the recovery point
-// objective is Interval (30 s by default) plus a pass's time. The
+// objective is Interval (30 s by default) plus a pass's time. When the pod
+// stops, a last pass ships what the server wrote before it stopped. The
 // timeline's name (<UTC start>-<6 hex>) is kept in the data directory
 // (TimelineFile): a restarted pod goes on with its timeline, and rebuilds
 // what it shipped from the store; a new volume, or one whose log no longer
