@@ -30,8 +30,9 @@ func TestArchiveThenRestore(t *testing.T) {
 	}
 	store := testenv.StartObjectStore(t)
 	// The posix engine (the archive tests in internal/backup run the uring
-	// engine): the archive ends where an INFO finds its buffer empty.
-	const config = "appendonly yes\nappendfsync everysec\naof-timestamp-enabled yes\n"
+	// engine): the archive ends where an INFO finds its buffer empty. And a
+	// RESP base rather than an RDB.
+	const config = "appendonly yes\nappendfsync everysec\naof-timestamp-enabled yes\naof-use-rdb-preamble no\n"
 	dir := t.TempDir()
 	server := testenv.RunServer(t, dir, config)
 	c := redis.NewClient(&redis.Options{Addr: server.Addr})
@@ -60,6 +61,9 @@ func TestArchiveThenRestore(t *testing.T) {
 			t.Fatalf("the archiver's first pass did not archive the base:\n%s", agentLog.String())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(agentLog.String(), "archived base appendonly.aof.1.base.aof") {
+		t.Errorf("the archiver's log does not name the RESP base:\n%s", agentLog.String())
 	}
 	// The next keys are archived by the last pass, made on SIGTERM after
 	// the server, stopping with the pod, is gone.
