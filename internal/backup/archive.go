@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -13,14 +12,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/minio/minio-go/v7"
 )
 
 // TimelineFile is the file in the data directory that names the volume's
@@ -180,103 +176,6 @@ func (a *Archiver) ship(ctx context.Context, through time.Time) error {
 	return a.putTimeline(ctx)
 }
 
-// writtenLimit bounds how long a pass waits for the server to have
-// written what it executed before the pass began (see serverState).
-const writtenLimit = 3 * time.Second
-
-// serverState reads the server's INFO. idle is why the archiver does
-// nothing now: the server is a replica, or has no AOF. Only a primary's log
-// is archived: a replica's repeats it, and an archive per replica would be
-// several histories of one dataset; a replica promoted to primary archives
-// from then on, in its volume's own timeline.
-//
-// through is an instant, by the server's clock (the one its #TS
-// annotations follow), before which every write it executed is in its AOF
-// file: the uring engine counts the AOF bytes it was fed and the prefix of
-// them that is durable, so once the durable count reaches what was fed at
-// the first INFO, the first INFO's time is such an instant; the posix
-// engine writes its buffer before it acknowledges anything, so an INFO that
-// finds the buffer empty is one. It is zero when the server did not get
-// there within writtenLimit (the pass then ships what it finds but does not
-// move the archive's end).
-func (a *Archiver) serverState(ctx context.Context) (idle string, through time.Time, err error) {
-	s, err := connect(ctx, a.Source)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	defer s.close()
-	first, err := s.info("server", "replication", "persistence")
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("%s: %w", a.Source.Addr, err)
-	}
-	switch {
-	case first["role"] != "master":
-		return fmt.Sprintf("the server is a replica (role:%s); only a primary's AOF is archived", first["role"]), time.Time{}, nil
-	case first["aof_enabled"] != "1":
-		return "the server's AOF is off (appendonly no): there is no log to archive", time.Time{}, nil
-	}
-	deadline := time.Now().Add(writtenLimit)
-	for info := first; ; {
-		if t, ok := writtenThrough(first, info); ok {
-			return "", t, nil
-		}
-		if time.Now().After(deadline) {
-			return "", time.Time{}, nil
-		}
-		select {
-		case <-ctx.Done():
-			return "", time.Time{}, context.Cause(ctx)
-		case <-time.After(20 * time.Millisecond):
-		}
-		if info, err = s.info("server", "persistence"); err != nil {
-			return "", time.Time{}, fmt.Errorf("%s: %w", a.Source.Addr, err)
-		}
-	}
-}
-
-// writtenThrough is the instant serverState looks for, from the INFO
-// fields of the pass's first reply and of the latest one.
-func writtenThrough(first, latest map[string]string) (time.Time, bool) {
-	if first["aof_engine"] == "uring" {
-		fed, err1 := strconv.ParseInt(first["aof_uring_fed_bytes"], 10, 64)
-		durable, err2 := strconv.ParseInt(latest["aof_uring_durable_bytes"], 10, 64)
-		if err1 == nil && err2 == nil {
-			return serverTime(first), durable >= fed
-		}
-	}
-	return serverTime(latest), latest["aof_buffer_length"] == "0"
-}
-
-// serverTime is INFO's server_time_usec.
-func serverTime(info map[string]string) time.Time {
-	usec, _ := strconv.ParseInt(info["server_time_usec"], 10, 64)
-	return time.UnixMicro(usec).UTC()
-}
-
-// infoSession is a signed-in connection that sends INFO.
-type infoSession struct {
-	*replicaSession
-	close func()
-}
-
-// connect signs in to src for INFO.
-func connect(ctx context.Context, src Source) (infoSession, error) {
-	conn, err := dial(ctx, src)
-	if err != nil {
-		return infoSession{}, fmt.Errorf("connecting to %s: %w", src.Addr, err)
-	}
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
-	s := infoSession{
-		replicaSession: &replicaSession{conn: conn, r: bufio.NewReader(deadlineReader{conn})},
-		close:          func() { stop(); _ = conn.Close() },
-	}
-	if err := s.signIn(src); err != nil {
-		s.close()
-		return infoSession{}, fmt.Errorf("%s: %w", src.Addr, err)
-	}
-	return s, nil
-}
-
 // timelineID reads the volume's timeline, or starts one:
 // <UTC yyyymmddThhmmssZ>-<6 hex>, which sorts as the timelines began.
 func (a *Archiver) timelineID() (string, error) {
@@ -296,146 +195,6 @@ func (a *Archiver) timelineID() (string, error) {
 	}
 	a.logf("archiving into a new timeline %s", id)
 	return id, syncDir(a.DataDir)
-}
-
-// recoverTimeline is what the store holds of timeline id: its
-// timeline.json, and the objects a pass uploaded after it last rewrote
-// timeline.json (a pass that ended early), which are adopted rather than
-// uploaded again.
-func (a *Archiver) recoverTimeline(ctx context.Context, id string) (Timeline, error) {
-	t := Timeline{ID: id}
-	b, err := a.store.GetBytes(ctx, timelineKey(id))
-	switch {
-	case err == nil:
-		if t, err = decodeTimeline(b); err != nil {
-			return Timeline{}, fmt.Errorf("%s: %w", a.store.URL(timelineKey(id)), err)
-		}
-	case notFound(err):
-	default:
-		return Timeline{}, err
-	}
-	objects, err := a.store.List(ctx, path.Join(archiveDir, id)+"/")
-	if err != nil {
-		return Timeline{}, err
-	}
-	for _, o := range objects {
-		parts := strings.Split(strings.TrimPrefix(o.Key, path.Join(archiveDir, id)+"/"), "/")
-		if len(parts) != 3 {
-			continue
-		}
-		seq, err := strconv.ParseInt(parts[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch parts[0] {
-		case "base":
-			if t.base(seq) == nil {
-				if err := a.adoptBase(ctx, &t, seq, parts[2], o.Key); err != nil {
-					return Timeline{}, err
-				}
-			}
-		case "incr":
-			offset, err := strconv.ParseInt(parts[2], 10, 64)
-			if err != nil {
-				continue
-			}
-			if err := a.adoptSegment(ctx, &t, seq, offset, o.Key); err != nil {
-				return Timeline{}, err
-			}
-		}
-	}
-	if len(t.Bases)+len(t.Incrs) > 0 {
-		a.logf("continuing timeline %s: %d bases and %d INCR files archived", id, len(t.Bases), len(t.Incrs))
-	}
-	return t, nil
-}
-
-// notFound says err is the store's answer for a key it does not hold.
-func notFound(err error) bool {
-	var response minio.ErrorResponse
-	return errors.As(err, &response) && response.Code == "NoSuchKey"
-}
-
-// diverged says why the AOF in the data directory does not go on from
-// what t archived of it, "" when it does: the last segment archived of an
-// INCR file not closed is no longer what the file holds there. A server
-// that lost its last writes in a crash (a power cut takes what was not
-// fdatasync'ed, which the archiver may have read) writes other entries in
-// their place; the archive of them goes into a timeline of its own.
-func (a *Archiver) diverged(t Timeline) (string, error) {
-	for _, incr := range t.Incrs {
-		if incr.Closed || len(incr.Segments) == 0 {
-			continue
-		}
-		f, err := os.Open(filepath.Join(a.DataDir, appendDir, incr.File))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return "", err
-		}
-		last := incr.Segments[len(incr.Segments)-1]
-		sha := sha256.New()
-		n, err := io.Copy(sha, io.NewSectionReader(f, last.Offset, last.Size))
-		_ = f.Close()
-		if err != nil {
-			return "", err
-		}
-		if n != last.Size || hex.EncodeToString(sha.Sum(nil)) != last.SHA256 {
-			return fmt.Sprintf("%s holds other bytes than were archived at %d..%d", incr.File, last.Offset, last.Offset+last.Size), nil
-		}
-	}
-	return "", nil
-}
-
-// adoptBase records a base found in the store but not in timeline.json,
-// read back (verified against the digest its upload recorded).
-func (a *Archiver) adoptBase(ctx context.Context, t *Timeline, seq int64, file, key string) error {
-	var head headWriter
-	sha := sha256.New()
-	size, err := a.store.Get(ctx, key, io.MultiWriter(&head, sha), "")
-	if err != nil {
-		return err
-	}
-	b := ArchivedBase{Seq: seq, File: file, SHA256: hex.EncodeToString(sha.Sum(nil)), Size: size, RDB: isRDB(head.b)}
-	b.Time, err = baseTime(head.b, b.RDB, time.Time{})
-	if err != nil {
-		return fmt.Errorf("%s: %w", a.store.URL(key), err)
-	}
-	t.Bases = append(t.Bases, b)
-	slices.SortFunc(t.Bases, func(x, y ArchivedBase) int { return cmp.Compare(x.Seq, y.Seq) })
-	return nil
-}
-
-// adoptSegment records a segment found in the store but not in
-// timeline.json, if it is the next one of its INCR file.
-func (a *Archiver) adoptSegment(ctx context.Context, t *Timeline, seq, offset int64, key string) error {
-	incr := t.incr(seq)
-	if incr != nil && offset < incr.Size {
-		return nil // recorded
-	}
-	if incr == nil {
-		t.Incrs = append(t.Incrs, ArchivedIncr{Seq: seq, File: incrFileName(seq)})
-		slices.SortFunc(t.Incrs, func(x, y ArchivedIncr) int { return cmp.Compare(x.Seq, y.Seq) })
-		incr = t.incr(seq)
-	}
-	if offset != incr.Size {
-		return fmt.Errorf("%s starts at %d, but INCR %d is archived up to %d: the timeline has a hole; archive into a new timeline (delete %s in the data directory)",
-			a.store.URL(key), offset, seq, incr.Size, TimelineFile)
-	}
-	b, err := a.store.GetBytes(ctx, key)
-	if err != nil {
-		return err
-	}
-	scan, err := ScanAOF(b, -1)
-	if err == nil && scan.End != len(b) {
-		err = fmt.Errorf("it ends inside an entry, at %d of %d bytes", scan.End, len(b))
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", a.store.URL(key), err)
-	}
-	incr.add(segmentOf(offset, b, scan))
-	return nil
 }
 
 // incrFileName is the name the server gives INCR file seq (appendfilename
