@@ -124,32 +124,12 @@ func (a *Archiver) sync(ctx context.Context, stopping bool) error {
 		a.store = store
 	}
 	if a.timeline == nil {
-		id, err := a.timelineID()
+		t, err := a.loadTimeline(ctx)
 		if err != nil {
 			return err
-		}
-		t, err := a.recoverTimeline(ctx, id)
-		if err != nil {
-			return err
-		}
-		if why, err := a.diverged(t); err != nil {
-			return err
-		} else if why != "" {
-			a.logf("the volume's AOF is no longer what timeline %s archived (%s): archiving into a new timeline", id, why)
-			if err := os.Remove(filepath.Join(a.DataDir, TimelineFile)); err != nil {
-				return err
-			}
-			if id, err = a.timelineID(); err != nil {
-				return err
-			}
-			t = Timeline{ID: id}
 		}
 		a.timeline = &t
 	}
-	if a.files == nil {
-		a.files = map[int64]*os.File{}
-	}
-
 	if err := a.ship(ctx, through); err != nil {
 		// An upload that failed may have stored its object all the same
 		// (a timeout): the next pass reads what the store holds again
@@ -158,6 +138,29 @@ func (a *Archiver) sync(ctx context.Context, stopping bool) error {
 		return err
 	}
 	return nil
+}
+
+// loadTimeline is the volume's timeline as the store holds it, or a new
+// one when the volume has none or its log diverged from it.
+func (a *Archiver) loadTimeline(ctx context.Context) (Timeline, error) {
+	id, err := a.timelineID()
+	if err != nil {
+		return Timeline{}, err
+	}
+	t, err := a.recoverTimeline(ctx, id)
+	if err != nil {
+		return Timeline{}, err
+	}
+	why, err := a.diverged(t)
+	if err != nil || why == "" {
+		return t, err
+	}
+	a.logf("the volume's AOF is no longer what timeline %s archived (%s): archiving into a new timeline", id, why)
+	if err := os.Remove(filepath.Join(a.DataDir, TimelineFile)); err != nil {
+		return Timeline{}, err
+	}
+	id, err = a.timelineID()
+	return Timeline{ID: id}, err
 }
 
 // ship is the pass's work once the timeline is known.
@@ -413,6 +416,9 @@ func (a *Archiver) shipIncrs(ctx context.Context, dir string, manifest []manifes
 func (a *Archiver) file(dir string, incr *ArchivedIncr) (*os.File, error) {
 	if f := a.files[incr.Seq]; f != nil {
 		return f, nil
+	}
+	if a.files == nil {
+		a.files = map[int64]*os.File{}
 	}
 	f, err := os.Open(filepath.Join(dir, incr.File))
 	if err != nil {
