@@ -323,7 +323,11 @@ func (a *Archiver) shipBase(ctx context.Context, file string, seq int64) (Archiv
 	return b, nil
 }
 
-func isRDB(head []byte) bool { return bytes.HasPrefix(head, []byte("REDIS")) }
+// isRDB says a base is an RDB: its magic is REDIS (Valkey 8) or VALKEY
+// (later versions), where a RESP base starts with a command or a #TS.
+func isRDB(head []byte) bool {
+	return bytes.HasPrefix(head, []byte("REDIS")) || bytes.HasPrefix(head, []byte("VALKEY"))
+}
 
 // baseTime is a base's point (see ArchivedBase.Time).
 func baseTime(head []byte, rdb bool, mtime time.Time) (time.Time, error) {
