@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -23,7 +22,9 @@ type ArchiveRestore struct {
 	// Location is the archived instance, s3://<bucket>/<prefix>: its
 	// timelines are under <prefix>/archive/.
 	Location string
-	// Target is the point in time; zero restores the latest archived.
+	// Target is the point in time: every write of its second and before
+	// it is restored, none after (the AOF's #TS annotations count whole
+	// seconds). Zero restores everything archived.
 	Target time.Time
 	// DataDir is the server's dir.
 	DataDir string
@@ -37,22 +38,13 @@ type ArchiveRestore struct {
 // and builds the AOF directory aside: only a complete, synced one is moved
 // where the server looks, then the marker is written.
 func (r ArchiveRestore) Run(ctx context.Context) (restored bool, err error) {
-	marker := filepath.Join(r.DataDir, RestoredMarker)
 	target := "latest"
 	if !r.Target.IsZero() {
 		target = r.Target.UTC().Format(time.RFC3339)
 	}
-	want := "archive " + r.Location + " at " + target + "\n"
-	if b, err := os.ReadFile(marker); err == nil {
-		if string(b) == want {
-			return false, nil
-		}
-		return false, fmt.Errorf("%w: it was restored from %s, not from the archive %s at %s", ErrVolumeHoldsData, strings.TrimSpace(string(b)), r.Location, target)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	marker := "archive " + r.Location + " at " + target
+	if done, err := restoredBefore(r.DataDir, marker, "the "+marker); done || err != nil {
 		return false, err
-	}
-	if found := dataFiles(r.DataDir); len(found) > 0 {
-		return false, fmt.Errorf("%w (%s): a restore never overwrites it; restore into a new RedisPersistence, or delete this one's volume claim first", ErrVolumeHoldsData, strings.Join(found, ", "))
 	}
 	bucket, prefix, err := parseArchiveLocation(r.Location)
 	if err != nil {
@@ -92,10 +84,7 @@ func (r ArchiveRestore) Run(ctx context.Context) (restored bool, err error) {
 	if err := syncDir(r.DataDir); err != nil {
 		return false, err
 	}
-	if err := writeFileSynced(marker, []byte(want)); err != nil {
-		return false, err
-	}
-	return true, syncDir(r.DataDir)
+	return true, markRestored(r.DataDir, marker)
 }
 
 // parseArchiveLocation splits s3://<bucket>[/<prefix>].
