@@ -399,3 +399,26 @@ func TestPlan(t *testing.T) {
 		})
 	}
 }
+
+// The instant a pass archives up to: with the uring engine, the first
+// INFO's time once the durable bytes reach what was fed then; with the
+// posix engine, the time of an INFO that finds the AOF buffer empty.
+func TestWrittenThrough(t *testing.T) {
+	first := map[string]string{"server_time_usec": "1000000", "aof_engine": "uring", "aof_uring_fed_bytes": "500", "aof_uring_durable_bytes": "300", "aof_buffer_length": "0"}
+	for _, tc := range []struct {
+		name   string
+		first  map[string]string
+		latest map[string]string
+		want   int64 // unix microseconds, -1 for none yet
+	}{
+		{"uring, fed bytes not durable yet", first, map[string]string{"server_time_usec": "2000000", "aof_uring_durable_bytes": "499", "aof_buffer_length": "0"}, -1},
+		{"uring, durable past what was fed", first, map[string]string{"server_time_usec": "2000000", "aof_uring_durable_bytes": "700", "aof_buffer_length": "200"}, 1000000},
+		{"posix, a buffer to write", map[string]string{"aof_engine": "posix"}, map[string]string{"server_time_usec": "3000000", "aof_buffer_length": "12"}, -1},
+		{"posix, the buffer written", map[string]string{"aof_engine": "posix"}, map[string]string{"server_time_usec": "3000000", "aof_buffer_length": "0"}, 3000000},
+	} {
+		got, ok := writtenThrough(tc.first, tc.latest)
+		if tc.want < 0 && ok || tc.want >= 0 && (!ok || got.UnixMicro() != tc.want) {
+			t.Errorf("%s: %v, %v; want %d", tc.name, got, ok, tc.want)
+		}
+	}
+}
