@@ -12,18 +12,33 @@
 // $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY. On an error it prints the
 // error last and exits 1: the Job runs a new pod, which starts over.
 //
+//	uring-backup archive --source=host:port --data-dir=/data --interval=30s --endpoint=URL --bucket=B [flags]
+//
+// archive runs beside a server, on its volume, until SIGTERM: every
+// --interval, while the server is a primary, it ships the AOF's new bases
+// and the new complete entries of its INCR files under
+// <prefix>/archive/<timeline>/ (backup.Archiver; the package comment's
+// "Continuous archiving" describes what and why). On SIGTERM it makes a
+// last pass and exits 0; a failed pass is logged and retried. It signs in
+// as take does, and needs INFO only.
+//
 //	uring-backup restore --backup=NAME --data-dir=/data --aof=true --endpoint=URL [flags]
 //
 // restore runs before a server's first start (spec.bootstrap.recovery): it
 // downloads the snapshot at $RESTORE_LOCATION, checks it against
 // $RESTORE_SHA256 and its own checksum, and puts it where the server loads
-// it (backup.Restore). Without $RESTORE_LOCATION, or on a pod other than
-// ordinal 0 with --ordinal-zero-only, it does nothing: the operator removes
-// the location once the restored server is Ready, and replicas copy the
-// data from ordinal 0. On a volume that holds data it fails, saying so.
+// it (backup.Restore). With $RESTORE_ARCHIVE (s3://<bucket>/<prefix> of
+// the archived instance) it restores the archive instead, to
+// $RESTORE_TARGET_TIME (RFC 3339; empty: the latest archived), as an AOF
+// (backup.ArchiveRestore); --backup is not needed then. Without either, or
+// on a pod other than ordinal 0 with --ordinal-zero-only, it does nothing:
+// the operator removes the location once the restored server is Ready, and
+// replicas copy the data from ordinal 0. On a volume that holds data it
+// fails, saying so.
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -33,19 +48,20 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/uring-redis/uring-redis-operator/internal/backup"
 	"github.com/uring-redis/uring-redis-operator/internal/tlsclient"
 )
 
 func main() {
-	commands := map[string]func(context.Context, []string) error{"take": take, "restore": restore}
+	commands := map[string]func(context.Context, []string) error{"take": take, "restore": restore, "archive": archive}
 	var command func(context.Context, []string) error
 	if len(os.Args) >= 2 {
 		command = commands[os.Args[1]]
 	}
 	if command == nil {
-		fmt.Fprintln(os.Stderr, "usage: uring-backup take|restore [flags]; uring-backup take -h lists take's")
+		fmt.Fprintln(os.Stderr, "usage: uring-backup take|archive|restore [flags]; uring-backup take -h lists take's")
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -69,31 +85,16 @@ func take(ctx context.Context, args []string) error {
 	fs.StringVar(&t.Backup, "backup", "", "The backup's name: its objects go under <prefix>/backups/<name>/.")
 	fs.StringVar(&t.Instance, "instance", "", "The RedisPersistence, recorded in the metadata.")
 	fs.StringVar(&t.Mode, "mode", "", "Its spec.mode, recorded in the metadata.")
-	fs.StringVar(&t.Destination.Endpoint, "endpoint", "", "Object store URL, http(s)://host[:port].")
-	fs.StringVar(&t.Destination.Bucket, "bucket", "", "Bucket.")
-	fs.StringVar(&t.Destination.Prefix, "prefix", "", "Prefix of the instance's objects in the bucket.")
-	fs.StringVar(&t.Destination.Region, "region", "us-east-1", "The bucket's region.")
-	fs.StringVar(&t.Destination.SSE, "sse", "", "Server-side encryption: empty or AES256.")
-	fs.StringVar(&storeCA, "store-ca-file", "", "PEM CA the store's certificate must chain to; empty trusts the system's.")
-	fs.StringVar(&tlsCA, "tls-ca-cert", "", "CA certificate file: reach the server over TLS, verifying its certificate against it.")
-	fs.StringVar(&tlsCert, "tls-cert", "", "Client certificate file, for a server that requires one (with --tls-key).")
-	fs.StringVar(&tlsKey, "tls-key", "", "Client key file.")
+	destinationFlags(fs, &t.Destination, &storeCA)
+	sourceTLSFlags(fs, &tlsCA, &tlsCert, &tlsKey)
 	fs.StringVar(&termPath, "termination-log", "/dev/termination-log", "Where the metadata is written for the operator; empty to skip.")
 	_ = fs.Parse(args)
 	if t.Source.Addr == "" || t.Backup == "" || t.Destination.Endpoint == "" || t.Destination.Bucket == "" {
 		return errors.New("--source, --backup, --endpoint and --bucket are required")
 	}
 	t.Namespace = os.Getenv("POD_NAMESPACE")
-	t.Source.Username, t.Source.Password = os.Getenv("REDIS_USER"), os.Getenv("REDIS_PASSWORD")
-	if err := signInToStore(&t.Destination, storeCA); err != nil {
+	if err := signIn(&t.Source, &t.Destination, storeCA, tlsCA, tlsCert, tlsKey); err != nil {
 		return err
-	}
-	if tlsCA != "" {
-		config, err := loadTLS(tlsCA, tlsCert, tlsKey)
-		if err != nil {
-			return err
-		}
-		t.Source.TLS = config
 	}
 	m, err := t.Run(ctx)
 	if err != nil {
@@ -106,6 +107,71 @@ func take(ctx context.Context, args []string) error {
 	fmt.Println(string(out))
 	if termPath != "" {
 		return os.WriteFile(termPath, out, 0o644)
+	}
+	return nil
+}
+
+// destinationFlags are the store's flags, as take and archive get them.
+func destinationFlags(fs *flag.FlagSet, d *backup.Destination, storeCA *string) {
+	fs.StringVar(&d.Endpoint, "endpoint", "", "Object store URL, http(s)://host[:port].")
+	fs.StringVar(&d.Bucket, "bucket", "", "Bucket.")
+	fs.StringVar(&d.Prefix, "prefix", "", "Prefix of the instance's objects in the bucket.")
+	fs.StringVar(&d.Region, "region", "us-east-1", "The bucket's region.")
+	fs.StringVar(&d.SSE, "sse", "", "Server-side encryption: empty or AES256.")
+	fs.StringVar(storeCA, "store-ca-file", "", "PEM CA the store's certificate must chain to; empty trusts the system's.")
+}
+
+// sourceTLSFlags are the flags that reach the server over TLS.
+func sourceTLSFlags(fs *flag.FlagSet, ca, cert, key *string) {
+	fs.StringVar(ca, "tls-ca-cert", "", "CA certificate file: reach the server over TLS, verifying its certificate against it.")
+	fs.StringVar(cert, "tls-cert", "", "Client certificate file, for a server that requires one (with --tls-key).")
+	fs.StringVar(key, "tls-key", "", "Client key file.")
+}
+
+// signIn gives src the user in $REDIS_USER and $REDIS_PASSWORD and the
+// TLS files, and d the store's credentials and CA.
+func signIn(src *backup.Source, d *backup.Destination, storeCA, tlsCA, tlsCert, tlsKey string) error {
+	src.Username, src.Password = os.Getenv("REDIS_USER"), os.Getenv("REDIS_PASSWORD")
+	if err := signInToStore(d, storeCA); err != nil {
+		return err
+	}
+	if tlsCA == "" {
+		return nil
+	}
+	config, err := loadTLS(tlsCA, tlsCert, tlsKey)
+	if err != nil {
+		return err
+	}
+	src.TLS = config
+	return nil
+}
+
+func archive(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("archive", flag.ExitOnError)
+	var (
+		a                      backup.Archiver
+		tlsCA, tlsCert, tlsKey string
+		storeCA                string
+	)
+	fs.StringVar(&a.Source.Addr, "source", "", "The server beside the agent, host:port.")
+	fs.StringVar(&a.DataDir, "data-dir", "/data", "The server's data directory, where appendonlydir is.")
+	fs.DurationVar(&a.Interval, "interval", 30*time.Second, "Time between passes: the most of the log a lost volume takes with it.")
+	destinationFlags(fs, &a.Destination, &storeCA)
+	sourceTLSFlags(fs, &tlsCA, &tlsCert, &tlsKey)
+	_ = fs.Parse(args)
+	if a.Source.Addr == "" || a.Destination.Endpoint == "" || a.Destination.Bucket == "" {
+		return errors.New("--source, --endpoint and --bucket are required")
+	}
+	if a.Interval <= 0 {
+		return fmt.Errorf("--interval %s: want a positive duration", a.Interval)
+	}
+	if err := signIn(&a.Source, &a.Destination, storeCA, tlsCA, tlsCert, tlsKey); err != nil {
+		return err
+	}
+	if err := a.Run(ctx); err != nil {
+		// The pod is stopping: the next start of the archiver on this
+		// volume ships what this pass did not.
+		fmt.Fprintln(os.Stderr, "uring-backup: the last pass before stopping failed:", err)
 	}
 	return nil
 }
@@ -128,9 +194,10 @@ func restore(ctx context.Context, args []string) error {
 	fs.StringVar(&r.Destination.Region, "region", "us-east-1", "The bucket's region.")
 	fs.StringVar(&storeCA, "store-ca-file", "", "PEM CA the store's certificate must chain to; empty trusts the system's.")
 	// The instance's destination flags, as take gets them: the snapshot's
-	// own location names its bucket and key.
-	fs.StringVar(&ignoredBucket, "bucket", "", "Ignored: $RESTORE_LOCATION names the bucket.")
-	fs.StringVar(&ignoredPrefix, "prefix", "", "Ignored: $RESTORE_LOCATION names the key.")
+	// own location names its bucket and key, the archive's its bucket and
+	// prefix.
+	fs.StringVar(&ignoredBucket, "bucket", "", "Ignored: $RESTORE_LOCATION or $RESTORE_ARCHIVE names the bucket.")
+	fs.StringVar(&ignoredPrefix, "prefix", "", "Ignored: $RESTORE_LOCATION or $RESTORE_ARCHIVE names the key or prefix.")
 	fs.StringVar(&ignoredEncryption, "sse", "", "Ignored: the store decrypts what it encrypted.")
 	_ = fs.Parse(args)
 	r.Location, r.SHA256 = os.Getenv("RESTORE_LOCATION"), os.Getenv("RESTORE_SHA256")
@@ -143,8 +210,11 @@ func restore(ctx context.Context, args []string) error {
 		fmt.Printf("uring-backup: %s is not ordinal 0; it copies the data from there\n", host)
 		return nil
 	}
+	if location := os.Getenv("RESTORE_ARCHIVE"); location != "" {
+		return restoreArchive(ctx, r, location, storeCA)
+	}
 	if r.Location == "" {
-		fmt.Println("uring-backup: nothing to restore (no $RESTORE_LOCATION)")
+		fmt.Println("uring-backup: nothing to restore (no $RESTORE_LOCATION or $RESTORE_ARCHIVE)")
 		return nil
 	}
 	if r.SHA256 == "" || r.Backup == "" || r.Destination.Endpoint == "" {
@@ -161,6 +231,40 @@ func restore(ctx context.Context, args []string) error {
 		fmt.Printf("uring-backup: restored backup %s (%s, sha256 %s) into %s\n", r.Backup, r.Location, r.SHA256, r.DataDir)
 	} else {
 		fmt.Printf("uring-backup: backup %s was restored here before\n", r.Backup)
+	}
+	return nil
+}
+
+// restoreArchive restores the archive at location (backup.ArchiveRestore)
+// to $RESTORE_TARGET_TIME, or to the latest archived without it, with the
+// store and data directory restore's flags give r.
+func restoreArchive(ctx context.Context, r backup.Restore, location, storeCA string) error {
+	a := backup.ArchiveRestore{Destination: r.Destination, Location: location, DataDir: r.DataDir}
+	if target := os.Getenv("RESTORE_TARGET_TIME"); target != "" {
+		t, err := time.Parse(time.RFC3339, target)
+		if err != nil {
+			return fmt.Errorf("$RESTORE_TARGET_TIME %q is no RFC 3339 time (2006-01-02T15:04:05Z): %w", target, err)
+		}
+		a.Target = t
+	}
+	if !r.AOF {
+		return errors.New("a restore from the archive writes an AOF: the server must load one (--aof=true, appendonly yes)")
+	}
+	if a.Destination.Endpoint == "" {
+		return errors.New("--endpoint is required with $RESTORE_ARCHIVE")
+	}
+	if err := signInToStore(&a.Destination, storeCA); err != nil {
+		return err
+	}
+	restored, err := a.Run(ctx)
+	target := cmp.Or(os.Getenv("RESTORE_TARGET_TIME"), "the latest archived")
+	switch {
+	case err != nil:
+		return err
+	case restored:
+		fmt.Printf("uring-backup: restored the archive %s at %s into %s\n", location, target, a.DataDir)
+	default:
+		fmt.Printf("uring-backup: the archive %s at %s was restored here before\n", location, target)
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 // Package backup is the backup agent's library: it takes a backup of a
-// running server and stores it in S3-compatible object storage, and reads
-// one back for a restore.
+// running server and stores it in S3-compatible object storage, archives
+// the server's AOF as it grows, and reads either back for a restore.
 //
 // # What a backup is
 //
@@ -62,6 +62,60 @@
 //     SENTINEL RESET. Sentinel does not read replicas' lists: an instance
 //     with replicas is backed up from one of them
 //     (TestFetchRDBSentinelSeesBackupsOfThePrimaryOnly).
+//
+// # Continuous archiving
+//
+// A backup holds one instant; the Archiver, a sidecar beside the server on
+// its volume, ships the AOF as the server writes it, so that
+// ArchiveRestore can bring the data back as of any second since. Valkey's
+// AOF is multi-part: in appendonlydir/ a manifest names a base (an RDB, or
+// RESP with aof-use-rdb-preamble no) and the INCR files of commands since,
+// in seq order. An AOF rewrite opens a new INCR file as it forks, writes a
+// new base, and deletes the old base and INCR files. With
+// aof-timestamp-enabled yes the server writes "#TS:<unix seconds>" before
+// the first command of each second, which is where a restore cuts (as
+// valkey-check-aof --truncate-to-timestamp does): every write of the
+// target second is kept, none after.
+//
+// Every Interval a pass ships, under the destination's prefix:
+//
+//	archive/<timeline>/base/<seq>/<file>      each base, whole, once, before its INCR files
+//	archive/<timeline>/incr/<seq>/<offset>    the new complete entries of each INCR file
+//	archive/<timeline>/timeline.json          what is archived (Timeline), rewritten last
+//
+// A segment is never rewritten: the next starts where it ended. An INCR
+// file the manifest no longer lists last is read to its end (through the
+// descriptor held since, if a rewrite deleted it) and marked closed. The
+// open INCR file is preallocated: zeros, and in durable mode padding
+// annotations, follow the log, so its size is no end; ScanAOF finds the
+// last complete entry, and bytes are shipped only once two reads agree on
+// them (a read may overtake a write in progress). Before it reads the tail
+// a pass asks INFO for an instant, by the server's clock, before which
+// every executed write is in the file; timeline.json records it as
+// LastArchivedTime, the end of what can be restored: the recovery point
+// objective is Interval (30 s by default) plus a pass's time. When the pod
+// stops, a last pass ships what the server wrote before it stopped. The
+// timeline's name (<UTC start>-<6 hex>) is kept in the data directory
+// (TimelineFile): a restarted pod goes on with its timeline, and rebuilds
+// what it shipped from the store; a new volume, or one whose log no longer
+// holds what was archived of it (a crash took writes the archiver had read),
+// starts a new one.
+//
+// Only a primary (INFO role:master) archives. A replica's AOF repeats the
+// primary's, and archives of both would be two histories of one dataset; a
+// replica promoted to primary archives from then on. The agent's user
+// needs INFO only.
+//
+// A base's point is conservative: an RDB's ctime is when the rewrite's
+// child began writing it, at or after the fork whose data it holds, so a
+// restore to a second at or after it replays, from the INCR file the
+// rewrite opened, every write the base may lack. A RESP base's point is
+// its first #TS annotation, or its file's mtime. A restore (Plan) takes
+// the latest base at or before the target whose chain (the base, its
+// first INCR file and every later one, the INCR files being one log a
+// rewrite splits) is archived up to the target without a hole; a chain
+// ends at an INCR file whose tail was deleted before it was read (the agent
+// was down through a rewrite).
 //
 // # The backup user
 //

@@ -141,16 +141,10 @@ type replicaSession struct {
 
 func (s *replicaSession) fetch(src Source, w io.Writer) (Snapshot, error) {
 	var snap Snapshot
-	if src.Username != "" || src.Password != "" {
-		args := []string{"AUTH", src.Password}
-		if src.Username != "" {
-			args = []string{"AUTH", src.Username, src.Password}
-		}
-		if err := s.command(args...); err != nil {
-			return snap, fmt.Errorf("signing in as %s: %w", cmp.Or(src.Username, "default"), err)
-		}
+	if err := s.signIn(src); err != nil {
+		return snap, err
 	}
-	info, err := s.info()
+	info, err := s.info("server", "replication")
 	if err != nil {
 		return snap, err
 	}
@@ -179,6 +173,21 @@ func (s *replicaSession) fetch(src Source, w io.Writer) (Snapshot, error) {
 	snap.Size, snap.SHA256 = v.size, v.sum()
 	s.awaitClose()
 	return snap, nil
+}
+
+// signIn sends AUTH when src has a user or a password.
+func (s *replicaSession) signIn(src Source) error {
+	if src.Username == "" && src.Password == "" {
+		return nil
+	}
+	args := []string{"AUTH", src.Password}
+	if src.Username != "" {
+		args = []string{"AUTH", src.Username, src.Password}
+	}
+	if err := s.command(args...); err != nil {
+		return fmt.Errorf("signing in as %s: %w", cmp.Or(src.Username, "default"), err)
+	}
+	return nil
 }
 
 // goodbyeLimit bounds awaitClose.
@@ -213,9 +222,9 @@ func (s *replicaSession) command(args ...string) error {
 	return nil
 }
 
-// info reads INFO server and replication as key: value.
-func (s *replicaSession) info() (map[string]string, error) {
-	args := []string{"INFO", "server", "replication"}
+// info reads INFO's sections as key: value.
+func (s *replicaSession) info(sections ...string) (map[string]string, error) {
+	args := append([]string{"INFO"}, sections...)
 	if err := s.send(args...); err != nil {
 		return nil, err
 	}

@@ -50,18 +50,9 @@ var ErrVolumeHoldsData = errors.New("the volume already holds data")
 // RDB's own checksum) before it moves it where the server looks: a failed or
 // interrupted restore leaves only a partial file the next attempt replaces.
 func (r Restore) Run(ctx context.Context) (restored bool, err error) {
-	marker := filepath.Join(r.DataDir, RestoredMarker)
-	want := r.Backup + " " + r.SHA256 + "\n"
-	if b, err := os.ReadFile(marker); err == nil {
-		if string(b) == want {
-			return false, nil
-		}
-		return false, fmt.Errorf("%w: it was restored from %s, not from backup %s", ErrVolumeHoldsData, strings.TrimSpace(string(b)), r.Backup)
-	} else if !errors.Is(err, fs.ErrNotExist) {
+	marker := r.Backup + " " + r.SHA256
+	if done, err := restoredBefore(r.DataDir, marker, "backup "+r.Backup); done || err != nil {
 		return false, err
-	}
-	if found := dataFiles(r.DataDir); len(found) > 0 {
-		return false, fmt.Errorf("%w (%s): a restore never overwrites it; restore into a new RedisPersistence, or delete this one's volume claim first", ErrVolumeHoldsData, strings.Join(found, ", "))
 	}
 	bucket, key, err := parseLocation(r.Location)
 	if err != nil {
@@ -109,10 +100,34 @@ func (r Restore) Run(ctx context.Context) (restored bool, err error) {
 	} else if err := os.Rename(partial, filepath.Join(r.DataDir, "dump.rdb")); err != nil {
 		return false, err
 	}
-	if err := writeFileSynced(marker, []byte(want)); err != nil {
+	return true, markRestored(r.DataDir, marker)
+}
+
+// restoredBefore reads the RestoredMarker in dir: done when it records
+// marker, this restore; ErrVolumeHoldsData when it records another one
+// (what names this one), or the volume holds data of its own.
+func restoredBefore(dir, marker, what string) (done bool, err error) {
+	if b, err := os.ReadFile(filepath.Join(dir, RestoredMarker)); err == nil {
+		if string(b) == marker+"\n" {
+			return true, nil
+		}
+		return false, fmt.Errorf("%w: it was restored from %s, not from %s", ErrVolumeHoldsData, strings.TrimSpace(string(b)), what)
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
-	return true, syncDir(r.DataDir)
+	if found := dataFiles(dir); len(found) > 0 {
+		return false, fmt.Errorf("%w (%s): a restore never overwrites it; restore into a new RedisPersistence, or delete this one's volume claim first", ErrVolumeHoldsData, strings.Join(found, ", "))
+	}
+	return false, nil
+}
+
+// markRestored writes the RestoredMarker, last: what a restore wrote
+// before it is in place and synced.
+func markRestored(dir, marker string) error {
+	if err := writeFileSynced(filepath.Join(dir, RestoredMarker), []byte(marker+"\n")); err != nil {
+		return err
+	}
+	return syncDir(dir)
 }
 
 // dataFiles are the files in dir a server would load, or that show it ran.

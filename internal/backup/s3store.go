@@ -215,6 +215,42 @@ func (s *Store) PutBytes(ctx context.Context, key string, b []byte) error {
 	return nil
 }
 
+// PutVerified uploads size bytes of r as key, with sha (the SHA-256 the
+// caller computed of them) in the metadata from the first request: the
+// object appears, digest and all, only once the upload completes, and the
+// upload fails, leaving no object, if what r yields has another digest (a
+// file that changed since it was hashed).
+func (s *Store) PutVerified(ctx context.Context, key string, r io.Reader, size int64, sha string) error {
+	name := s.objectName(key)
+	body := &verifyingReader{digestReader: digestReader{r: r, sha: sha256.New()}, size: size, want: sha}
+	opts := s.putOptions(map[string]string{sha256Metadata: sha})
+	opts.PartSize = streamPartSize
+	if _, err := s.client.PutObject(ctx, s.bucket, name, body, size, opts); err != nil {
+		return fmt.Errorf("uploading %s to bucket %q: %w", name, s.bucket, err)
+	}
+	return nil
+}
+
+// verifyingReader is a digestReader whose last read fails unless the
+// digest is the one wanted. That read returns no bytes with its error: a
+// reader filling a buffer (io.ReadFull) drops the error of a read that
+// filled it.
+type verifyingReader struct {
+	digestReader
+	size int64
+	want string
+}
+
+func (v *verifyingReader) Read(p []byte) (int, error) {
+	n, err := v.digestReader.Read(p)
+	if v.n >= v.size {
+		if got := hex.EncodeToString(v.sha.Sum(nil)); got != v.want || v.n > v.size {
+			return 0, fmt.Errorf("the data changed while it was uploaded: %d bytes with SHA-256 %s, not %d with %s", v.n, got, v.size, v.want)
+		}
+	}
+	return n, err
+}
+
 func (s *Store) putOptions(metadata map[string]string) minio.PutObjectOptions {
 	return minio.PutObjectOptions{
 		UserMetadata:         metadata,

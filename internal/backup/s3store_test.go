@@ -109,6 +109,26 @@ func TestStore(t *testing.T) {
 		}
 	})
 
+	t.Run("an upload whose data is not what was hashed leaves no object", func(t *testing.T) {
+		store := open(t, destination(objects, "cluster-c"))
+		for _, size := range []int64{100, streamPartSize + 100} {
+			want := sha256Hex(testData(3, size))
+			if err := store.PutVerified(ctx, "base", testData(3, size), size, want); err != nil {
+				t.Fatalf("%d bytes: %v", size, err)
+			}
+			if n, err := store.Get(ctx, "base", io.Discard, ""); err != nil || n != size {
+				t.Fatalf("%d bytes read back as %d, %v", size, n, err)
+			}
+			err := store.PutVerified(ctx, "changed", testData(4, size), size, want)
+			if err == nil || !strings.Contains(err.Error(), "changed while it was uploaded") {
+				t.Errorf("%d bytes that are not what was hashed: %v, want a refusal", size, err)
+			}
+			if infos, err := store.List(ctx, "changed"); err != nil || len(infos) > 0 {
+				t.Errorf("the refused upload left %v (%v)", infos, err)
+			}
+		}
+	})
+
 	t.Run("a wrong digest is refused", func(t *testing.T) {
 		store := open(t, destination(objects, "cluster-b"))
 		if err := store.PutBytes(ctx, "manifest.json", []byte("right")); err != nil {
