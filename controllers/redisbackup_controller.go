@@ -340,21 +340,7 @@ func (r *RedisBackupReconciler) release(ctx context.Context, b *v1alpha1.RedisBa
 
 // deleteObjects deletes b's snapshot and metadata from rp's store.
 func (r *RedisBackupReconciler) deleteObjects(ctx context.Context, b *v1alpha1.RedisBackup, rp *v1alpha1.RedisPersistence) error {
-	s3 := rp.Spec.Backup.Destination.S3
-	d := backup.Destination{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Prefix: specs.BackupPrefix(rp), Region: s3.Region, SSE: string(s3.ServerSideEncryption)}
-	creds := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: s3.Credentials.SecretName}, creds); err != nil {
-		return fmt.Errorf("reading the store's credentials to delete the backup's objects: %w", err)
-	}
-	d.AccessKey, d.SecretKey = string(creds.Data[s3.Credentials.AccessKeyIDKey]), string(creds.Data[s3.Credentials.SecretAccessKeyKey])
-	if s3.CASecret != nil {
-		ca := &corev1.Secret{}
-		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: s3.CASecret.Name}, ca); err != nil {
-			return fmt.Errorf("reading the store's CA to delete the backup's objects: %w", err)
-		}
-		d.CA = ca.Data[s3.CASecret.Key]
-	}
-	store, err := backup.Open(ctx, d)
+	store, err := openStore(ctx, r.APIReader, rp, specs.BackupPrefix(rp))
 	if err != nil {
 		return fmt.Errorf("deleting the backup's objects: %w", err)
 	}

@@ -149,9 +149,10 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if creds == nil {
 		return wait, err
 	}
-	if ready, err := r.resolveRecovery(ctx, rp); !ready {
-		// The RedisBackup watch brings the instance back.
-		return ctrl.Result{}, err
+	if ready, requeue, err := r.resolveRecovery(ctx, rp); !ready {
+		// The RedisBackup watch brings the instance back; an archive is
+		// read again after requeue.
+		return ctrl.Result{RequeueAfter: requeue}, err
 	}
 	in := creds.podInputs(rp)
 	// Every request to the server in this reconcile shares one deadline.
@@ -456,6 +457,8 @@ func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alp
 // report writes what the reconcile observed into rp's status, starts the
 // storage probe that is due and says when to look again.
 func (r *RedisPersistenceReconciler) report(ctx context.Context, rp *v1alpha1.RedisPersistence, obs observation, heldUpgrade *upgradeWait, tlsRotating bool) (ctrl.Result, error) {
+	// Before updateStatus, which exports the metrics of what it read.
+	archiveIn := r.observeArchive(ctx, rp)
 	r.updateStatus(rp, obs)
 	if err := r.finishRecovery(ctx, rp); err != nil {
 		return ctrl.Result{}, err
@@ -465,7 +468,11 @@ func (r *RedisPersistenceReconciler) report(ctx context.Context, rp *v1alpha1.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{RequeueAfter: requeueAfter(rp, obs, heldUpgrade, tlsRotating, probeIn, r.Clock.Now())}, nil
+	result := ctrl.Result{RequeueAfter: requeueAfter(rp, obs, heldUpgrade, tlsRotating, probeIn, r.Clock.Now())}
+	if archiveIn > 0 {
+		result = requeueWithin(result, archiveIn)
+	}
+	return result, nil
 }
 
 func klogRef(obj client.Object) string { return client.ObjectKeyFromObject(obj).String() }

@@ -1,12 +1,16 @@
 package controllers
 
-// Restoring a backup into a new instance (spec.bootstrap.recovery).
+// Restoring a backup, or an archive up to a point in time, into a new
+// instance (spec.bootstrap.recovery).
 //
 // The first reconcile finds the RedisBackup and, once it is Completed,
-// fixes its snapshot in status.recovery: nothing is created before, so no
-// server ever starts empty in place of the restore. The snapshot's location
-// and digest go to the ConfigMap <name>-recovery, which the pods' restore
-// container reads at every start (specs.withRecovery); the agent there
+// fixes its snapshot in status.recovery; or it reads the archive's
+// timelines from the store and, once the archive reaches the target time,
+// fixes the archive and that time. Nothing is created before, so no server
+// ever starts empty in place of the restore. The snapshot's location and
+// digest (or the archive and time) go to the ConfigMap <name>-recovery,
+// which the pods' restore container reads at every start
+// (specs.withRecovery); the agent there
 // restores into ordinal 0's empty volume. Once the instance is Ready the
 // operator records status.recovery.restoredAt and empties the ConfigMap:
 // from then on a server that restarts, on any volume, restores nothing, and
@@ -16,6 +20,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,43 +32,109 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/backup"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
-// ReasonRecoveryWaiting: the instance waits for the backup it restores.
-const ReasonRecoveryWaiting = "WaitingForBackup"
+const (
+	// ReasonRecoveryWaiting: the instance waits for the backup it restores.
+	ReasonRecoveryWaiting = "WaitingForBackup"
+	// ReasonArchiveWaiting: the instance waits for the archive it recovers
+	// to reach the target time, or for the store.
+	ReasonArchiveWaiting = "WaitingForArchive"
+	// archiveRecheck is how often an instance waiting for an archive reads
+	// it again.
+	archiveRecheck = 30 * time.Second
+)
 
-// resolveRecovery fixes status.recovery from the RedisBackup that
-// spec.bootstrap names. It returns false, with the Ready condition saying
-// why, while the backup is not Completed: the instance is not made before.
-func (r *RedisPersistenceReconciler) resolveRecovery(ctx context.Context, rp *v1alpha1.RedisPersistence) (bool, error) {
+// resolveRecovery fixes status.recovery from the RedisBackup or the archive
+// that spec.bootstrap names. It returns false, with the Ready condition
+// saying why, while the backup is not Completed or the archive does not
+// reach the target time: the instance is not made before. An instance that
+// waits for an archive is read again after requeue.
+func (r *RedisPersistenceReconciler) resolveRecovery(ctx context.Context, rp *v1alpha1.RedisPersistence) (ready bool, requeue time.Duration, err error) {
 	if rp.Spec.Bootstrap == nil || rp.Status.Recovery != nil {
-		return true, nil
+		return true, 0, nil
 	}
-	name := rp.Spec.Bootstrap.Recovery.Backup.Name
-	wait := func(message string) (bool, error) {
+	reason := ReasonRecoveryWaiting
+	if rp.Spec.Bootstrap.Recovery.Archive != nil {
+		reason, requeue = ReasonArchiveWaiting, archiveRecheck
+	}
+	wait := func(message string) (bool, time.Duration, error) {
 		if c := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != message {
-			r.Recorder.Event(rp, corev1.EventTypeWarning, ReasonRecoveryWaiting, message)
+			r.Recorder.Event(rp, corev1.EventTypeWarning, reason, message)
 		}
-		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonRecoveryWaiting, message})
-		return false, nil
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, reason, message})
+		return false, requeue, nil
 	}
 	if r.Options.AgentImage == "" {
-		return wait("the operator runs without --backup-image (chart: image), so it has no agent to restore the backup " + name + " with")
+		return wait("the operator runs without --backup-image (chart: image), so it has no agent to restore with")
 	}
+	if a := rp.Spec.Bootstrap.Recovery.Archive; a != nil {
+		return r.resolveArchiveRecovery(ctx, rp, a, wait)
+	}
+	name := rp.Spec.Bootstrap.Recovery.Backup.Name
 	b := &v1alpha1.RedisBackup{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: name}, b); apierrors.IsNotFound(err) {
 		return wait("the RedisBackup " + name + " to restore does not exist in this namespace; the servers start once it does and is Completed")
 	} else if err != nil {
-		return false, fmt.Errorf("reading the RedisBackup %s: %w", name, err)
+		return false, 0, fmt.Errorf("reading the RedisBackup %s: %w", name, err)
 	}
 	if b.Status.Phase != v1alpha1.BackupCompleted || b.Status.Location == "" || b.Status.SHA256 == "" {
 		return wait(fmt.Sprintf("the RedisBackup %s to restore is %s, not Completed; the servers start once it is", name, cmp.Or(string(b.Status.Phase), "new")))
 	}
 	rp.Status.Recovery = &v1alpha1.RecoveryStatus{Backup: name, Location: b.Status.Location, SHA256: b.Status.SHA256}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restoring", "the first server starts on the backup %s (%s, consistent at %s)", name, b.Status.Location, pointOf(b))
-	return true, nil
+	return true, 0, nil
 }
+
+// resolveArchiveRecovery reads the archive at a.Path in rp's bucket and
+// fixes it in status.recovery, with the target time (the archive's latest
+// point when a names none), once a chain of the archive covers it. It waits
+// while the store cannot be read or the archive ends before the target; a
+// target before the archive's first base can never be recovered, which the
+// condition says.
+func (r *RedisPersistenceReconciler) resolveArchiveRecovery(ctx context.Context, rp *v1alpha1.RedisPersistence, a *v1alpha1.ArchiveRecovery,
+	wait func(string) (bool, time.Duration, error)) (bool, time.Duration, error) {
+	location := specs.ArchiveLocation(rp)
+	store, err := openStore(ctx, r.APIReader, rp, a.Path)
+	if err != nil {
+		return wait(fmt.Sprintf("the archive %s cannot be read: %v", location, err))
+	}
+	archive, err := backup.ReadArchive(ctx, store)
+	if err != nil {
+		return wait(fmt.Sprintf("the archive %s cannot be read: %v", location, err))
+	}
+	first, last, ok := archive.Recoverable()
+	if !ok {
+		return wait("the archive " + location + " holds no base yet; the servers start once it covers the target time")
+	}
+	var target time.Time
+	if a.TargetTime != nil {
+		target = a.TargetTime.UTC()
+		if target.Before(first) {
+			return wait(fmt.Sprintf("the archive %s begins at %s, after targetTime %s: nothing before its first base can be recovered; create a RedisPersistence with a later targetTime",
+				location, rfc3339(first), rfc3339(target)))
+		}
+		if target.After(last) {
+			// Not how far it reaches: the message, and its event, would
+			// change at every read.
+			return wait(fmt.Sprintf("the archive %s does not reach targetTime %s yet; the servers start once it does", location, rfc3339(target)))
+		}
+	}
+	if _, err := archive.Plan(target); err != nil {
+		return wait(fmt.Sprintf("the archive %s: %v", location, err))
+	}
+	if target.IsZero() {
+		target = last
+	}
+	rp.Status.Recovery = &v1alpha1.RecoveryStatus{Archive: location, TargetTime: &metav1.Time{Time: target}}
+	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restoring", "the first server starts on the archive %s replayed up to %s (the archive covers %s to %s)",
+		location, rfc3339(target), rfc3339(first), rfc3339(last))
+	return true, 0, nil
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // recoveryObjects is the ConfigMap <name>-recovery while spec.bootstrap is
 // set; without it the ConfigMap is deleted.
@@ -91,7 +162,11 @@ func (r *RedisPersistenceReconciler) finishRecovery(ctx context.Context, rp *v1a
 		rec.RestoredAt = nil
 		return fmt.Errorf("emptying the ConfigMap %s: %w", specs.RecoveryConfigMapName(rp), err)
 	}
-	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restored", "the servers run on the data of the backup %s", rec.Backup)
+	if rec.Archive != "" {
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restored", "the servers run on the archive %s replayed up to %s", rec.Archive, rfc3339(rec.TargetTime.Time))
+	} else {
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restored", "the servers run on the data of the backup %s", rec.Backup)
+	}
 	return nil
 }
 
@@ -105,7 +180,7 @@ func (r *RedisPersistenceReconciler) restoringFrom(ctx context.Context, obj clie
 	}
 	var requests []reconcile.Request
 	for _, rp := range list.Items {
-		if rp.Spec.Bootstrap != nil && rp.Spec.Bootstrap.Recovery.Backup.Name == obj.GetName() && rp.Status.Recovery == nil {
+		if rp.Spec.Bootstrap != nil && rp.Spec.Bootstrap.Recovery.Backup != nil && rp.Spec.Bootstrap.Recovery.Backup.Name == obj.GetName() && rp.Status.Recovery == nil {
 			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rp)})
 		}
 	}

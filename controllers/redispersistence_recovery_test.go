@@ -62,7 +62,7 @@ func TestRestoreFromBackup(t *testing.T) {
 
 	// The copy waits for the backup.
 	createRP(t, ns, "copy", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store),
-		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: v1alpha1.LocalObjectReference{Name: "nightly"}}}})
+		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: &v1alpha1.LocalObjectReference{Name: "nightly"}}}})
 	waitCondition(t, ns, "copy", v1alpha1.ConditionReady, metav1.ConditionFalse, ReasonRecoveryWaiting)
 	if err := get(t, &appsv1.StatefulSet{}, ns, "copy"); !apierrors.IsNotFound(err) {
 		t.Fatalf("the copy has a StatefulSet (err %v) before its backup is Completed", err)

@@ -27,6 +27,26 @@ type BackupSpec struct {
 	// its objects in the store. Backups you create are yours to delete.
 	// +optional
 	Retention *BackupRetention `json:"retention,omitempty"`
+	// archive ships the AOF to the destination continuously: every base the
+	// server writes and the new entries of its INCR files, so that a new
+	// instance can be recovered to any second the archive covers
+	// (spec.bootstrap.recovery.archive). Modes aof and uring only. It runs
+	// as the archive container beside the server, which writes timestamp
+	// annotations into the AOF (aof-timestamp-enabled yes) while it is set.
+	// +optional
+	Archive *ArchiveSpec `json:"archive,omitempty"`
+}
+
+// ArchiveSpec is how the AOF is archived.
+type ArchiveSpec struct {
+	// interval is how often the archive container ships the new entries of
+	// the open INCR file: writes of the last interval are the most a lost
+	// volume can take with it from the archive (the archive's recovery point
+	// objective). A rewrite's base and a closed INCR ship at the next pass.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="archive.interval is between 1s and 1h"
+	Interval *metav1.Duration `json:"interval,omitempty"`
 }
 
 // BackupRetention bounds the scheduled backups kept. The newest completed
@@ -274,7 +294,8 @@ type BootstrapSpec struct {
 	Recovery RecoverySpec `json:"recovery"`
 }
 
-// RecoverySpec names the backup to restore.
+// RecoverySpec names the backup, or the archive and point, to restore.
+// +kubebuilder:validation:XValidation:rule="has(self.backup) != has(self.archive)",message="spec.bootstrap.recovery restores a backup or an archive: set exactly one of backup and archive"
 type RecoverySpec struct {
 	// backup is a Completed RedisBackup in this namespace. Its snapshot is
 	// read from the bucket and key of its status.location with this
@@ -282,21 +303,80 @@ type RecoverySpec struct {
 	// against its status.sha256 and the RDB's own checksum, and only then
 	// put where the server loads it. A volume that already holds data is
 	// never written: the restore fails and says so.
-	// +required
-	Backup LocalObjectReference `json:"backup"`
+	// +optional
+	Backup *LocalObjectReference `json:"backup,omitempty"`
+	// archive replays an instance's continuous AOF archive
+	// (spec.backup.archive) up to a point in time: the latest base written
+	// at or before it, and the INCR entries after that base cut at the
+	// first second after targetTime.
+	// +optional
+	Archive *ArchiveRecovery `json:"archive,omitempty"`
 }
 
-// RecoveryStatus is the backup an instance was, or is being, restored from,
-// fixed when its servers are first made: the pods keep restoring exactly
-// this snapshot into an empty volume even after the RedisBackup is gone.
+// ArchiveRecovery is an archive and the point to recover it to.
+type ArchiveRecovery struct {
+	// path is the archived instance's prefix in this instance's bucket: its
+	// spec.backup.destination.s3.path, by default <namespace>/<name>. The
+	// archived instance may be gone; its archive stays in the store.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.endsWith('/') && !self.contains('//')",message="path is a prefix like team/cache: no leading or trailing '/' and no empty segment"
+	Path string `json:"path"`
+	// targetTime is the point to recover to (RFC 3339). The AOF records
+	// time in whole seconds: every write of the second targetTime falls in
+	// is kept, and none of a later second. Empty: the latest point the
+	// archive holds. The operator waits (WaitingForArchive) until the
+	// archive reaches it, and refuses a time before its first base.
+	// +optional
+	TargetTime *metav1.Time `json:"targetTime,omitempty"`
+}
+
+// RecoveryStatus is the backup or archive an instance was, or is being,
+// restored from, fixed when its servers are first made: the pods keep
+// restoring exactly this into an empty volume even after the RedisBackup,
+// or the archived instance, is gone.
 type RecoveryStatus struct {
 	// backup is the RedisBackup's name.
-	Backup string `json:"backup"`
+	// +optional
+	Backup string `json:"backup,omitempty"`
 	// location and sha256 are the snapshot's, from the backup's status.
-	Location string `json:"location"`
-	SHA256   string `json:"sha256"`
+	// +optional
+	Location string `json:"location,omitempty"`
+	// +optional
+	SHA256 string `json:"sha256,omitempty"`
+	// archive is the archive replayed, s3://<bucket>/<path>.
+	// +optional
+	Archive string `json:"archive,omitempty"`
+	// targetTime is the point it is replayed to; the latest point the
+	// archive held when the operator checked it when the spec names none.
+	// +optional
+	TargetTime *metav1.Time `json:"targetTime,omitempty"`
 	// restoredAt is when the instance was first Ready on the restored data:
 	// from then on no server restores, whatever its volume holds.
 	// +optional
 	RestoredAt *metav1.Time `json:"restoredAt,omitempty"`
+}
+
+// ArchiveStatus is what the archive holds: the points a new instance can be
+// recovered to (spec.bootstrap.recovery.archive) are those from
+// firstRecoverableTime to lastArchivedTime.
+type ArchiveStatus struct {
+	// firstRecoverableTime is the point of the archive's oldest base.
+	// +optional
+	FirstRecoverableTime *metav1.Time `json:"firstRecoverableTime,omitempty"`
+	// lastArchivedTime is when the archive last read the end of the
+	// primary's AOF: every write before it is in the store.
+	// +optional
+	LastArchivedTime *metav1.Time `json:"lastArchivedTime,omitempty"`
+	// timelines is how many AOF histories the archive holds: one per data
+	// volume that served as the primary.
+	// +optional
+	Timelines int32 `json:"timelines,omitempty"`
+	// checkedAt is when the operator read the archive.
+	// +optional
+	CheckedAt *metav1.Time `json:"checkedAt,omitempty"`
+	// message is why the archive could not be read, or holds nothing yet.
+	// +optional
+	Message string `json:"message,omitempty"`
 }

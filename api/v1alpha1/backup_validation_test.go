@@ -71,7 +71,25 @@ func TestBootstrapValidated(t *testing.T) {
 	none := withRecovery(s3(nil))
 	none["mode"] = "none"
 	expectRejected(t, rejection{"recovery into mode none", none, "mode none has nothing to restore into"})
-	expectRejected(t, rejection{"recovery of no backup", map[string]any{"mode": "aof", "bootstrap": map[string]any{"recovery": map[string]any{}}}, "spec.bootstrap.recovery.backup: Required value"})
+	expectRejected(t, rejection{"recovery of nothing", map[string]any{"mode": "aof", "bootstrap": map[string]any{"recovery": map[string]any{}}}, "set exactly one of backup and archive"})
+	both := withRecovery(s3(nil))
+	both["bootstrap"].(map[string]any)["recovery"].(map[string]any)["archive"] = map[string]any{"path": "shop/cache"}
+	expectRejected(t, rejection{"recovery of a backup and an archive", both, "set exactly one of backup and archive"})
+	for _, tc := range []struct {
+		desc, mode string
+		archive    map[string]any
+		want       string
+	}{
+		{"archive recovery into mode rdb", "rdb", map[string]any{"path": "shop/cache"}, "it needs mode aof or uring"},
+		{"archive recovery without a path", "uring", map[string]any{"targetTime": "2026-11-27T06:30:00Z"}, "spec.bootstrap.recovery.archive.path: Required value"},
+		{"archive recovery of a path with a trailing slash", "uring", map[string]any{"path": "shop/cache/"}, "path is a prefix like team/cache"},
+		{"archive recovery to a time that is none", "aof", map[string]any{"path": "shop/cache", "targetTime": "yesterday"}, "targetTime"},
+	} {
+		spec := s3(nil)
+		spec["mode"] = tc.mode
+		spec["bootstrap"] = map[string]any{"recovery": map[string]any{"archive": tc.archive}}
+		expectRejected(t, rejection{tc.desc, spec, tc.want})
+	}
 
 	ctx := context.Background()
 	u := newObject(withRecovery(s3(nil)))
@@ -90,7 +108,7 @@ func TestBootstrapValidated(t *testing.T) {
 	if err := k8s.Update(ctx, rp); err != nil {
 		t.Fatalf("removing spec.bootstrap: %v", err)
 	}
-	rp.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: v1alpha1.LocalObjectReference{Name: "nightly"}}}
+	rp.Spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: &v1alpha1.LocalObjectReference{Name: "nightly"}}}
 	if err := k8s.Update(ctx, rp); err == nil || !strings.Contains(err.Error(), "cannot be added to or changed on an existing one") {
 		t.Fatalf("adding spec.bootstrap to an instance: %v, want a refusal", err)
 	}
@@ -138,5 +156,40 @@ func TestRedisBackupsValidated(t *testing.T) {
 	b.Spec.RedisPersistence.Name = "other"
 	if err := k8s.Update(ctx, b); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
 		t.Fatalf("changing the instance: error %v, want spec is immutable", err)
+	}
+}
+
+func TestArchiveValidated(t *testing.T) {
+	withArchive := func(mode string, archive map[string]any) map[string]any {
+		spec := s3(nil)
+		spec["mode"] = mode
+		spec["backup"].(map[string]any)["archive"] = archive
+		return spec
+	}
+	for _, tc := range []rejection{
+		{"archive of mode rdb", withArchive("rdb", map[string]any{}), "spec.backup.archive ships the AOF: it needs mode aof or uring"},
+		{"archive of mode none", withArchive("none", map[string]any{}), "spec.backup.archive ships the AOF: it needs mode aof or uring"},
+		{"archive interval under a second", withArchive("uring", map[string]any{"interval": "500ms"}), "archive.interval is between 1s and 1h"},
+		{"archive interval over an hour", withArchive("aof", map[string]any{"interval": "2h"}), "archive.interval is between 1s and 1h"},
+	} {
+		expectRejected(t, tc)
+	}
+
+	ctx := context.Background()
+	u := newObject(withArchive("aof", map[string]any{}))
+	u.Object["spec"].(map[string]any)["bootstrap"] = map[string]any{"recovery": map[string]any{"archive": map[string]any{
+		"path": "shop/cache", "targetTime": "2026-11-27T06:30:00Z"}}}
+	if err := k8s.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
+		t.Fatal(err)
+	}
+	rp := &v1alpha1.RedisPersistence{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(u), rp); err != nil {
+		t.Fatal(err)
+	}
+	if got := rp.Spec.Backup.Archive.Interval; got == nil || got.Duration.String() != "30s" {
+		t.Errorf("archive.interval defaults to %v, want 30s", got)
+	}
+	if a := rp.Spec.Bootstrap.Recovery.Archive; a.Path != "shop/cache" || a.TargetTime.UTC().Format("2006-01-02T15:04:05Z") != "2026-11-27T06:30:00Z" {
+		t.Errorf("recovery.archive %+v", a)
 	}
 }

@@ -63,6 +63,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || has(oldSelf.bootstrap) && self.bootstrap == oldSelf.bootstrap",message="spec.bootstrap is how a new instance starts: it cannot be added to or changed on an existing one (remove it, or create a new RedisPersistence)"
 // +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || self.mode != 'none'",message="spec.bootstrap.recovery needs a mode that keeps data on disk: mode none has nothing to restore into"
 // +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || has(self.backup)",message="spec.bootstrap.recovery reads the backup with spec.backup.destination's endpoint and credentials: set spec.backup too"
+// +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || !has(self.bootstrap.recovery.archive) || self.mode == 'aof' || self.mode == 'uring'",message="spec.bootstrap.recovery.archive replays an AOF: it needs mode aof or uring"
+// +kubebuilder:validation:XValidation:rule="!has(self.backup) || !has(self.backup.archive) || self.mode == 'aof' || self.mode == 'uring'",message="spec.backup.archive ships the AOF: it needs mode aof or uring"
 // +kubebuilder:validation:XValidation:rule="!has(self.aof) || self.mode == 'aof'",message="spec.aof is only valid with mode: aof"
 // +kubebuilder:validation:XValidation:rule="!has(self.uring) || self.mode == 'uring'",message="spec.uring is only valid with mode: uring"
 // +kubebuilder:validation:XValidation:rule="!has(self.rdb) || self.mode != 'none'",message="spec.rdb snapshots need a persistent mode; mode: none keeps nothing on disk"
@@ -1050,6 +1052,11 @@ type RedisPersistenceStatus struct {
 	// operator found it Completed.
 	// +optional
 	Recovery *RecoveryStatus `json:"recovery,omitempty"`
+
+	// archive is how far the AOF archive of spec.backup.archive reaches,
+	// as the operator last read it from the store.
+	// +optional
+	Archive *ArchiveStatus `json:"archive,omitempty"`
 
 	// lastTermination is how the server container last ended, in this pod or
 	// an earlier one.

@@ -196,6 +196,12 @@ func RuntimeSettings(rp *v1alpha1.RedisPersistence) []ServerSetting {
 	default:
 		settings = append(settings, ServerSetting{Name: "appendfsync-engine", Value: "posix", Implicit: true})
 	}
+	if rp.Spec.Mode == v1alpha1.ModeAOF || rp.Spec.Mode == v1alpha1.ModeUring {
+		// The archive is cut at the AOF's #TS annotations (a point-in-time
+		// recovery); off, the server's default, is left implicit.
+		archive := ArchiveEnabled(rp)
+		settings = append(settings, ServerSetting{Name: "aof-timestamp-enabled", Value: yesNo(archive), Implicit: !archive})
+	}
 	if _, set := rp.Spec.Config["maxmemory"]; !set {
 		if maxmemory := defaultMaxmemory(rp); maxmemory != "" {
 			settings = append(settings, ServerSetting{Name: "maxmemory", Value: maxmemory})

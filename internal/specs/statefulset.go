@@ -284,7 +284,7 @@ func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *app
 // order (the order fixes the order of env entries, mounts and volumes).
 func PodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) corev1.PodTemplateSpec {
 	template := serverPodTemplate(rp, opts, in)
-	for _, feature := range []podFeature{withAuth, withTLS, withExporter, withReplication, withRecovery, withPodMetadata} {
+	for _, feature := range []podFeature{withAuth, withTLS, withExporter, withReplication, withRecovery, withArchive, withPodMetadata} {
 		feature(rp, opts, in, &template)
 	}
 	opts.ImagePull.ApplyTo(&template.Spec)

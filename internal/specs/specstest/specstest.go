@@ -5,6 +5,7 @@ package specstest
 
 import (
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -63,7 +64,20 @@ var GoldenCases = map[string]v1alpha1.RedisPersistenceSpec{
 			Credentials: v1alpha1.S3Credentials{SecretName: "s3", AccessKeyIDKey: "AWS_ACCESS_KEY_ID", SecretAccessKeyKey: "AWS_SECRET_ACCESS_KEY"},
 			CASecret:    &v1alpha1.CASecretRef{Name: "store-ca", Key: "ca.crt"},
 		}}},
-		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: v1alpha1.LocalObjectReference{Name: "nightly"}}}},
+		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: &v1alpha1.LocalObjectReference{Name: "nightly"}}}},
+	// A new instance recovered from another's archive to a point in time,
+	// archiving its own AOF.
+	"aof-archive-recovery": {Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways},
+		Backup: &v1alpha1.BackupSpec{
+			Destination: v1alpha1.BackupDestination{S3: v1alpha1.S3Destination{
+				Endpoint: "http://s3.storage.svc:8333", Bucket: "backups", Region: "us-east-1",
+				Credentials: v1alpha1.S3Credentials{SecretName: "s3", AccessKeyIDKey: "AWS_ACCESS_KEY_ID", SecretAccessKeyKey: "AWS_SECRET_ACCESS_KEY"},
+			}},
+			Archive: &v1alpha1.ArchiveSpec{Interval: &metav1.Duration{Duration: 10 * time.Second}},
+		},
+		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Archive: &v1alpha1.ArchiveRecovery{
+			Path: "team/cache-before", TargetTime: &metav1.Time{Time: time.Date(2026, 11, 27, 6, 30, 0, 0, time.UTC)},
+		}}}},
 	"uring-durable": {Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2},
 		Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe, Size: ptr.To(resource.MustParse("20Gi"))},
 		Auth:    &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}}},

@@ -1,0 +1,185 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+// startArchiveContainer plays the kubelet for the archive container of the
+// StatefulSet's pod: the real agent with the container's command line and
+// environment, the server at serverAddr and its data in dataDir. stop
+// sends SIGTERM, as the kubelet does, waits for the agent's last pass and
+// returns its output.
+func startArchiveContainer(t *testing.T, ns string, sts *appsv1.StatefulSet, serverAddr, dataDir string) (stop func() string) {
+	t.Helper()
+	c := specstest.ContainerNamed(t, sts, specs.ContainerArchive)
+	if len(c.Command) != 2 || c.Command[0] != specs.BackupAgent || c.Command[1] != "archive" {
+		t.Fatalf("the archive container runs %q, want %s archive", c.Command, specs.BackupAgent)
+	}
+	args := []string{"archive"}
+	for _, arg := range c.Args {
+		switch {
+		case strings.HasPrefix(arg, "--source="):
+			arg = "--source=" + serverAddr
+		case strings.HasPrefix(arg, "--data-dir="):
+			arg = "--data-dir=" + dataDir
+		}
+		args = append(args, arg)
+	}
+	cmd := exec.Command(agentBin(t), args...)
+	cmd.Env = resolveEnv(t, ns, c.Env)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop = func() string {
+		if !stopped {
+			stopped = true
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			if err := cmd.Wait(); err != nil {
+				t.Errorf("the archive container ended with %v after SIGTERM:\n%s", err, out.String())
+			}
+		}
+		return out.String()
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// nextSecond sleeps into the second after t's, and a little more: the AOF
+// stamps its entries with whole seconds.
+func nextSecond(t time.Time) {
+	time.Sleep(time.Until(t.Truncate(time.Second).Add(time.Second + 200*time.Millisecond)))
+}
+
+// TestRecoverFromArchive: the archive container of an instance with
+// spec.backup.archive (the real agent, against the real server and a real
+// SeaweedFS) ships its AOF; a new instance with spec.bootstrap.recovery.archive
+// makes no server until the archive covers its targetTime, refuses one before
+// the archive's first base, and its restore container replays the archive up
+// to the target: the server loads every key written before it and none
+// written after.
+func TestRecoverFromArchive(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	store := testenv.StartObjectStore(t)
+	if err := k8s.Create(ctx, storeSecret(ns, store, store.SecretKey)); err != nil {
+		t.Fatal(err)
+	}
+	archived := destination(store)
+	archived.Archive = &v1alpha1.ArchiveSpec{Interval: &metav1.Duration{Duration: time.Second}}
+	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: archived})
+	waitCondition(t, ns, "source", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	config := renderedConfig(t, ns, "source")
+	if !strings.Contains(config, "aof-timestamp-enabled yes") {
+		t.Fatalf("the archived server's config does not stamp its AOF:\n%s", config)
+	}
+	dataDir := t.TempDir()
+	server := testenv.RunServer(t, dataDir, config)
+	serverAddrs.Store(ns+"/source-0", server.Addr)
+	actAsKubelet(t, ns, "source-0", "ext4")
+	waitCondition(t, ns, "source", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, "source"); err != nil {
+		t.Fatal(err)
+	}
+	stopArchive := startArchiveContainer(t, ns, sts, server.Addr, dataDir)
+
+	admin := newClient(server.Addr, instancePassword(t, ns, "source"))
+	defer func() { _ = admin.Close() }()
+	writeKeys(t, admin, "before", 200)
+	target := time.Now()
+	nextSecond(target)
+	writeKeys(t, admin, "after", 50)
+
+	// An instance whose target the archive has not reached waits for it.
+	createRP(t, ns, "future", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store),
+		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Archive: &v1alpha1.ArchiveRecovery{
+			Path: ns + "/source", TargetTime: &metav1.Time{Time: time.Now().Add(time.Hour)}}}}})
+	waitConditionMessage(t, ns, "future", ReasonArchiveWaiting, "does not reach targetTime")
+	// One before the archive's first base never starts.
+	createRP(t, ns, "too-early", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store),
+		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Archive: &v1alpha1.ArchiveRecovery{
+			Path: ns + "/source", TargetTime: &metav1.Time{Time: time.Now().Add(-time.Hour)}}}}})
+	waitConditionMessage(t, ns, "too-early", ReasonArchiveWaiting, "nothing before its first base can be recovered")
+	for _, name := range []string{"future", "too-early"} {
+		if err := get(t, &appsv1.StatefulSet{}, ns, name); !apierrors.IsNotFound(err) {
+			t.Errorf("%s has a StatefulSet (err %v) while it waits for the archive", name, err)
+		}
+	}
+
+	// The archive's last pass, at SIGTERM, ships what the interval left.
+	t.Logf("the archive container:\n%s", stopArchive())
+	createRP(t, ns, "copy", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store),
+		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Archive: &v1alpha1.ArchiveRecovery{
+			Path: ns + "/source", TargetTime: &metav1.Time{Time: target}}}}})
+	copySts := &appsv1.StatefulSet{}
+	eventually(t, 60*time.Second, func() error { return get(t, copySts, ns, "copy") })
+	rp := &v1alpha1.RedisPersistence{}
+	if err := get(t, rp, ns, "copy"); err != nil {
+		t.Fatal(err)
+	}
+	wantArchive := "s3://" + store.Bucket + "/" + ns + "/source"
+	if rec := rp.Status.Recovery; rec == nil || rec.Archive != wantArchive || rec.TargetTime == nil || !rec.TargetTime.Equal(&metav1.Time{Time: target.Truncate(time.Second)}) {
+		t.Fatalf("status.recovery %+v, want the archive %s up to %s", rp.Status.Recovery, wantArchive, target.UTC().Format(time.RFC3339))
+	}
+	cm := &corev1.ConfigMap{}
+	if err := get(t, cm, ns, specs.RecoveryConfigMapName(rp)); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data[specs.RecoveryArchiveKey] != wantArchive || cm.Data[specs.RecoveryTargetTimeKey] != target.UTC().Format(time.RFC3339) {
+		t.Errorf("the recovery ConfigMap holds %v", cm.Data)
+	}
+
+	dir := t.TempDir()
+	if code, out := runRestoreContainer(t, ns, copySts, "copy-0", dir); code != 0 {
+		t.Fatalf("the restore container of copy-0: exit %d, %q", code, out)
+	}
+	restoredServer := testenv.RunServer(t, dir, renderedConfig(t, ns, "copy"))
+	restored := newClient(restoredServer.Addr, instancePassword(t, ns, "copy"))
+	defer func() { _ = restored.Close() }()
+	waitLoaded(t, restored)
+	if missing := missingKeys(t, restored, "before", 200); missing > 0 {
+		t.Errorf("the recovered server lacks %d of the 200 keys written before the target time", missing)
+	}
+	if missing := missingKeys(t, restored, "after", 50); missing != 50 {
+		t.Errorf("the recovered server has %d of the 50 keys written after the target time, want none", 50-missing)
+	}
+}
+
+// waitConditionMessage waits for rp's Ready condition to be False with
+// reason and a message that contains want.
+func waitConditionMessage(t *testing.T, ns, name, reason, want string) {
+	t.Helper()
+	eventually(t, 60*time.Second, func() error {
+		rp := &v1alpha1.RedisPersistence{}
+		if err := get(t, rp, ns, name); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || !strings.Contains(c.Message, want) {
+			return fmt.Errorf("Ready is %+v, want False %s with %q", c, reason, want)
+		}
+		return nil
+	})
+}
