@@ -43,10 +43,22 @@ var (
 		Name: "uringredis_storage_write_barrier_disabled",
 		Help: "1 while a durable mode runs on a data volume without write barriers over a volatile cache (StorageReady=False WriteBarrierDisabled), else 0.",
 	}, instanceLabels)
+	archiveLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_archive_last_archived_timestamp_seconds",
+		Help: "The latest point the RedisPersistence's AOF archive can be recovered to (status.archive.lastArchivedTime), as a Unix time.",
+	}, instanceLabels)
+	archiveFirst = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_archive_first_recoverable_timestamp_seconds",
+		Help: "The earliest point the RedisPersistence's AOF archive can be recovered to (status.archive.firstRecoverableTime), as a Unix time.",
+	}, instanceLabels)
+	archiveInterval = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_archive_interval_seconds",
+		Help: "How often the RedisPersistence's archive container ships the AOF (spec.backup.archive.interval).",
+	}, instanceLabels)
 )
 
 func init() {
-	metrics.Registry.MustRegister(instanceRestarts, instanceDegraded, storageFsync, storageBarrierDisabled)
+	metrics.Registry.MustRegister(instanceRestarts, instanceDegraded, storageFsync, storageBarrierDisabled, archiveLast, archiveFirst, archiveInterval)
 }
 
 // exportInstanceMetrics sets the instance's series from its status.
@@ -63,6 +75,16 @@ func exportInstanceMetrics(rp *v1alpha1.RedisPersistence) {
 		storageFsync.With(withQuantile(pod, 0.5)).Set(st.FsyncP50.Seconds())
 		storageFsync.With(withQuantile(pod, 0.99)).Set(st.FsyncP99.Seconds())
 	}
+	for _, v := range []*prometheus.GaugeVec{archiveLast, archiveFirst, archiveInterval} {
+		v.Delete(l)
+	}
+	if specs.ArchiveEnabled(rp) {
+		archiveInterval.With(l).Set(specs.ArchiveInterval(rp).Seconds())
+		if st := rp.Status.Archive; st != nil && st.LastArchivedTime != nil && st.FirstRecoverableTime != nil {
+			archiveLast.With(l).Set(float64(st.LastArchivedTime.Unix()))
+			archiveFirst.With(l).Set(float64(st.FirstRecoverableTime.Unix()))
+		}
+	}
 }
 
 func forgetInstanceMetrics(namespace, name string) {
@@ -71,6 +93,9 @@ func forgetInstanceMetrics(namespace, name string) {
 	instanceDegraded.Delete(l)
 	storageBarrierDisabled.Delete(l)
 	storageFsync.DeletePartialMatch(l)
+	for _, v := range []*prometheus.GaugeVec{archiveLast, archiveFirst, archiveInterval} {
+		v.Delete(l)
+	}
 }
 
 func boolGauge(b bool) float64 {
