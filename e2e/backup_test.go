@@ -88,13 +88,17 @@ func createStoreSecret(t *testing.T, name, accessKey, secretKey string) {
 	}
 }
 
+// archiveInterval is how often the backed-up instance ships its AOF.
+const archiveInterval = 5 * time.Second
+
 // replicatedBackupSource is the spec of the instance the backups are taken
 // of and restored into: uring durable, a primary, a replica and a Sentinel,
-// its backups encrypted by the store (SSE-S3).
+// its backups encrypted by the store (SSE-S3) and its AOF archived.
 func replicatedBackupSource(endpoint string) v1alpha1.RedisPersistenceSpec {
 	storage := localNVMe
 	backupTo := backupSpec(endpoint, "backup-store")
 	backupTo.Destination.S3.ServerSideEncryption = v1alpha1.SSES3
+	backupTo.Archive = &v1alpha1.ArchiveSpec{Interval: &metav1.Duration{Duration: archiveInterval}}
 	return v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable},
 		Replicas: 2, Sentinel: &v1alpha1.SentinelSpec{Count: 1, Quorum: 1},
@@ -226,21 +230,36 @@ func TestBackupToObjectStore(t *testing.T) {
 	waitReady(t, refused)
 }
 
-// TestRestoreFromBackup: the instance backed up is lost with its volumes,
-// and a new one of the same name bootstraps from the backup: both servers
-// hold exactly the keys written before the backup, expiries kept, and none
-// written after it. It needs spec.bootstrap.recovery implemented.
+// TestRestoreFromBackup: more keys are written after the backup, the time
+// is noted, more again; the instance backed up is lost with its volumes.
+// A new one of the same name bootstraps from the backup, and another from
+// the archive up to the noted time: the first's servers hold exactly the
+// keys written before the backup, the second's exactly those written before
+// the noted time, expiries kept, and neither holds a key written after.
 func TestRestoreFromBackup(t *testing.T) {
 	ctx := context.Background()
 	b := backupOfKnownKeys(t)
 	name := b.instance
 	rp := waitFor(t, name, 2*time.Minute, hasCondition(v1alpha1.ConditionReplicating, metav1.ConditionTrue, "Replicating"))
-	var after strings.Builder
-	for i := range 50 {
-		fmt.Fprintf(&after, "SET after:%02d value\n", i)
-	}
-	writeAndReplicate(t, rp.Status.Primary, after.String(), 50)
 	endpoint := rp.Spec.Backup.Destination.S3.Endpoint
+	uptoTarget := &backedUp{keys: maps.Clone(b.keys), expiring: b.expiring}
+	var middle, late strings.Builder
+	for i := range 50 {
+		key := fmt.Sprintf("middle:%02d", i)
+		uptoTarget.keys[key] = "value"
+		fmt.Fprintf(&middle, "SET %s value\n", key)
+		fmt.Fprintf(&late, "SET late:%02d value\n", i)
+	}
+	writeAndReplicate(t, rp.Status.Primary, middle.String(), 50)
+	// The AOF stamps its entries with whole seconds: the target is the
+	// second the middle keys were acknowledged in, and the late ones are
+	// written from the next second on.
+	target := time.Now().Truncate(time.Second)
+	time.Sleep(time.Until(target.Add(time.Second + 200*time.Millisecond)))
+	writeAndReplicate(t, rp.Status.Primary, late.String(), 50)
+	lateWritten := time.Now()
+	last := waitArchived(t, rp, lateWritten)
+	t.Logf("the archive reached %s, %s after the last write (interval %s)", last.Format(time.RFC3339), last.Sub(lateWritten).Round(100*time.Millisecond), archiveInterval)
 
 	// The instance and its volumes are lost: the new instance of the same
 	// name starts once nothing of the old one is left (the garbage collector
@@ -266,7 +285,7 @@ func TestRestoreFromBackup(t *testing.T) {
 	}
 
 	spec := replicatedBackupSource(endpoint)
-	spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: v1alpha1.LocalObjectReference{Name: b.backup.Name}}}
+	spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: &v1alpha1.LocalObjectReference{Name: b.backup.Name}}}
 	start := time.Now()
 	create(t, name, spec)
 	t.Cleanup(func() {
@@ -283,6 +302,55 @@ func TestRestoreFromBackup(t *testing.T) {
 	for _, r := range rp.Status.Replicas {
 		t.Run(r.Pod, func(t *testing.T) { checkKeys(t, r.Pod, b) })
 	}
+
+	// The restored instance archives under the same path, on a timeline of
+	// its own whose base is the backup: the recovery to the noted time must
+	// still replay the lost instance's timeline.
+	pitr := name + "-pitr"
+	storage := localNVMe
+	start = time.Now()
+	create(t, pitr, v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}, Storage: &storage,
+		Backup: backupSpec(endpoint, "backup-store"),
+		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Archive: &v1alpha1.ArchiveRecovery{
+			Path: namespace + "/" + name, TargetTime: &metav1.Time{Time: target},
+		}}},
+	})
+	rp = waitReady(t, pitr)
+	t.Logf("recovered %s from the archive of %s up to %s: Ready %s after it was created", pitr, name, target.UTC().Format(time.RFC3339), time.Since(start).Round(time.Second))
+	if rec := rp.Status.Recovery; rec == nil || rec.Archive != "s3://"+storeBucket+"/"+namespace+"/"+name || rec.TargetTime == nil || !rec.TargetTime.Time.Equal(target) {
+		t.Errorf("status.recovery %+v, want the archive of %s up to %s", rec, name, target)
+	}
+	checkKeys(t, pitr+"-0", uptoTarget)
+}
+
+// waitArchived waits until rp's archive covers after, and returns the last
+// point it covers.
+func waitArchived(t *testing.T, rp *v1alpha1.RedisPersistence, after time.Time) time.Time {
+	t.Helper()
+	addr, stop := portForward(t, storeNamespace, storeName, storePort)
+	defer stop()
+	store, err := backup.Open(context.Background(), backup.Destination{
+		Endpoint: "http://" + addr, Bucket: storeBucket, Region: storeRegion, Prefix: namespace + "/" + rp.Name,
+		AccessKey: storeAccessKey, SecretKey: storeSecretKey,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	var lastErr error
+	eventually(t, 4*archiveInterval+30*time.Second, func() bool {
+		archive, err := backup.ReadArchive(context.Background(), store)
+		if lastErr = err; err != nil {
+			return false
+		}
+		_, last, _ = archive.Recoverable()
+		return !last.Before(after)
+	})
+	if last.Before(after) {
+		t.Fatalf("the archive of %s reaches %s (err %v), not %s", rp.Name, last, lastErr, after)
+	}
+	return last
 }
 
 // leftOf names what is left of the deleted instance rp: its server and
