@@ -10,6 +10,7 @@ package controllers
 // archive that stopped moving is seen.
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -22,21 +23,23 @@ import (
 )
 
 const (
-	// archiveCheckEvery is how often the operator reads an archive.
-	archiveCheckEvery = time.Minute
+	// defaultArchiveCheckEvery is how often the operator reads an archive.
+	defaultArchiveCheckEvery = time.Minute
 	// archiveReadBudget bounds one read of the store.
 	archiveReadBudget = 15 * time.Second
 )
 
 // observeArchive records in rp.status.archive how far its archive reaches,
-// reading the store when the last read is archiveCheckEvery old, and says
-// when to read it next (0 without an archive).
+// reading the store when the last read is ArchiveCheckEvery old, and says
+// when to read it next (0 without an archive). It runs on real time: the
+// archive container ships on it.
 func (r *RedisPersistenceReconciler) observeArchive(ctx context.Context, rp *v1alpha1.RedisPersistence) time.Duration {
 	if !specs.ArchiveEnabled(rp) {
 		rp.Status.Archive = nil
 		return 0
 	}
-	now := r.Clock.Now()
+	archiveCheckEvery := cmp.Or(r.ArchiveCheckEvery, defaultArchiveCheckEvery)
+	now := time.Now()
 	if st := rp.Status.Archive; st != nil && st.CheckedAt != nil && now.Sub(st.CheckedAt.Time) < archiveCheckEvery {
 		return archiveCheckEvery - now.Sub(st.CheckedAt.Time)
 	}

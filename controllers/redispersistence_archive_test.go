@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -126,6 +128,31 @@ func TestRecoverFromArchive(t *testing.T) {
 		if err := get(t, &appsv1.StatefulSet{}, ns, name); !apierrors.IsNotFound(err) {
 			t.Errorf("%s has a StatefulSet (err %v) while it waits for the archive", name, err)
 		}
+	}
+
+	// The operator reads how far the archive reaches into the source's
+	// status and metrics.
+	written := time.Now()
+	source := &v1alpha1.RedisPersistence{}
+	eventually(t, 60*time.Second, func() error {
+		if err := get(t, source, ns, "source"); err != nil {
+			return err
+		}
+		st := source.Status.Archive
+		if st == nil || st.FirstRecoverableTime == nil || st.LastArchivedTime == nil || st.Timelines != 1 || st.Message != "" {
+			return fmt.Errorf("status.archive %+v", st)
+		}
+		if st.LastArchivedTime.Time.Before(written.Truncate(time.Second)) || st.FirstRecoverableTime.After(target) {
+			return fmt.Errorf("status.archive covers %s to %s, want %s to at least %s", st.FirstRecoverableTime, st.LastArchivedTime, target, written)
+		}
+		return nil
+	})
+	l := prometheus.Labels{"namespace": ns, "redispersistence": "source"}
+	if got := testutil.ToFloat64(archiveLast.With(l)); got != float64(source.Status.Archive.LastArchivedTime.Unix()) {
+		t.Errorf("uringredis_archive_last_archived_timestamp_seconds = %v, want %d", got, source.Status.Archive.LastArchivedTime.Unix())
+	}
+	if got := testutil.ToFloat64(archiveInterval.With(l)); got != 1 {
+		t.Errorf("uringredis_archive_interval_seconds = %v, want 1", got)
 	}
 
 	// The archive's last pass, at SIGTERM, ships what the interval left.

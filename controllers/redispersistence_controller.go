@@ -70,6 +70,9 @@ type RedisPersistenceReconciler struct {
 	MaxConcurrentUpgrades int
 	Recorder              record.EventRecorder
 	Clock                 clock.PassiveClock
+	// ArchiveCheckEvery is how often the operator reads the archive of an
+	// instance with spec.backup.archive (a minute when 0).
+	ArchiveCheckEvery time.Duration
 	// ServerAddress is where the operator reaches a server pod (pod IP and port by default).
 	ServerAddress func(*corev1.Pod) string
 	// SentinelAddress is where the operator reaches a Sentinel pod (pod IP and port by default).

@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"time"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -75,6 +77,7 @@ func TestMain(m *testing.M) {
 		MaxConcurrentReconciles: 4,
 		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
 		Clock:                   clocktesting.NewFakePassiveClock(testNow),
+		ArchiveCheckEvery:       2 * time.Second,
 		ServerAddress: func(pod *corev1.Pod) string {
 			if addr, ok := serverAddrs.Load(pod.Namespace + "/" + pod.Name); ok {
 				return addr.(string)
