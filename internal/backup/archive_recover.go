@@ -36,12 +36,30 @@ func (a *Archiver) recoverTimeline(ctx context.Context, id string) (Timeline, er
 	default:
 		return Timeline{}, err
 	}
-	objects, err := a.store.List(ctx, path.Join(archiveDir, id)+"/")
+	// The bases are few (one per rewrite); of the segments only those of
+	// the INCR files not closed can be missing from timeline.json.
+	root := path.Join(archiveDir, id) + "/"
+	objects, err := a.store.List(ctx, root+"base/")
 	if err != nil {
 		return Timeline{}, err
 	}
+	incrs, err := a.store.Children(ctx, root+"incr/")
+	if err != nil {
+		return Timeline{}, err
+	}
+	for _, dir := range incrs {
+		seq, err := strconv.ParseInt(strings.TrimSuffix(dir, "/"), 10, 64)
+		if err != nil || (t.incr(seq) != nil && t.incr(seq).Closed) {
+			continue
+		}
+		segments, err := a.store.List(ctx, incrDir(id, seq)+"/")
+		if err != nil {
+			return Timeline{}, err
+		}
+		objects = append(objects, segments...)
+	}
 	for _, o := range objects {
-		parts := strings.Split(strings.TrimPrefix(o.Key, path.Join(archiveDir, id)+"/"), "/")
+		parts := strings.Split(strings.TrimPrefix(o.Key, root), "/")
 		if len(parts) != 3 {
 			continue
 		}

@@ -22,7 +22,8 @@ import (
 // that second and before it, TTLs included, and none written after. A
 // replica's archiver archives nothing. A new
 // archiver on the volume (a restarted pod) goes on with the timeline from
-// what the store holds, without rewriting any object. A restore is refused
+// what the store holds, even beyond its timeline.json, without rewriting
+// any object. A restore is refused
 // a target outside the archive and an object that is not the one archived.
 func TestArchiveAndRestore(t *testing.T) {
 	t.Parallel() // it spends most of its time waiting for the next second
@@ -62,12 +63,23 @@ func TestArchiveAndRestore(t *testing.T) {
 		t.Fatalf("Run's last pass: %v", err)
 	}
 
+	// A pass ships group 5 but its timeline.json is lost (the agent died
+	// before it wrote it), and so is the agent's memory: a new archiver
+	// adopts what the store holds beyond timeline.json.
 	store := open(t, destination(objects, "team/cache"))
-	before, err := store.List(ctx, "")
+	stale, err := store.GetBytes(ctx, timelineKey(archiver.timeline.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
 	seconds = append(seconds, writeGroup(t, c, 5))
+	pass(archiver)
+	if err := store.PutBytes(ctx, timelineKey(archiver.timeline.ID), stale); err != nil {
+		t.Fatal(err)
+	}
+	before, err := store.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	pass(newArchiver())
 	after, err := store.List(ctx, "")
 	if err != nil {
