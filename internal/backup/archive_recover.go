@@ -104,7 +104,7 @@ func notFound(err error) bool {
 // their place; the archive of them goes into a timeline of its own.
 func (a *Archiver) diverged(t Timeline) (string, error) {
 	for _, incr := range t.Incrs {
-		if incr.Closed || len(incr.Segments) == 0 {
+		if incr.Closed || incr.LastSegment == nil {
 			continue
 		}
 		f, err := os.Open(filepath.Join(a.DataDir, appendDir, incr.File))
@@ -114,7 +114,7 @@ func (a *Archiver) diverged(t Timeline) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		last := incr.Segments[len(incr.Segments)-1]
+		last := *incr.LastSegment
 		sha := sha256.New()
 		n, err := io.Copy(sha, io.NewSectionReader(f, last.Offset, last.Size))
 		_ = f.Close()
@@ -174,6 +174,5 @@ func (a *Archiver) adoptSegment(ctx context.Context, t *Timeline, seq, offset in
 	if err != nil {
 		return fmt.Errorf("%s: %w", a.store.URL(key), err)
 	}
-	incr.add(segmentOf(offset, b, scan))
-	return nil
+	return incr.add(b, scan)
 }

@@ -169,16 +169,25 @@ func TestArchiveAndRestore(t *testing.T) {
 			t.Errorf("a volume with dump.rdb: %v, want ErrVolumeHoldsData naming it", err)
 		}
 
-		seg := tl.Incrs[0].Segments[0]
-		if err := store.PutBytes(ctx, segmentKey(tl.ID, tl.Incrs[0].Seq, seg.Offset), []byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		// A segment replaced by another of its size, and one of another
+		// size, each with the digest of what replaced it recorded beside it.
+		key := segmentKey(tl.ID, tl.Incrs[0].Seq, 0)
+		original, err := store.GetBytes(ctx, key)
+		if err != nil {
 			t.Fatal(err)
 		}
-		corrupt := t.TempDir()
-		if _, err := restore(corrupt, time.Unix(seconds[0], 0)); err == nil || !strings.Contains(err.Error(), "corrupt") {
-			t.Errorf("a segment that is not the one archived: %v, want it refused as corrupt", err)
-		}
-		if found := dataFiles(corrupt); len(found) > 0 {
-			t.Errorf("a refused restore left %v where the server loads", found)
+		sameSize := []byte(strings.Replace(string(original), "value", "VALUE", 1))
+		for _, replacement := range [][]byte{sameSize, []byte("*1\r\n$4\r\nPING\r\n")} {
+			if err := store.PutBytes(ctx, key, replacement); err != nil {
+				t.Fatal(err)
+			}
+			corrupt := t.TempDir()
+			if _, err := restore(corrupt, time.Unix(seconds[0], 0)); err == nil || !strings.Contains(err.Error(), "corrupt") {
+				t.Errorf("a segment of %d bytes that is not the one archived: %v, want it refused as corrupt", len(replacement), err)
+			}
+			if found := dataFiles(corrupt); len(found) > 0 {
+				t.Errorf("a refused restore left %v where the server loads", found)
+			}
 		}
 	})
 
