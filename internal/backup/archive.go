@@ -204,15 +204,6 @@ func (a *Archiver) timelineID() (string, error) {
 // appendonly.aof).
 func incrFileName(seq int64) string { return fmt.Sprintf("%s.%d.incr.aof", appendFile, seq) }
 
-func segmentOf(offset int64, b []byte, scan AOFScan) Segment {
-	sum := sha256.Sum256(b)
-	seg := Segment{Offset: offset, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
-	if len(scan.Timestamps) > 0 {
-		seg.FirstTS, seg.LastTS = scan.Timestamps[0], scan.Timestamps[len(scan.Timestamps)-1]
-	}
-	return seg
-}
-
 // manifestEntry is a line of the AOF manifest: file <name> seq <n> type
 // b|i|h.
 type manifestEntry struct {
@@ -392,7 +383,7 @@ func (a *Archiver) shipIncrs(ctx context.Context, dir string, manifest []manifes
 		open := incr.Seq == current.seq
 		f, err := a.file(dir, incr)
 		if errors.Is(err, fs.ErrNotExist) && !open {
-			incr.Closed, incr.LostTail = true, true
+			incr.close(true)
 			a.logf("INCR file %s was deleted before its end was archived: the archive of it ends at %s", incr.File, incr.ReadAt.Format(time.RFC3339))
 			continue
 		}
@@ -408,7 +399,7 @@ func (a *Archiver) shipIncrs(ctx context.Context, dir string, manifest []manifes
 			}
 			continue
 		}
-		incr.Closed = true
+		incr.close(false)
 		delete(a.files, incr.Seq)
 		_ = f.Close()
 		a.logf("archived INCR file %s to its end (%d bytes)", incr.File, incr.Size)
@@ -461,11 +452,12 @@ func (a *Archiver) shipNewEntries(ctx context.Context, f *os.File, incr *Archive
 			}
 		}
 		b = b[:scan.End]
-		seg := segmentOf(incr.Size, b, scan)
 		if err := a.store.PutBytes(ctx, segmentKey(a.timeline.ID, incr.Seq, incr.Size), b); err != nil {
 			return err
 		}
-		incr.add(seg)
+		if err := incr.add(b, scan); err != nil {
+			return err
+		}
 		if len(b) < maxSegment/2 {
 			return nil
 		}

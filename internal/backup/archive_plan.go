@@ -19,26 +19,30 @@ type Archive struct {
 // the store's prefix, each verified against the digest its upload
 // recorded.
 func ReadArchive(ctx context.Context, store *Store) (Archive, error) {
-	objects, err := store.List(ctx, archiveDir+"/")
+	ids, err := store.Children(ctx, archiveDir+"/")
 	if err != nil {
 		return Archive{}, err
 	}
 	var a Archive
-	for _, o := range objects {
-		parts := strings.Split(o.Key, "/")
-		if len(parts) != 3 || parts[2] != "timeline.json" {
+	for _, id := range ids {
+		id, ok := strings.CutSuffix(id, "/")
+		if !ok {
 			continue
 		}
-		b, err := store.GetBytes(ctx, o.Key)
+		key := timelineKey(id)
+		b, err := store.GetBytes(ctx, key)
+		if notFound(err) {
+			continue // its first pass has not finished
+		}
 		if err != nil {
 			return Archive{}, err
 		}
 		t, err := decodeTimeline(b)
 		if err != nil {
-			return Archive{}, fmt.Errorf("%s: %w", store.URL(o.Key), err)
+			return Archive{}, fmt.Errorf("%s: %w", store.URL(key), err)
 		}
-		if t.ID != parts[1] {
-			return Archive{}, fmt.Errorf("%s names timeline %q", store.URL(o.Key), t.ID)
+		if t.ID != id {
+			return Archive{}, fmt.Errorf("%s names timeline %q", store.URL(key), t.ID)
 		}
 		a.Timelines = append(a.Timelines, t)
 	}

@@ -36,12 +36,30 @@ func (a *Archiver) recoverTimeline(ctx context.Context, id string) (Timeline, er
 	default:
 		return Timeline{}, err
 	}
-	objects, err := a.store.List(ctx, path.Join(archiveDir, id)+"/")
+	// The bases are few (one per rewrite); of the segments only those of
+	// the INCR files not closed can be missing from timeline.json.
+	root := path.Join(archiveDir, id) + "/"
+	objects, err := a.store.List(ctx, root+"base/")
 	if err != nil {
 		return Timeline{}, err
 	}
+	incrs, err := a.store.Children(ctx, root+"incr/")
+	if err != nil {
+		return Timeline{}, err
+	}
+	for _, dir := range incrs {
+		seq, err := strconv.ParseInt(strings.TrimSuffix(dir, "/"), 10, 64)
+		if err != nil || (t.incr(seq) != nil && t.incr(seq).Closed) {
+			continue
+		}
+		segments, err := a.store.List(ctx, incrDir(id, seq)+"/")
+		if err != nil {
+			return Timeline{}, err
+		}
+		objects = append(objects, segments...)
+	}
 	for _, o := range objects {
-		parts := strings.Split(strings.TrimPrefix(o.Key, path.Join(archiveDir, id)+"/"), "/")
+		parts := strings.Split(strings.TrimPrefix(o.Key, root), "/")
 		if len(parts) != 3 {
 			continue
 		}
@@ -86,7 +104,7 @@ func notFound(err error) bool {
 // their place; the archive of them goes into a timeline of its own.
 func (a *Archiver) diverged(t Timeline) (string, error) {
 	for _, incr := range t.Incrs {
-		if incr.Closed || len(incr.Segments) == 0 {
+		if incr.Closed || incr.LastSegment == nil {
 			continue
 		}
 		f, err := os.Open(filepath.Join(a.DataDir, appendDir, incr.File))
@@ -96,7 +114,7 @@ func (a *Archiver) diverged(t Timeline) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		last := incr.Segments[len(incr.Segments)-1]
+		last := *incr.LastSegment
 		sha := sha256.New()
 		n, err := io.Copy(sha, io.NewSectionReader(f, last.Offset, last.Size))
 		_ = f.Close()
@@ -156,6 +174,5 @@ func (a *Archiver) adoptSegment(ctx context.Context, t *Timeline, seq, offset in
 	if err != nil {
 		return fmt.Errorf("%s: %w", a.store.URL(key), err)
 	}
-	incr.add(segmentOf(offset, b, scan))
-	return nil
+	return incr.add(b, scan)
 }

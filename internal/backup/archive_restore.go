@@ -1,13 +1,17 @@
 package backup
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -130,52 +134,88 @@ func download(ctx context.Context, store *Store, key, file, sha string) error {
 	return errors.Join(f.Sync(), f.Close())
 }
 
-// writeIncr writes incr's segments into file, checking that they are
-// contiguous and that each is the one recorded. With cut, it stops at the
-// first #TS annotation after target.
+// writeIncr writes incr's segments into file: those the store lists
+// under its key up to the size the timeline recorded (a pass whose
+// timeline.json was lost may have shipped more), each checked against the
+// digest its upload recorded, contiguous, and all of them together against
+// the timeline's digest. With cut, it then cuts the file at the first #TS
+// annotation after target.
 func writeIncr(ctx context.Context, store *Store, timeline string, incr ArchivedIncr, file string, cut bool, target int64) error {
-	f, err := os.OpenFile(file, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	objects, err := store.List(ctx, incrDir(timeline, incr.Seq)+"/")
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(file, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o600)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = f.Close() }()
+	sha := sha256.New()
 	var size int64
-	for _, seg := range incr.Segments {
-		if seg.Offset != size {
-			return fmt.Errorf("INCR file %s: its segment at %d follows %d bytes: the archive has a hole", incr.File, seg.Offset, size)
+	for _, o := range objects {
+		offset, err := strconv.ParseInt(path.Base(o.Key), 10, 64)
+		if err != nil || offset >= incr.Size {
+			continue
 		}
-		key := segmentKey(timeline, incr.Seq, seg.Offset)
-		var b bytes.Buffer
-		n, err := store.Get(ctx, key, &b, seg.SHA256)
+		if offset != size {
+			return fmt.Errorf("INCR file %s: a segment starts at %d where %d bytes were expected: the archive is corrupt (an object was removed or replaced)", incr.File, offset, size)
+		}
+		n, err := store.Get(ctx, o.Key, io.MultiWriter(f, sha), "")
 		if err != nil {
 			return err
 		}
-		if n != seg.Size {
-			return fmt.Errorf("%s holds %d bytes, the timeline recorded %d", store.URL(key), n, seg.Size)
-		}
-		data := b.Bytes()
-		stop := false
-		if cut && seg.LastTS > target {
-			scan, err := ScanAOF(data, target)
-			if err != nil {
-				return fmt.Errorf("%s: %w", store.URL(key), err)
-			}
-			if scan.Cut >= 0 {
-				data, stop = data[:scan.Cut], true
-			}
-		}
-		if _, err := f.Write(data); err != nil {
-			return err
-		}
-		size += seg.Size
-		if stop {
-			break
-		}
+		size += n
 	}
-	if !cut && size != incr.Size {
-		return fmt.Errorf("INCR file %s: its segments hold %d bytes, the timeline recorded %d", incr.File, size, incr.Size)
+	if got := hex.EncodeToString(sha.Sum(nil)); size != incr.Size || got != incr.SHA256 {
+		return fmt.Errorf("INCR file %s: its segments hold %d bytes with SHA-256 %s, the timeline recorded %d with %s: the archive is corrupt (an object was removed or replaced)",
+			incr.File, size, got, incr.Size, incr.SHA256)
+	}
+	if cut {
+		offset, err := cutOffset(f, target)
+		if err != nil {
+			return fmt.Errorf("INCR file %s: %w", incr.File, err)
+		}
+		if offset >= 0 {
+			if err := f.Truncate(offset); err != nil {
+				return err
+			}
+		}
 	}
 	return f.Sync()
+}
+
+// cutOffset is the offset in f of the first #TS annotation after target,
+// -1 if there is none. f holds complete entries, read a chunk at a time.
+func cutOffset(f *os.File, target int64) (int64, error) {
+	const chunk = 1 << 20
+	var (
+		pending []byte // entries not scanned yet, from offset on
+		offset  int64
+		eof     bool
+	)
+	for !eof {
+		buf := make([]byte, chunk)
+		n, err := f.ReadAt(buf, offset+int64(len(pending)))
+		if errors.Is(err, io.EOF) {
+			eof = true
+		} else if err != nil {
+			return 0, err
+		}
+		pending = append(pending, buf[:n]...)
+		scan, err := ScanAOF(pending, target)
+		if err != nil {
+			return 0, err
+		}
+		if scan.Cut >= 0 {
+			return offset + int64(scan.Cut), nil
+		}
+		offset += int64(scan.End)
+		pending = pending[scan.End:]
+	}
+	if len(pending) > 0 {
+		return 0, fmt.Errorf("it ends inside an entry, %d bytes before its end", len(pending))
+	}
+	return -1, nil
 }
 
 // String names the plan's timeline, target and files.

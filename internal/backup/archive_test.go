@@ -22,7 +22,8 @@ import (
 // that second and before it, TTLs included, and none written after. A
 // replica's archiver archives nothing. A new
 // archiver on the volume (a restarted pod) goes on with the timeline from
-// what the store holds, without rewriting any object. A restore is refused
+// what the store holds, even beyond its timeline.json, without rewriting
+// any object. A restore is refused
 // a target outside the archive and an object that is not the one archived.
 func TestArchiveAndRestore(t *testing.T) {
 	t.Parallel() // it spends most of its time waiting for the next second
@@ -62,12 +63,23 @@ func TestArchiveAndRestore(t *testing.T) {
 		t.Fatalf("Run's last pass: %v", err)
 	}
 
+	// A pass ships group 5 but its timeline.json is lost (the agent died
+	// before it wrote it), and so is the agent's memory: a new archiver
+	// adopts what the store holds beyond timeline.json.
 	store := open(t, destination(objects, "team/cache"))
-	before, err := store.List(ctx, "")
+	stale, err := store.GetBytes(ctx, timelineKey(archiver.timeline.ID))
 	if err != nil {
 		t.Fatal(err)
 	}
 	seconds = append(seconds, writeGroup(t, c, 5))
+	pass(archiver)
+	if err := store.PutBytes(ctx, timelineKey(archiver.timeline.ID), stale); err != nil {
+		t.Fatal(err)
+	}
+	before, err := store.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	pass(newArchiver())
 	after, err := store.List(ctx, "")
 	if err != nil {
@@ -157,16 +169,25 @@ func TestArchiveAndRestore(t *testing.T) {
 			t.Errorf("a volume with dump.rdb: %v, want ErrVolumeHoldsData naming it", err)
 		}
 
-		seg := tl.Incrs[0].Segments[0]
-		if err := store.PutBytes(ctx, segmentKey(tl.ID, tl.Incrs[0].Seq, seg.Offset), []byte("*1\r\n$4\r\nPING\r\n")); err != nil {
+		// A segment replaced by another of its size, and one of another
+		// size, each with the digest of what replaced it recorded beside it.
+		key := segmentKey(tl.ID, tl.Incrs[0].Seq, 0)
+		original, err := store.GetBytes(ctx, key)
+		if err != nil {
 			t.Fatal(err)
 		}
-		corrupt := t.TempDir()
-		if _, err := restore(corrupt, time.Unix(seconds[0], 0)); err == nil || !strings.Contains(err.Error(), "corrupt") {
-			t.Errorf("a segment that is not the one archived: %v, want it refused as corrupt", err)
-		}
-		if found := dataFiles(corrupt); len(found) > 0 {
-			t.Errorf("a refused restore left %v where the server loads", found)
+		sameSize := []byte(strings.Replace(string(original), "value", "VALUE", 1))
+		for _, replacement := range [][]byte{sameSize, []byte("*1\r\n$4\r\nPING\r\n")} {
+			if err := store.PutBytes(ctx, key, replacement); err != nil {
+				t.Fatal(err)
+			}
+			corrupt := t.TempDir()
+			if _, err := restore(corrupt, time.Unix(seconds[0], 0)); err == nil || !strings.Contains(err.Error(), "corrupt") {
+				t.Errorf("a segment of %d bytes that is not the one archived: %v, want it refused as corrupt", len(replacement), err)
+			}
+			if found := dataFiles(corrupt); len(found) > 0 {
+				t.Errorf("a refused restore left %v where the server loads", found)
+			}
 		}
 	})
 

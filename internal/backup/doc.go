@@ -83,7 +83,8 @@
 //	archive/<timeline>/incr/<seq>/<offset>    the new complete entries of each INCR file
 //	archive/<timeline>/timeline.json          what is archived (Timeline), rewritten last
 //
-// A segment is never rewritten: the next starts where it ended. An INCR
+// A segment is never rewritten: the next starts where it ended; the
+// archiver deletes nothing (nothing prunes the archive yet). An INCR
 // file the manifest no longer lists last is read to its end (through the
 // descriptor held since, if a rewrite deleted it) and marked closed. The
 // open INCR file is preallocated: zeros, and in durable mode padding

@@ -317,6 +317,21 @@ func (s *Store) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	return infos, nil
 }
 
+// Children lists what is directly under prefix (which ends in "/"): the
+// names of its objects, and of its folders with a "/" after them, in key
+// order. It reads one level, where List reads every object below.
+func (s *Store) Children(ctx context.Context, prefix string) ([]string, error) {
+	var names []string
+	full := s.objectName(prefix)
+	for obj := range s.client.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: full}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("listing %s in bucket %q: %w", full, s.bucket, obj.Err)
+		}
+		names = append(names, strings.TrimPrefix(obj.Key, full))
+	}
+	return names, nil
+}
+
 // Delete removes keys; a key that does not exist is no error.
 func (s *Store) Delete(ctx context.Context, keys ...string) error {
 	objects := make(chan minio.ObjectInfo, len(keys))

@@ -202,6 +202,11 @@ func TestStore(t *testing.T) {
 		if got, want := listed(a2, ""), []string{"wal/1"}; !slices.Equal(got, want) {
 			t.Fatalf("List(\"\") in team-a2 = %q, want %q", got, want)
 		}
+		for prefix, want := range map[string][]string{"": {"base/", "wal/"}, "wal/": {"1", "2"}} {
+			if got, err := a.Children(ctx, prefix); err != nil || !slices.Equal(got, want) {
+				t.Fatalf("Children(%q) in team-a = %q, %v; want %q", prefix, got, err, want)
+			}
+		}
 
 		if err := a.Delete(ctx, "wal/1", "wal/2", "never-written"); err != nil {
 			t.Fatal(err)

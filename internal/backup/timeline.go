@@ -1,7 +1,10 @@
 package backup
 
 import (
+	"crypto/sha256"
+	"encoding"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -43,15 +46,18 @@ type ArchivedBase struct {
 	FirstIncr int64 `json:"firstIncr"`
 }
 
-// ArchivedIncr is an INCR file, shipped as contiguous segments.
+// ArchivedIncr is an INCR file, shipped as contiguous segments (objects
+// incr/<seq>/<offset>). The timeline records the digest of all the bytes
+// shipped rather than a list of segments, which would grow with every pass:
+// a restore lists the segments, and checks them against SHA256.
 type ArchivedIncr struct {
 	Seq  int64  `json:"seq"`
 	File string `json:"file"`
 	// Base is the seq of the last base the manifest listed it with.
 	Base int64 `json:"base"`
-	// Size is the bytes shipped, the sum of the segments' sizes.
-	Size     int64     `json:"size"`
-	Segments []Segment `json:"segments"`
+	// Size is the bytes shipped, and SHA256 their digest.
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 	// FirstTS and LastTS are the first and last #TS annotations shipped
 	// (unix seconds), 0 when none was.
 	FirstTS int64 `json:"firstTS,omitempty"`
@@ -65,6 +71,12 @@ type ArchivedIncr struct {
 	// ReadAt is the LastArchivedTime of the last pass that read its tail
 	// while it was the open INCR file.
 	ReadAt time.Time `json:"readAt"`
+	// LastSegment is the last segment shipped, which a restarted archiver
+	// compares with the file (Archiver.diverged), and DigestState the
+	// SHA-256 state after it, to go on hashing; both only while the file
+	// is not closed.
+	LastSegment *Segment `json:"lastSegment,omitempty"`
+	DigestState []byte   `json:"digestState,omitempty"`
 }
 
 // Segment is a run of complete entries of an INCR file at Offset.
@@ -72,10 +84,6 @@ type Segment struct {
 	Offset int64  `json:"offset"`
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
-	// FirstTS and LastTS are the segment's first and last #TS annotations,
-	// 0 when it has none: a restore scans only the segment with the cut.
-	FirstTS int64 `json:"firstTS,omitempty"`
-	LastTS  int64 `json:"lastTS,omitempty"`
 }
 
 // archiveDir is where timelines go, under the destination's prefix.
@@ -121,16 +129,39 @@ func (t *Timeline) incr(seq int64) *ArchivedIncr {
 	return nil
 }
 
-// add records seg as the next segment of i.
-func (i *ArchivedIncr) add(seg Segment) {
-	i.Segments = append(i.Segments, seg)
-	i.Size += seg.Size
-	if seg.FirstTS != 0 && i.FirstTS == 0 {
-		i.FirstTS = seg.FirstTS
+// add records b, whose scan found complete entries to its end, as the
+// next segment of i.
+func (i *ArchivedIncr) add(b []byte, scan AOFScan) error {
+	h := sha256.New()
+	if i.DigestState != nil {
+		if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(i.DigestState); err != nil {
+			return fmt.Errorf("INCR file %s: the timeline's digest state: %w", i.File, err)
+		}
+	} else if i.Size != 0 {
+		return fmt.Errorf("INCR file %s: the timeline records %d bytes shipped but no digest state to go on from", i.File, i.Size)
 	}
-	if seg.LastTS != 0 {
-		i.LastTS = seg.LastTS
+	h.Write(b)
+	state, err := h.(encoding.BinaryMarshaler).MarshalBinary()
+	if err != nil {
+		return err
 	}
+	sum := sha256.Sum256(b)
+	i.LastSegment = &Segment{Offset: i.Size, Size: int64(len(b)), SHA256: hex.EncodeToString(sum[:])}
+	i.DigestState, i.SHA256 = state, hex.EncodeToString(h.Sum(nil))
+	i.Size += int64(len(b))
+	if len(scan.Timestamps) > 0 {
+		if i.FirstTS == 0 {
+			i.FirstTS = scan.Timestamps[0]
+		}
+		i.LastTS = scan.Timestamps[len(scan.Timestamps)-1]
+	}
+	return nil
+}
+
+// close records that all of i is shipped, or all that will be.
+func (i *ArchivedIncr) close(lostTail bool) {
+	i.Closed, i.LostTail = true, lostTail
+	i.LastSegment, i.DigestState = nil, nil
 }
 
 func (t *Timeline) encode() ([]byte, error) { return json.MarshalIndent(t, "", "  ") }
