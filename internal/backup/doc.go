@@ -83,6 +83,9 @@
 //	archive/<timeline>/incr/<seq>/<offset>    the new complete entries of each INCR file
 //	archive/<timeline>/timeline.json          what is archived (Timeline), rewritten last
 //
+// timeline.json records each base's and each INCR file's size and SHA-256
+// (of all its segments together, so that it does not grow with every
+// pass), which a restore checks what it downloads against.
 // A segment is never rewritten: the next starts where it ended; the
 // archiver deletes nothing (nothing prunes the archive yet). An INCR
 // file the manifest no longer lists last is read to its end (through the
