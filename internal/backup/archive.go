@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TimelineFile is the file in the data directory that names the volume's
@@ -258,6 +260,12 @@ func (a *Archiver) shipBases(ctx context.Context, dir string, manifest []manifes
 			firstIncr = e.seq
 		}
 	}
+	if firstIncr == 0 {
+		// A server opens its INCR file as it starts, or a rewrite as it
+		// begins: the base's time waits for it (ArchivedBase.Time).
+		return nil
+	}
+	began := a.born(filepath.Join(dir, incrFileName(firstIncr)))
 	for _, e := range manifest {
 		if e.kind != "b" {
 			continue
@@ -276,6 +284,11 @@ func (a *Archiver) shipBases(ctx context.Context, dir string, manifest []manifes
 			return err
 		}
 		b.FirstIncr = firstIncr
+		// In whole seconds, as the AOF's time: a recovery to the second
+		// the INCR file began in holds the base and that second's writes.
+		if began = began.Truncate(time.Second); b.Time.Before(began) {
+			b.Time = began
+		}
 		a.timeline.Bases = append(a.timeline.Bases, b)
 		slices.SortFunc(a.timeline.Bases, func(x, y ArchivedBase) int { return cmp.Compare(x.Seq, y.Seq) })
 		a.logf("archived base %s (%d bytes, point %s)", b.File, b.Size, b.Time.Format(time.RFC3339))
@@ -312,6 +325,17 @@ func (a *Archiver) shipBase(ctx context.Context, file string, seq int64) (Archiv
 		return ArchivedBase{}, err
 	}
 	return b, nil
+}
+
+// born is when file was created (statx's birth time, which ext4 and xfs
+// keep), or now where the filesystem does not say: later than the truth,
+// which only shortens what the base's chain claims to cover.
+func (a *Archiver) born(file string) time.Time {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, file, 0, unix.STATX_BTIME, &st); err == nil && st.Mask&unix.STATX_BTIME != 0 {
+		return time.Unix(st.Btime.Sec, int64(st.Btime.Nsec)).UTC()
+	}
+	return a.now()
 }
 
 // isRDB says a base is an RDB: its magic is REDIS (Valkey 8) or VALKEY

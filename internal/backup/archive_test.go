@@ -443,3 +443,50 @@ func TestWrittenThrough(t *testing.T) {
 		}
 	}
 }
+
+// A base restored from a backup holds the backup's point, older than the
+// server's first start on it: the restored server's timeline covers from
+// that start, so a recovery to a time between the backup and the restore
+// takes another timeline (the lost instance's), never the backup replayed.
+func TestRestoredBaseBeginsWithItsServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	objects := testenv.StartObjectStore(t)
+	source := testenv.StartServer(t, durableConfig)
+	c := redis.NewClient(&redis.Options{Addr: source})
+	defer func() { _ = c.Close() }()
+	writeDataset(t, c)
+	take := Take{Source: Source{Addr: source}, Destination: destination(objects, "team/cache"), Backup: "nightly", Instance: "cache", Mode: "uring"}
+	m, err := take.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+
+	dir := t.TempDir()
+	restore := Restore{Destination: destination(objects, ""), Location: m.Location, SHA256: m.SHA256, Backup: "nightly", DataDir: dir, AOF: true}
+	if _, err := restore.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	server := testenv.RunServer(t, dir, timestampedDurableConfig)
+	archiver := &Archiver{Source: Source{Addr: server.Addr}, Destination: destination(objects, "team/restored"), DataDir: dir, Interval: time.Hour, Log: t.Logf}
+	// Two passes: the chain covers whole seconds after its base's.
+	for range 2 {
+		startOfNextSecond()
+		if err := archiver.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	archive, err := ReadArchive(ctx, open(t, destination(objects, "team/restored")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, ok := archive.Recoverable()
+	if !ok || first.Before(started.Truncate(time.Second)) || !m.Point.Before(started.Add(-time.Second)) {
+		t.Fatalf("the restored server's archive begins at %s (ok %v); its server started at %s on a backup of %s", first, ok, started, m.Point)
+	}
+	if _, err := archive.Plan(m.Point.Add(time.Second)); err == nil || !strings.Contains(err.Error(), "no archived point reaches") {
+		t.Errorf("a recovery to between the backup and the restore: %v, want a refusal", err)
+	}
+}

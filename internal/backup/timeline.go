@@ -32,10 +32,16 @@ type Timeline struct {
 type ArchivedBase struct {
 	Seq  int64  `json:"seq"`
 	File string `json:"file"`
-	// Time is the base's point, conservatively: an RDB's ctime (its
-	// writer, the rewrite's child, started then, so it forked at or
-	// before it), a RESP base's first #TS annotation, or else its mtime.
-	// The base holds no write acknowledged after Time.
+	// Time is where the base and the INCR files after it begin to be
+	// this server's history, conservatively: the later of the base's own
+	// point (an RDB's ctime: its writer, the rewrite's child, started
+	// then, so it forked at or before it; a RESP base's first #TS
+	// annotation, or else its mtime) and the birth of its first INCR file.
+	// A rewrite opens that file just before it forks, so the base's point
+	// decides; a base restored from a backup holds an older point than
+	// the server's first start on it, where its INCR file begins, and a
+	// chain of it must not claim the time between (another timeline has
+	// it). The base holds no write acknowledged after Time.
 	Time   time.Time `json:"time"`
 	SHA256 string    `json:"sha256"`
 	Size   int64     `json:"size"`
