@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/record"
@@ -12,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -39,9 +42,13 @@ type BackupScheduler struct {
 func (r *BackupScheduler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	rp := &v1alpha1.RedisPersistence{}
 	if err := r.Get(ctx, req.NamespacedName, rp); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetBackupDue(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !rp.DeletionTimestamp.IsZero() || rp.Spec.Backup == nil || rp.Spec.Backup.Schedule == "" {
+		forgetBackupDue(rp.Namespace, rp.Name)
 		return ctrl.Result{}, nil
 	}
 	schedule, err := specs.ParseSchedule(rp.Spec.Backup.Schedule)
@@ -59,6 +66,9 @@ func (r *BackupScheduler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if at := specs.ScheduledAt(&list.Items[i]); at.After(last) {
 			last = at
 		}
+	}
+	if err := r.exportDue(ctx, rp, schedule); err != nil {
+		return ctrl.Result{}, err
 	}
 	due, next := specs.DueBackup(schedule, last, now)
 	if !due.IsZero() {
@@ -81,6 +91,25 @@ func (r *BackupScheduler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	return ctrl.Result{RequeueAfter: max(next.Sub(now), time.Second)}, nil
 }
 
+// exportDue sets uringredis_backup_next_due_timestamp_seconds: the first
+// run of schedule after the point of rp's newest completed backup
+// (scheduled or not), or after its creation without one. Past it, the
+// schedule has a backup to take that no completed backup stands for yet.
+func (r *BackupScheduler) exportDue(ctx context.Context, rp *v1alpha1.RedisPersistence, schedule cron.Schedule) error {
+	var all v1alpha1.RedisBackupList
+	if err := r.List(ctx, &all, client.InNamespace(rp.Namespace)); err != nil {
+		return fmt.Errorf("listing the RedisBackups: %w", err)
+	}
+	newest := rp.CreationTimestamp.Time
+	for _, b := range all.Items {
+		if b.Spec.RedisPersistence.Name == rp.Name && b.Status.Phase == v1alpha1.BackupCompleted && b.Status.Point != nil && b.Status.Point.After(newest) {
+			newest = b.Status.Point.Time
+		}
+	}
+	backupNextDue.With(prometheus.Labels{"namespace": rp.Namespace, "instance": rp.Name}).Set(float64(schedule.Next(newest.UTC()).Unix()))
+	return nil
+}
+
 // SetupWithManager watches RedisPersistences with a schedule and their
 // scheduled RedisBackups (one that completes may make an older one expire).
 func (r *BackupScheduler) SetupWithManager(mgr ctrl.Manager) error {
@@ -89,10 +118,14 @@ func (r *BackupScheduler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("backupschedule").
-		For(&v1alpha1.RedisPersistence{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(obj client.Object) bool {
-			rp := obj.(*v1alpha1.RedisPersistence)
-			return rp.Spec.Backup != nil && rp.Spec.Backup.Schedule != ""
-		}))).
+		// An instance whose schedule is removed comes too: its
+		// uringredis_backup_next_due_timestamp_seconds goes.
+		For(&v1alpha1.RedisPersistence{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(e event.CreateEvent) bool { return scheduled(e.Object) },
+			UpdateFunc:  func(e event.UpdateEvent) bool { return scheduled(e.ObjectOld) || scheduled(e.ObjectNew) },
+			DeleteFunc:  func(e event.DeleteEvent) bool { return scheduled(e.Object) },
+			GenericFunc: func(e event.GenericEvent) bool { return scheduled(e.Object) },
+		})).
 		Watches(&v1alpha1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
 			if rp := obj.GetLabels()[specs.LabelScheduledFor]; rp != "" {
 				return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: obj.GetNamespace(), Name: rp}}}
@@ -100,4 +133,9 @@ func (r *BackupScheduler) SetupWithManager(mgr ctrl.Manager) error {
 			return nil
 		})).
 		Complete(r)
+}
+
+func scheduled(obj client.Object) bool {
+	rp, ok := obj.(*v1alpha1.RedisPersistence)
+	return ok && rp.Spec.Backup != nil && rp.Spec.Backup.Schedule != ""
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -409,6 +410,21 @@ func TestScheduledBackupsExpire(t *testing.T) {
 		t.Errorf("scheduled backup %s with labels %v", first.Name, first.Labels)
 	}
 	second := takeScheduled()
+	// The next run due is the schedule's first after the newest point.
+	due := prometheus.Labels{"namespace": ns, "instance": "cache"}
+	eventually(t, 30*time.Second, func() error {
+		newest := second.Status.Point.Time
+		for _, name := range []string{"mine", first.Name} {
+			b := &v1alpha1.RedisBackup{}
+			if err := get(t, b, ns, name); err == nil && b.Status.Point != nil && b.Status.Point.After(newest) {
+				newest = b.Status.Point.Time
+			}
+		}
+		if got, want := testutil.ToFloat64(backupNextDue.With(due)), float64(newest.Add(3*time.Second).Unix()); got != want {
+			return fmt.Errorf("uringredis_backup_next_due_timestamp_seconds = %v, want %v (3s after the newest point %s)", got, want, newest)
+		}
+		return nil
+	})
 	// The first goes, its objects first; the second and yours stay.
 	eventually(t, 60*time.Second, func() error {
 		if err := get(t, &v1alpha1.RedisBackup{}, ns, first.Name); !apierrors.IsNotFound(err) {
@@ -418,6 +434,12 @@ func TestScheduledBackupsExpire(t *testing.T) {
 	})
 	waitEvent(t, ns, "cache", "ExpiredBackup")
 	updateRP(t, ns, "cache", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Backup.Schedule, rp.Spec.Backup.Retention = "", nil })
+	eventually(t, 30*time.Second, func() error {
+		if hasSeries(backupNextDue, due) {
+			return fmt.Errorf("the next due backup of an instance without a schedule is still exported")
+		}
+		return nil
+	})
 	for _, name := range []string{second.Name, "mine"} {
 		if err := get(t, &v1alpha1.RedisBackup{}, ns, name); err != nil {
 			t.Errorf("the backup %s: %v", name, err)
@@ -448,4 +470,27 @@ func TestScheduledBackupsExpire(t *testing.T) {
 			t.Errorf("the expired backup's object %s is still in the store", key)
 		}
 	}
+}
+
+// hasSeries says whether v has a series with labels.
+func hasSeries(v *prometheus.GaugeVec, labels prometheus.Labels) bool {
+	ch := make(chan prometheus.Metric, 1024)
+	v.Collect(ch)
+	close(ch)
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			continue
+		}
+		matched := 0
+		for _, l := range pb.GetLabel() {
+			if want, ok := labels[l.GetName()]; ok && want == l.GetValue() {
+				matched++
+			}
+		}
+		if matched == len(labels) {
+			return true
+		}
+	}
+	return false
 }

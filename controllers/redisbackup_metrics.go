@@ -36,12 +36,23 @@ var (
 	}, backupLabels)
 
 	backupVecs = []*prometheus.GaugeVec{backupPoint, backupCompletion, backupDuration, backupSize, backupFailed}
+
+	// backupNextDue is per instance with spec.backup.schedule (the
+	// scheduler sets it), for the RedisBackupOverdue alert.
+	backupNextDue = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_backup_next_due_timestamp_seconds",
+		Help: "The first run of the instance's spec.backup.schedule after the point of its newest completed backup (or its creation), as a Unix time: past it, a scheduled backup is due that no completed backup stands for yet.",
+	}, []string{"namespace", "instance"})
 )
 
 func init() {
-	for _, v := range backupVecs {
+	for _, v := range append(backupVecs, backupNextDue) {
 		metrics.Registry.MustRegister(v)
 	}
+}
+
+func forgetBackupDue(namespace, instance string) {
+	backupNextDue.Delete(prometheus.Labels{"namespace": namespace, "instance": instance})
 }
 
 // exportBackupMetrics replaces the backup's series with its status.

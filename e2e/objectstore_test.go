@@ -110,8 +110,9 @@ func deployObjectStore(t *testing.T, ns string) {
 						"-s3", fmt.Sprintf("-s3.port=%d", storePort), "-s3.config=/etc/seaweedfs/s3.json",
 						"-s3.port.iceberg=0", "-s3.port.lance=0",
 						"-filer.localSocket=/data/filer.sock", "-s3.localSocket=/data/s3.sock",
-						// Small volumes, few of them, none preallocated: the suite writes MiBs.
-						"-master.volumeSizeLimitMB=64", "-volume.max=16",
+						// Small volumes, none preallocated: the suite writes MiBs, make
+						// bench-backup a few GiB (a backup is written twice: Store.Put).
+						"-master.volumeSizeLimitMB=64", "-volume.max=64",
 						// The master would report usage to seaweedfs.com.
 						"-master.telemetry=false",
 					},
