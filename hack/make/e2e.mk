@@ -86,7 +86,7 @@ e2e: e2e-up e2e-fixtures e2e-images e2e-install ## Run the e2e suite on a real c
 # README's backup cost figure comes from its last log line.
 .PHONY: bench-backup
 bench-backup: ## Measure what backups cost a running server (throughput and p99 during backups) on the e2e cluster.
-	E2E_BACKUP_COST=1 $(MAKE) e2e E2E_ARGS="-run '^TestBackupCost$$' $(E2E_ARGS)"
+	E2E_BACKUP_COST=1 $(MAKE) e2e E2E_ARGS="-run '^TestBackupCost' $(E2E_ARGS)"
 
 # Not part of `make e2e` (nor CI): it builds a second tree's images, and needs a cluster
 # with no operator installed, which it installs itself from the release.
