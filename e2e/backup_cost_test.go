@@ -105,7 +105,7 @@ func TestBackupCost(t *testing.T) {
 	if qOps == 0 || qP99 == 0 {
 		t.Fatalf("no quiet figures: %+v", quiet)
 	}
-	t.Logf("backup cost, SET c=50 128 B values on uring durable with %d keys of %d B, medians of %d runs each: quiet %d ops/s p99 %.2f ms; "+
+	t.Logf("backup cost, SET c=50 128 B values on uring durable holding up to %d keys of %d B (DBSIZE above), medians of %d runs each: quiet %d ops/s p99 %.2f ms; "+
 		"during backups %d ops/s (%.2fx) p99 %.2f ms (%.2fx); %d backups in flight %.0f%% of the busy benchmarks' time",
 		keys, valueSize, len(quiet.ops), qOps, float64(qP99)/1000, bOps, float64(bOps)/float64(qOps), float64(bP99)/1000, float64(bP99)/float64(qP99),
 		backups, 100*inFlight.Seconds()/busyTime.Seconds())
