@@ -154,6 +154,19 @@ func storeSecret(ns string, store *testenv.ObjectStore, secretKey string) *corev
 	}}
 }
 
+// namespaceWithStore is a new namespace holding the Secret "store" that
+// signs in to a new SeaweedFS, on a test cluster with its nodes.
+func namespaceWithStore(t *testing.T) (string, *testenv.ObjectStore) {
+	t.Helper()
+	ensureNodes(t)
+	ns := newNamespace(t)
+	store := testenv.StartObjectStore(t)
+	if err := k8s.Create(context.Background(), storeSecret(ns, store, store.SecretKey)); err != nil {
+		t.Fatal(err)
+	}
+	return ns, store
+}
+
 // destination is store, signed in to with the Secret "store".
 func destination(store *testenv.ObjectStore) *v1alpha1.BackupSpec {
 	return &v1alpha1.BackupSpec{Destination: v1alpha1.BackupDestination{S3: v1alpha1.S3Destination{
@@ -351,13 +364,8 @@ func TestBackupRetriesThenFails(t *testing.T) {
 // the previous completed one go, and its objects leave the store before the
 // RedisBackup does. Backups made by hand are never expired.
 func TestScheduledBackupsExpire(t *testing.T) {
-	ensureNodes(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
-	store := testenv.StartObjectStore(t)
-	if err := k8s.Create(ctx, storeSecret(ns, store, store.SecretKey)); err != nil {
-		t.Fatal(err)
-	}
+	ns, store := namespaceWithStore(t)
 	dest := destination(store)
 	createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: dest})
 	makeReady(t, ns, "cache")

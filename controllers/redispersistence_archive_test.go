@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -81,13 +80,7 @@ func nextSecond(t time.Time) {
 // to the target: the server loads every key written before it and none
 // written after.
 func TestRecoverFromArchive(t *testing.T) {
-	ensureNodes(t)
-	ctx := context.Background()
-	ns := newNamespace(t)
-	store := testenv.StartObjectStore(t)
-	if err := k8s.Create(ctx, storeSecret(ns, store, store.SecretKey)); err != nil {
-		t.Fatal(err)
-	}
+	ns, store := namespaceWithStore(t)
 	archived := destination(store)
 	archived.Archive = &v1alpha1.ArchiveSpec{Interval: &metav1.Duration{Duration: time.Second}}
 	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: archived})

@@ -55,6 +55,7 @@ var (
 		Name: "uringredis_archive_interval_seconds",
 		Help: "How often the RedisPersistence's archive container ships the AOF (spec.backup.archive.interval).",
 	}, instanceLabels)
+	archiveVecs = []*prometheus.GaugeVec{archiveLast, archiveFirst, archiveInterval}
 )
 
 func init() {
@@ -75,7 +76,7 @@ func exportInstanceMetrics(rp *v1alpha1.RedisPersistence) {
 		storageFsync.With(withQuantile(pod, 0.5)).Set(st.FsyncP50.Seconds())
 		storageFsync.With(withQuantile(pod, 0.99)).Set(st.FsyncP99.Seconds())
 	}
-	for _, v := range []*prometheus.GaugeVec{archiveLast, archiveFirst, archiveInterval} {
+	for _, v := range archiveVecs {
 		v.Delete(l)
 	}
 	if specs.ArchiveEnabled(rp) {
@@ -93,7 +94,7 @@ func forgetInstanceMetrics(namespace, name string) {
 	instanceDegraded.Delete(l)
 	storageBarrierDisabled.Delete(l)
 	storageFsync.DeletePartialMatch(l)
-	for _, v := range []*prometheus.GaugeVec{archiveLast, archiveFirst, archiveInterval} {
+	for _, v := range archiveVecs {
 		v.Delete(l)
 	}
 }

@@ -44,13 +44,8 @@ func runRestoreContainer(t *testing.T, ns string, sts *appsv1.StatefulSet, podNa
 // restores nothing more, on that volume or any other, without a change to
 // the pod template.
 func TestRestoreFromBackup(t *testing.T) {
-	ensureNodes(t)
 	ctx := context.Background()
-	ns := newNamespace(t)
-	store := testenv.StartObjectStore(t)
-	if err := k8s.Create(ctx, storeSecret(ns, store, store.SecretKey)); err != nil {
-		t.Fatal(err)
-	}
+	ns, store := namespaceWithStore(t)
 	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store)})
 	makeReady(t, ns, "source")
 	sourceAddr, _ := serverAddrs.Load(ns + "/source-0")
