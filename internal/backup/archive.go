@@ -46,8 +46,12 @@ type Archiver struct {
 	Log func(format string, args ...any)
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// PruneEvery is how often a pass also lets go of what the archive no
+	// longer needs (prune): 10 minutes when zero.
+	PruneEvery time.Duration
 
 	store    *Store
+	pruned   time.Time
 	timeline *Timeline
 	// files are the INCR files being shipped, held open so that the end
 	// of one a rewrite deletes can still be read.
@@ -138,6 +142,13 @@ func (a *Archiver) sync(ctx context.Context, stopping bool) error {
 		// rather than upload to the same key.
 		a.timeline = nil
 		return err
+	}
+	if !stopping && a.now().Sub(a.pruned) >= cmp.Or(a.PruneEvery, defaultPruneEvery) {
+		// Archiving goes on when pruning fails; the next prune tries again.
+		if err := a.prune(ctx); err != nil {
+			a.logf("pruning the archive failed, retrying in %s: %v", cmp.Or(a.PruneEvery, defaultPruneEvery), err)
+		}
+		a.pruned = a.now()
 	}
 	return nil
 }

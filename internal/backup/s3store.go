@@ -174,11 +174,10 @@ func unreachable(err error) bool {
 // Put uploads r as key and returns its size and SHA-256, which it computes
 // while streaming. size is r's length, or -1 when unknown: the upload is
 // then multipart, one 16 MiB part in memory at a time, up to 156 GiB. The
-// digest is also recorded as the object's user metadata x-amz-meta-sha256;
-// S3 sets metadata only when an object is written, and the digest of a
-// stream is known only at its end, so the object is copied onto itself with
-// it: a copy inside the endpoint, no download, but a second version in a
-// versioned bucket.
+// object carries no digest of its own (S3 sets metadata only when an
+// object is written, and a stream's digest is known only at its end): the
+// caller records it where the object is named, as a backup's metadata
+// does, and Get checks against that.
 func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (Object, error) {
 	name := s.objectName(key)
 	digest := &digestReader{r: r, sha: sha256.New()}
@@ -189,18 +188,7 @@ func (s *Store) Put(ctx context.Context, key string, r io.Reader, size int64) (O
 	if _, err := s.client.PutObject(ctx, s.bucket, name, digest, size, opts); err != nil {
 		return Object{}, fmt.Errorf("uploading %s to bucket %q: %w", name, s.bucket, err)
 	}
-	obj := Object{Key: key, Size: digest.n, SHA256: hex.EncodeToString(digest.sha.Sum(nil))}
-	_, err := s.client.ComposeObject(ctx, minio.CopyDestOptions{
-		Bucket:          s.bucket,
-		Object:          name,
-		Encryption:      s.sse,
-		UserMetadata:    map[string]string{sha256Metadata: obj.SHA256},
-		ReplaceMetadata: true,
-	}, minio.CopySrcOptions{Bucket: s.bucket, Object: name})
-	if err != nil {
-		return Object{}, fmt.Errorf("recording the SHA-256 of %s in bucket %q: %w", name, s.bucket, err)
-	}
-	return obj, nil
+	return Object{Key: key, Size: digest.n, SHA256: hex.EncodeToString(digest.sha.Sum(nil))}, nil
 }
 
 // PutBytes uploads b as key, with its SHA-256 in the metadata in the same

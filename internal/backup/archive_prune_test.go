@@ -1,0 +1,110 @@
+package backup
+
+import (
+	"context"
+	"path"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+// The archive lets go of nothing while the store holds no backup. Once it
+// holds one, a pass lets go of what no recovery to that backup's point or
+// after needs: another volume's timeline archived whole before it, and the
+// bases and INCR files of its own timeline before its newest base at or
+// before the point. A recovery to the point still restores exactly what
+// was written by then.
+func TestArchivePrunedBehindOldestBackup(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	objects := testenv.StartObjectStore(t)
+	dest := destination(objects, "team/cache")
+	store := open(t, dest)
+
+	// A volume archived once, then gone (or its server made a replica).
+	goneDir := t.TempDir()
+	gone := testenv.RunServer(t, goneDir, timestampedDurableConfig)
+	gc := redis.NewClient(&redis.Options{Addr: gone.Addr})
+	defer func() { _ = gc.Close() }()
+	writeGroup(t, gc, 9)
+	startOfNextSecond()
+	goneArchiver := &Archiver{Source: Source{Addr: gone.Addr}, Destination: dest, DataDir: goneDir, Interval: time.Hour, Log: t.Logf}
+	if err := goneArchiver.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	server := testenv.RunServer(t, dir, timestampedDurableConfig)
+	c := redis.NewClient(&redis.Options{Addr: server.Addr})
+	defer func() { _ = c.Close() }()
+	archiver := &Archiver{Source: Source{Addr: server.Addr}, Destination: dest, DataDir: dir, Interval: time.Hour, PruneEvery: time.Nanosecond, Log: t.Logf}
+	pass := func() {
+		t.Helper()
+		startOfNextSecond()
+		if err := archiver.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	timelines := func() []Timeline {
+		t.Helper()
+		archive, err := ReadArchive(ctx, store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return archive.Timelines
+	}
+
+	writeGroup(t, c, 0)
+	pass()
+	rewriteAOF(t, c)
+	writeGroup(t, c, 1)
+	pass()
+	if tls := timelines(); len(tls) != 2 || len(tls[1].Bases) != 2 || tls[1].Incrs[0].Seq != 1 {
+		t.Fatalf("with no backup in the store: timelines %+v; want both, the second with both bases and INCR file 1", tls)
+	}
+
+	m, err := Take{Source: Source{Addr: server.Addr}, Destination: dest, Backup: "nightly", Instance: "cache", Mode: "uring"}.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOfNextSecond()
+	rewriteAOF(t, c)
+	writeGroup(t, c, 2)
+	pass()
+
+	tls := timelines()
+	if len(tls) != 1 || tls[0].ID != archiver.timeline.ID {
+		t.Fatalf("timelines %+v; want the volume's own only", tls)
+	}
+	tl := tls[0]
+	if len(tl.Bases) != 2 || tl.Bases[0].Seq != 2 || tl.Bases[0].Time.After(m.Point) || !tl.Bases[1].Time.After(m.Point) {
+		t.Fatalf("bases %+v; want base 2, the newest at or before the backup's point %s, and base 3", tl.Bases, m.Point)
+	}
+	if tl.Incrs[0].Seq != tl.Bases[0].FirstIncr {
+		t.Fatalf("INCR files %+v; want them from base 2's first, %d", tl.Incrs, tl.Bases[0].FirstIncr)
+	}
+	left, err := store.List(ctx, archiveDir+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range left {
+		if !strings.HasPrefix(o.Key, path.Join(archiveDir, tl.ID)+"/") || o.Key == baseKey(tl.ID, 1, tl.Bases[0].File) ||
+			strings.HasPrefix(o.Key, incrDir(tl.ID, 1)+"/") && tl.Bases[0].FirstIncr != 1 {
+			t.Errorf("%s is still in the store", o.Key)
+		}
+	}
+	if first, _, ok := (Archive{Timelines: tls}).Recoverable(); !ok || !first.Equal(tl.Bases[0].Time) {
+		t.Errorf("recoverable from %s (%v), want base 2's %s", first, ok, tl.Bases[0].Time)
+	}
+
+	restored := t.TempDir()
+	location := "s3://" + objects.Bucket + "/team/cache"
+	if ok, err := (ArchiveRestore{Destination: destination(objects, ""), Location: location, Target: m.Point, DataDir: restored}).Run(ctx); !ok || err != nil {
+		t.Fatalf("restoring to the backup's point: %v, %v", ok, err)
+	}
+	checkGroups(t, testenv.RunServer(t, restored, timestampedDurableConfig).Addr, 0, 1)
+}
