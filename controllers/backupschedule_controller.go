@@ -106,7 +106,7 @@ func (r *BackupScheduler) exportDue(ctx context.Context, rp *v1alpha1.RedisPersi
 			newest = b.Status.Point.Time
 		}
 	}
-	backupNextDue.With(prometheus.Labels{"namespace": rp.Namespace, "instance": rp.Name}).Set(float64(schedule.Next(newest.UTC()).Unix()))
+	backupNextDue.With(prometheus.Labels{"namespace": rp.Namespace, "redispersistence": rp.Name}).Set(float64(schedule.Next(newest.UTC()).Unix()))
 	return nil
 }
 

@@ -230,7 +230,7 @@ func TestBackupTakesASnapshot(t *testing.T) {
 		t.Errorf("status %+v: want the snapshot at %s, its size, SHA-256, version 8.1.1, mode uring and the point", st, wantLocation)
 	}
 	waitEvent(t, ns, "nightly", ReasonBackupCompleted)
-	backupLabels := prometheus.Labels{"namespace": ns, "backup": "nightly", "instance": "cache"}
+	backupLabels := prometheus.Labels{"namespace": ns, "backup": "nightly", "redispersistence": "cache"}
 	if got := testutil.ToFloat64(backupSize.With(backupLabels)); got != float64(st.Size) {
 		t.Errorf("uringredis_backup_size_bytes %v, want %d", got, st.Size)
 	}
@@ -344,7 +344,7 @@ func TestBackupRetriesThenFails(t *testing.T) {
 	}
 	waitEvent(t, ns, "denied", ReasonBackupFailed)
 	eventually(t, 10*time.Second, func() error {
-		if got := testutil.ToFloat64(backupFailed.With(prometheus.Labels{"namespace": ns, "backup": "denied", "instance": "cache"})); got != 1 {
+		if got := testutil.ToFloat64(backupFailed.With(prometheus.Labels{"namespace": ns, "backup": "denied", "redispersistence": "cache"})); got != 1 {
 			return fmt.Errorf("uringredis_backup_failed %v, want 1", got)
 		}
 		return nil
@@ -419,7 +419,7 @@ func TestScheduledBackupsExpire(t *testing.T) {
 	}
 	second := takeScheduled()
 	// The next run due is the schedule's first after the newest point.
-	due := prometheus.Labels{"namespace": ns, "instance": "cache"}
+	due := prometheus.Labels{"namespace": ns, "redispersistence": "cache"}
 	eventually(t, 30*time.Second, func() error {
 		newest := second.Status.Point.Time
 		for _, name := range []string{"mine", first.Name} {

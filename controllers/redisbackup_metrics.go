@@ -9,10 +9,10 @@ import (
 
 // Backups as operator metrics: what each RedisBackup's status says, replaced
 // whenever it is reconciled and dropped with it. The newest point of an
-// instance is max by (namespace, instance) of
+// instance is max by (namespace, redispersistence) of
 // uringredis_backup_point_timestamp_seconds.
 var (
-	backupLabels = []string{"namespace", "backup", "instance"}
+	backupLabels = []string{"namespace", "backup", "redispersistence"}
 
 	backupPoint = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "uringredis_backup_point_timestamp_seconds",
@@ -42,7 +42,7 @@ var (
 	backupNextDue = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "uringredis_backup_next_due_timestamp_seconds",
 		Help: "The first run of the instance's spec.backup.schedule after the point of its newest completed backup (or its creation), as a Unix time: past it, a scheduled backup is due that no completed backup stands for yet.",
-	}, []string{"namespace", "instance"})
+	}, []string{"namespace", "redispersistence"})
 )
 
 func init() {
@@ -51,14 +51,14 @@ func init() {
 	}
 }
 
-func forgetBackupDue(namespace, instance string) {
-	backupNextDue.Delete(prometheus.Labels{"namespace": namespace, "instance": instance})
+func forgetBackupDue(namespace, name string) {
+	backupNextDue.Delete(prometheus.Labels{"namespace": namespace, "redispersistence": name})
 }
 
 // exportBackupMetrics replaces the backup's series with its status.
 func exportBackupMetrics(b *v1alpha1.RedisBackup) {
 	forgetBackupMetrics(b.Namespace, b.Name)
-	l := prometheus.Labels{"namespace": b.Namespace, "backup": b.Name, "instance": b.Spec.RedisPersistence.Name}
+	l := prometheus.Labels{"namespace": b.Namespace, "backup": b.Name, "redispersistence": b.Spec.RedisPersistence.Name}
 	failed := 0.0
 	if b.Status.Phase == v1alpha1.BackupFailed {
 		failed = 1

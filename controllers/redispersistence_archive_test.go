@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/dashboards"
+	"github.com/uring-redis/uring-redis-operator/internal/promtest"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
@@ -78,7 +80,7 @@ func nextSecond(t time.Time) {
 // makes no server until the archive covers its targetTime, refuses one before
 // the archive's first base, and its restore container replays the archive up
 // to the target: the server loads every key written before it and none
-// written after.
+// written after. The dashboard's backup panel draws the source.
 func TestRecoverFromArchive(t *testing.T) {
 	ns, store := namespaceWithStore(t)
 	archived := destination(store)
@@ -147,6 +149,30 @@ func TestRecoverFromArchive(t *testing.T) {
 	if got := testutil.ToFloat64(archiveInterval.With(l)); got != 1 {
 		t.Errorf("uringredis_archive_interval_seconds = %v, want 1", got)
 	}
+
+	// A backup of the source: the instance dashboard's backup panel draws it
+	// and its archive, from a real Prometheus scraping the operator.
+	createBackup(t, ns, "nightly", "source")
+	if code, msg := runBackupPod(t, ns, waitJob(t, ns, "nightly-backup"), server.Addr); code != 0 {
+		t.Fatalf("the backup agent failed (%d): %s", code, msg)
+	}
+	waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupCompleted, ReasonBackupCompleted, ""))
+	prom := promtest.Prometheus(t, fmt.Sprintf("global: {scrape_interval: 1s}\nscrape_configs: [{job_name: operator, static_configs: [{targets: [%q]}]}]\n", operatorMetrics(t)))
+	queries, err := dashboards.AllQueries("5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for desc, q := range queries {
+		if !dashboards.NeedsBackups(desc) {
+			delete(queries, desc)
+			continue
+		}
+		queries[desc] = strings.ReplaceAll(q, `namespace=~".*"`, `namespace="`+ns+`"`)
+	}
+	if len(queries) != 3 {
+		t.Fatalf("the backup panel has %d queries, want 3: %v", len(queries), queries)
+	}
+	waitQueriesReturnData(t, prom, queries)
 
 	// The archive's last pass, at SIGTERM, ships what the interval left.
 	t.Logf("the archive container:\n%s", stopArchive())

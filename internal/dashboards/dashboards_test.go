@@ -73,16 +73,18 @@ func TestCommittedJSON(t *testing.T) {
 	}
 }
 
-// TestReplicatedOnlyQueriesExist keeps NeedsReplicas in step with the panels:
-// every key it names is a query of a dashboard.
-func TestReplicatedOnlyQueriesExist(t *testing.T) {
+// TestConditionalQueriesExist keeps NeedsReplicas and NeedsBackups in step
+// with the panels: every key they name is a query of a dashboard.
+func TestConditionalQueriesExist(t *testing.T) {
 	queries, err := AllQueries("5m")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for desc := range replicatedOnly {
-		if _, ok := queries[desc]; !ok {
-			t.Errorf("replicatedOnly names %q, which no dashboard has", desc)
+	for _, set := range []map[string]bool{replicatedOnly, backupsOnly} {
+		for desc := range set {
+			if _, ok := queries[desc]; !ok {
+				t.Errorf("%q is no query of a dashboard", desc)
+			}
 		}
 	}
 }

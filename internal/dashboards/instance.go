@@ -30,7 +30,7 @@ const fsyncWindowP99 = `histogram_quantile(0.99, sum by (namespace, pod, le) (la
 func UringInstance() (dashboard.Dashboard, error) {
 	return dashboard.NewDashboardBuilder("uring AOF instance").
 		Uid("uringredis-uring-instance").
-		Description("Live view of RedisPersistence servers: throughput, the AOF's fsyncs in every mode, the io_uring engine's in-flight writes and back-pressure, AOF size and its preallocated region, CPU, which engine runs, and for replicated instances each server's role, its replicas' lag and what is durable where.").
+		Description("Live view of RedisPersistence servers: throughput, the AOF's fsyncs in every mode, the io_uring engine's in-flight writes and back-pressure, AOF size and its preallocated region, CPU, which engine runs, for replicated instances each server's role, its replicas' lag and what is durable where, and the age of the instances' backups and archives.").
 		Tags([]string{"uring-redis", "redis"}).
 		Time("now-1h", "now").
 		Refresh("30s").
@@ -52,6 +52,7 @@ func UringInstance() (dashboard.Dashboard, error) {
 		WithPanel(rolePanel()).
 		WithPanel(replicaLagPanel()).
 		WithPanel(durableOffsetsPanel()).
+		WithPanel(backupPanel()).
 		Build()
 }
 
@@ -196,4 +197,21 @@ func durableOffsetsPanel() *timeseries.PanelBuilder {
 		WithTarget(query("A", `redis_master_repl_offset{`+podSelector+`}`, "{{pod}} replication offset")).
 		WithTarget(query("B", script("aof_uring_durable_offset"), "{{pod}} fsynced here")).
 		WithTarget(query("C", script("aof_uring_replica_durable_offset")+` >= 0`, "{{pod}} fsynced on ackReplicas replicas"))
+}
+
+// The backup panel: the operator's metrics, per instance
+// (redispersistence), which the pod variable does not select.
+
+func backupPanel() *timeseries.PanelBuilder {
+	rightAxis := []dashboard.DynamicConfigValue{{Id: "custom.axisPlacement", Value: "right"}}
+	instance := `{namespace=~"$namespace"}`
+	return livePanel(15, "Backups and archive",
+		"Per instance of the selected namespaces (the pod variable does not apply). Left axis: the age of the newest completed backup's point "+
+			"(RedisBackupOverdue fires an hour past the schedule's next run), and how far the AOF archive is behind now: writes of that long "+
+			"would be lost with the volume (RedisArchiveBehind). Right axis: the archive's recovery window, from its first recoverable time to "+
+			"its last archived time; pruning keeps it back to the oldest backup's point.", "s").
+		WithTarget(query("A", `time() - max by (namespace, redispersistence) (uringredis_backup_point_timestamp_seconds`+instance+`)`, "{{redispersistence}} newest backup's age")).
+		WithTarget(query("B", `time() - uringredis_archive_last_archived_timestamp_seconds`+instance, "{{redispersistence}} archive behind")).
+		WithTarget(query("C", `uringredis_archive_last_archived_timestamp_seconds`+instance+` - uringredis_archive_first_recoverable_timestamp_seconds`+instance, "{{redispersistence}} recovery window")).
+		OverrideByQuery("C", rightAxis)
 }

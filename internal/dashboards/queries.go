@@ -56,6 +56,18 @@ var replicatedOnly = map[string]bool{
 	"uring-instance.json / Durable offsets #2": true,
 }
 
+// backupsOnly are the queries that have data only where an instance has a
+// completed RedisBackup and an AOF archive (spec.backup.archive).
+var backupsOnly = map[string]bool{
+	"uring-instance.json / Backups and archive #0": true,
+	"uring-instance.json / Backups and archive #1": true,
+	"uring-instance.json / Backups and archive #2": true,
+}
+
 // NeedsReplicas tells whether the query AllQueries keys desc returns data
 // only when a replicated instance is scraped.
 func NeedsReplicas(desc string) bool { return replicatedOnly[desc] }
+
+// NeedsBackups tells whether the query AllQueries keys desc returns data
+// only when an instance with a completed backup and an archive is.
+func NeedsBackups(desc string) bool { return backupsOnly[desc] }

@@ -22,27 +22,33 @@ func main() {
 	rateInterval := flag.String("rate-interval", "5m", "What $__rate_interval stands for: cover the load you want to see.")
 	patience := flag.Duration("wait", 2*time.Minute, "How long to retry queries that return no data yet.")
 	replicated := flag.Bool("replicated", false, "The cluster runs a replicated instance: check the replication panels' queries too.")
+	backups := flag.Bool("backups", false, "An instance has a completed RedisBackup and an AOF archive: check the backup panel's queries too.")
 	flag.Parse()
-	if err := run(*prom, *rateInterval, *patience, *replicated); err != nil {
+	if err := run(*prom, *rateInterval, *patience, *replicated, *backups); err != nil {
 		fmt.Fprintln(os.Stderr, "check-queries:", err)
 		os.Exit(1)
 	}
 }
 
-func run(prom, rateInterval string, patience time.Duration, replicated bool) error {
+func run(prom, rateInterval string, patience time.Duration, replicated, backups bool) error {
 	queries, err := dashboards.AllQueries(rateInterval)
 	if err != nil {
 		return err
 	}
-	skipped := 0
+	skipped := map[string]int{}
 	for desc := range queries {
-		if !replicated && dashboards.NeedsReplicas(desc) {
-			delete(queries, desc)
-			skipped++
+		switch {
+		case !replicated && dashboards.NeedsReplicas(desc):
+			skipped["replication queries: no replicated instance (-replicated)"]++
+		case !backups && dashboards.NeedsBackups(desc):
+			skipped["backup queries: no instance with a backup and an archive (-backups)"]++
+		default:
+			continue
 		}
+		delete(queries, desc)
 	}
-	if skipped > 0 {
-		fmt.Printf("skipped %d replication queries: no replicated instance (-replicated)\n", skipped)
+	for why, n := range skipped {
+		fmt.Printf("skipped %d %s\n", n, why)
 	}
 	ctx := context.Background()
 	pending := queries
