@@ -344,12 +344,7 @@ func (r *RedisBackupReconciler) deleteObjects(ctx context.Context, b *v1alpha1.R
 	if err != nil {
 		return fmt.Errorf("deleting the backup's objects: %w", err)
 	}
-	snapshot, metadata := backup.ObjectKeys(b.Name)
-	// The metadata first: a snapshot without it is no backup.
-	if err := store.Delete(ctx, metadata); err != nil {
-		return err
-	}
-	return store.Delete(ctx, snapshot)
+	return backup.DeleteBackup(ctx, store, b.Name)
 }
 
 // SetupWithManager watches RedisBackups, their Jobs and pods, and the

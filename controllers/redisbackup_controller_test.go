@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -223,7 +224,7 @@ func TestBackupTakesASnapshot(t *testing.T) {
 		t.Fatalf("the agent failed (%d): %s", code, msg)
 	}
 	b := waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupCompleted, ReasonBackupCompleted, ""))
-	wantLocation := fmt.Sprintf("s3://%s/%s/cache/backups/nightly/dump.rdb", store.Bucket, ns)
+	wantLocation := fmt.Sprintf("s3://%s/%s/cache/backups/nightly/dump.rdb.zst", store.Bucket, ns) // compressed by default
 	st := b.Status
 	if st.Location != wantLocation || st.Size <= 0 || len(st.SHA256) != 64 || st.ServerVersion != "8.1.1" || st.Mode != v1alpha1.ModeUring ||
 		st.Point == nil || st.Point.Time.Before(beforeAgent.Add(-time.Second)) || st.CompletedAt == nil {
@@ -249,15 +250,14 @@ func TestBackupTakesASnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	snapshotKey, metadataKey := backup.ObjectKeys("nightly")
-	dir := t.TempDir()
-	f, err := os.Create(filepath.Join(dir, "restored.rdb"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := s.Get(ctx, snapshotKey, f, st.SHA256); err != nil || n != st.Size {
+	if n, err := s.Get(ctx, snapshotKey+".zst", io.Discard, st.SHA256); err != nil || n != st.Size {
 		t.Fatalf("getting the snapshot: %d bytes, %v; want %d", n, err, st.Size)
 	}
-	_ = f.Close()
+	dir := t.TempDir()
+	d := backup.Destination{Endpoint: store.Endpoint, Region: store.Region, AccessKey: store.AccessKey, SecretKey: store.SecretKey}
+	if ok, err := (backup.Restore{Destination: d, Location: st.Location, SHA256: st.SHA256, Backup: "nightly", DataDir: dir}).Run(ctx); !ok || err != nil {
+		t.Fatalf("restoring the snapshot as dump.rdb: %v, %v", ok, err)
+	}
 	meta, err := s.GetBytes(ctx, metadataKey)
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +265,7 @@ func TestBackupTakesASnapshot(t *testing.T) {
 	if m, err := backup.DecodeMetadata(meta); err != nil || m.SHA256 != st.SHA256 || m.Namespace != ns || m.Instance != "cache" {
 		t.Errorf("backup.json %s (%v) does not describe the backup", meta, err)
 	}
-	restored := testenv.RunServer(t, dir, "dbfilename restored.rdb\nappendonly no\n")
+	restored := testenv.RunServer(t, dir, "appendonly no\n")
 	c := newClient(restored.Addr, "")
 	defer func() { _ = c.Close() }()
 	if missing := missingKeys(t, c, "before", 500); missing > 0 {
@@ -367,11 +367,12 @@ func TestScheduledBackupsExpire(t *testing.T) {
 	ctx := context.Background()
 	ns, store := namespaceWithStore(t)
 	dest := destination(store)
+	dest.Compression = v1alpha1.CompressionNone
 	createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: dest})
 	makeReady(t, ns, "cache")
 	addr, _ := serverAddrs.Load(ns + "/cache-0")
 
-	// A backup of yours, which retention leaves alone.
+	// A backup of yours, uncompressed, which retention leaves alone.
 	createBackup(t, ns, "mine", "cache")
 	if code, msg := runBackupPod(t, ns, waitJob(t, ns, "mine-backup"), addr.(string)); code != 0 {
 		t.Fatalf("the agent failed: %s", msg)
@@ -381,6 +382,7 @@ func TestScheduledBackupsExpire(t *testing.T) {
 	updateRP(t, ns, "cache", func(rp *v1alpha1.RedisPersistence) {
 		rp.Spec.Backup.Schedule = "@every 3s"
 		rp.Spec.Backup.Retention = &v1alpha1.BackupRetention{Count: 1}
+		rp.Spec.Backup.Compression = v1alpha1.CompressionZstd // from now on: the expired one's dump.rdb.zst goes too
 	})
 	// takeScheduled completes the next scheduled backup after those in done.
 	done := map[string]bool{}
@@ -466,8 +468,8 @@ func TestScheduledBackupsExpire(t *testing.T) {
 	for _, o := range objects {
 		keys = append(keys, o.Key)
 	}
-	for _, name := range []string{second.Name, "mine"} {
-		for _, key := range []string{"backups/" + name + "/dump.rdb", "backups/" + name + "/backup.json"} {
+	for name, snapshot := range map[string]string{second.Name: "dump.rdb.zst", "mine": "dump.rdb"} {
+		for _, key := range []string{"backups/" + name + "/" + snapshot, "backups/" + name + "/backup.json"} {
 			if !slices.Contains(keys, key) {
 				t.Errorf("the store lacks %s: %v", key, keys)
 			}

@@ -20,11 +20,13 @@ import (
 )
 
 // TestBackupCost measures what backups cost a running server: RedisBenchmarks
-// of SET on a uring durable server holding a dataset, alternately alone
-// ("quiet") and while RedisBackups of that server run one after another
-// ("busy"), side by side in one run. It prints each pair's throughput and
-// p99 and the busy/quiet ratios, and how much of the busy runs' time a backup
-// was in flight. It runs with make bench-backup, not in the suite.
+// of SET on a uring durable server holding a dataset, in turn alone
+// ("quiet"), while uncompressed RedisBackups of that server run one after
+// another ("none"), and while compressed ones do ("zstd", the default),
+// side by side in one run. It prints each run's throughput and p99, the
+// ratios to quiet, how much of the busy runs' time a backup was in flight,
+// and what the backups stored. It runs with make bench-backup, not in the
+// suite.
 func TestBackupCost(t *testing.T) {
 	if os.Getenv("E2E_BACKUP_COST") == "" {
 		t.Skip("the backup cost benchmark runs with make bench-backup (E2E_BACKUP_COST=1): several minutes of RedisBenchmarks and backups")
@@ -52,15 +54,19 @@ func TestBackupCost(t *testing.T) {
 		keys*2, keys, valueSize)
 	t.Logf("dataset: %s", strings.ReplaceAll(podExec(t, name+"-0", "", "sh", "-c", fill), "\n", ", "))
 
-	type figures struct{ ops, p99 []int64 }
-	var quiet, busy figures
-	var inFlight, busyTime time.Duration
-	backups := 0
+	type figures struct {
+		ops, p99          []int64
+		inFlight, running time.Duration
+		backups           int
+		stored            int64
+	}
+	var quiet figures
+	busy := map[v1alpha1.BackupCompression]*figures{v1alpha1.CompressionNone: {}, v1alpha1.CompressionZstd: {}}
 	for pair := range pairs {
-		for _, withBackups := range []bool{false, true} {
-			label := "quiet"
-			if withBackups {
-				label = "busy"
+		for _, label := range []string{"quiet", string(v1alpha1.CompressionNone), string(v1alpha1.CompressionZstd)} {
+			compression := v1alpha1.BackupCompression(label)
+			if label != "quiet" {
+				updateRP(t, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Backup.Compression = compression })
 			}
 			rb := &v1alpha1.RedisBenchmark{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cost-%s-%d", label, pair), Namespace: namespace},
@@ -77,22 +83,23 @@ func TestBackupCost(t *testing.T) {
 				t.Fatal(err)
 			}
 			var stop func() []*v1alpha1.RedisBackup
-			if withBackups {
+			if label != "quiet" {
 				stop = backUpContinuously(t, name, rb.Name)
 			}
 			start := time.Now()
 			waitBenchmarkComplete(t, rb, 20*time.Minute)
 			took := time.Since(start)
 			f := &quiet
-			if withBackups {
-				f = &busy
+			if label != "quiet" {
+				f = busy[compression]
 				taken := stop()
-				backups += len(taken)
-				busyTime += took
+				f.backups += len(taken)
+				f.running += took
 				for _, b := range taken {
 					if b.Status.StartedAt != nil && b.Status.CompletedAt != nil {
-						inFlight += b.Status.CompletedAt.Sub(b.Status.StartedAt.Time)
+						f.inFlight += b.Status.CompletedAt.Sub(b.Status.StartedAt.Time)
 					}
+					f.stored = b.Status.Size
 				}
 			}
 			for _, r := range rb.Status.Runs {
@@ -101,16 +108,20 @@ func TestBackupCost(t *testing.T) {
 			t.Logf("%s %d: %v ops/s, p99 %v us", label, pair, opsOf(rb), p99Of(rb))
 		}
 	}
-	qOps, bOps, qP99, bP99 := median(quiet.ops), median(busy.ops), median(quiet.p99), median(busy.p99)
+	qOps, qP99 := median(quiet.ops), median(quiet.p99)
 	if qOps == 0 || qP99 == 0 {
 		t.Fatalf("no quiet figures: %+v", quiet)
 	}
-	t.Logf("backup cost, SET c=50 128 B values on uring durable holding up to %d keys of %d B (DBSIZE above), medians of %d runs each: quiet %d ops/s p99 %.2f ms; "+
-		"during backups %d ops/s (%.2fx) p99 %.2f ms (%.2fx); %d backups in flight %.0f%% of the busy benchmarks' time",
-		keys, valueSize, len(quiet.ops), qOps, float64(qP99)/1000, bOps, float64(bOps)/float64(qOps), float64(bP99)/1000, float64(bP99)/float64(qP99),
-		backups, 100*inFlight.Seconds()/busyTime.Seconds())
-	if backups == 0 {
-		t.Error("no backup completed during the busy benchmarks")
+	t.Logf("backup cost, SET c=50 128 B values on uring durable holding up to %d keys of %d B (DBSIZE above), medians of %d runs each: quiet %d ops/s p99 %.2f ms",
+		keys, valueSize, len(quiet.ops), qOps, float64(qP99)/1000)
+	for _, c := range []v1alpha1.BackupCompression{v1alpha1.CompressionNone, v1alpha1.CompressionZstd} {
+		f := busy[c]
+		bOps, bP99 := median(f.ops), median(f.p99)
+		t.Logf("during backups with compression %s: %d ops/s (%.2fx) p99 %.2f ms (%.2fx); %d backups of %d bytes stored, in flight %.0f%% of the time",
+			c, bOps, float64(bOps)/float64(qOps), float64(bP99)/1000, float64(bP99)/float64(qP99), f.backups, f.stored, 100*f.inFlight.Seconds()/f.running.Seconds())
+		if f.backups == 0 {
+			t.Errorf("no backup with compression %s completed during the busy benchmarks", c)
+		}
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -206,6 +207,20 @@ func TestBackupToObjectStore(t *testing.T) {
 	if got := hex.EncodeToString(sum[:]); got != st.SHA256 || int64(len(rdb)) != st.Size {
 		t.Fatalf("the object %s: %d bytes, sha256 %s; status says %d bytes, %s", st.Location, len(rdb), got, st.Size, st.SHA256)
 	}
+	// Compressed by default: the object is a zstd stream of the RDB.
+	if !strings.HasSuffix(st.Location, "/dump.rdb.zst") {
+		t.Fatalf("status.location %s, want the compressed snapshot dump.rdb.zst", st.Location)
+	}
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	stored := len(rdb)
+	if rdb, err = dec.DecodeAll(rdb, nil); err != nil {
+		t.Fatalf("the object %s is no zstd stream: %v", st.Location, err)
+	}
+	t.Logf("the snapshot: %d bytes of RDB stored as %d", len(rdb), stored)
 	if _, _, err := backup.VerifyRDB(bytes.NewReader(rdb)); err != nil {
 		t.Fatalf("the object %s is not an RDB the server loads: %v", st.Location, err)
 	}

@@ -35,7 +35,26 @@ type BackupSpec struct {
 	// annotations into the AOF (aof-timestamp-enabled yes) while it is set.
 	// +optional
 	Archive *ArchiveSpec `json:"archive,omitempty"`
+	// compression is what the agent compresses snapshots and the archive's
+	// INCR segments with before they go to the store: zstd (the default;
+	// about 8x on an RDB and 10x on an AOF of JSON-like values, at about
+	// 200 MB/s of one core, which the archive container spends in the
+	// server's pod) or none. AOF bases go as the server wrote them. A
+	// restore reads either, whatever this says now.
+	// +optional
+	// +kubebuilder:default=zstd
+	Compression BackupCompression `json:"compression,omitempty"`
 }
+
+// BackupCompression is what backups and archive segments are compressed
+// with.
+// +kubebuilder:validation:Enum=none;zstd
+type BackupCompression string
+
+const (
+	CompressionNone BackupCompression = "none"
+	CompressionZstd BackupCompression = "zstd"
+)
 
 // ArchiveSpec is how the AOF is archived.
 type ArchiveSpec struct {

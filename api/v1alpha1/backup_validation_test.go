@@ -36,6 +36,7 @@ func TestBackupDestinationsRejected(t *testing.T) {
 		{"path with an empty segment", s3(map[string]any{"path": "team//cache"}), "path is a prefix like team/cache"},
 		{"no credentials", s3(map[string]any{"credentials": map[string]any{}}), "spec.backup.destination.s3.credentials.secretName: Required value"},
 		{"unknown encryption", s3(map[string]any{"serverSideEncryption": "rot13"}), `Unsupported value: "rot13"`},
+		{"unknown compression", withCompression(s3(nil), "lz4"), `spec.backup.compression: Unsupported value: "lz4": supported values: "none", "zstd"`},
 	} {
 		expectRejected(t, tc)
 	}
@@ -59,6 +60,11 @@ func TestBackupDestinationAccepted(t *testing.T) {
 	if want := "us-east-1 AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY ca.crt"; got != want {
 		t.Errorf("defaults %q, want %q", got, want)
 	}
+}
+
+func withCompression(spec map[string]any, c string) map[string]any {
+	spec["backup"].(map[string]any)["compression"] = c
+	return spec
 }
 
 func withRecovery(spec map[string]any) map[string]any {

@@ -119,6 +119,11 @@ func destinationFlags(fs *flag.FlagSet, d *backup.Destination, storeCA *string) 
 	fs.StringVar(&d.Region, "region", "us-east-1", "The bucket's region.")
 	fs.StringVar(&d.SSE, "sse", "", "Server-side encryption: empty or AES256.")
 	fs.StringVar(storeCA, "store-ca-file", "", "PEM CA the store's certificate must chain to; empty trusts the system's.")
+	fs.Func("compression", "What snapshots and archive segments are compressed with: none or zstd.", func(s string) error {
+		c, err := backup.ParseCompression(s)
+		d.Compression = c
+		return err
+	})
 }
 
 // sourceTLSFlags are the flags that reach the server over TLS.
@@ -179,12 +184,13 @@ func archive(ctx context.Context, args []string) error {
 func restore(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("restore", flag.ExitOnError)
 	var (
-		r                 backup.Restore
-		storeCA           string
-		ordinalZeroOnly   bool
-		ignoredBucket     string
-		ignoredPrefix     string
-		ignoredEncryption string
+		r                  backup.Restore
+		storeCA            string
+		ordinalZeroOnly    bool
+		ignoredBucket      string
+		ignoredPrefix      string
+		ignoredEncryption  string
+		ignoredCompression string
 	)
 	fs.StringVar(&r.Backup, "backup", "", "The backup's name, recorded in the volume.")
 	fs.StringVar(&r.DataDir, "data-dir", "/data", "The server's data directory.")
@@ -199,6 +205,7 @@ func restore(ctx context.Context, args []string) error {
 	fs.StringVar(&ignoredBucket, "bucket", "", "Ignored: $RESTORE_LOCATION or $RESTORE_ARCHIVE names the bucket.")
 	fs.StringVar(&ignoredPrefix, "prefix", "", "Ignored: $RESTORE_LOCATION or $RESTORE_ARCHIVE names the key or prefix.")
 	fs.StringVar(&ignoredEncryption, "sse", "", "Ignored: the store decrypts what it encrypted.")
+	fs.StringVar(&ignoredCompression, "compression", "", "Ignored: what is read says how it is compressed.")
 	_ = fs.Parse(args)
 	r.Location, r.SHA256 = os.Getenv("RESTORE_LOCATION"), os.Getenv("RESTORE_SHA256")
 	// The kubelet sets HOSTNAME to the pod's name.

@@ -487,7 +487,7 @@ func (a *Archiver) shipNewEntries(ctx context.Context, f *os.File, incr *Archive
 			}
 		}
 		b = b[:scan.End]
-		if err := a.store.PutBytes(ctx, segmentKey(a.timeline.ID, incr.Seq, incr.Size), b); err != nil {
+		if err := a.store.PutBytes(ctx, segmentKey(a.timeline.ID, incr.Seq, incr.Size), encodeSegment(b, a.Destination.Compression)); err != nil {
 			return err
 		}
 		if err := incr.add(b, scan); err != nil {

@@ -163,9 +163,13 @@ func (a *Archiver) adoptSegment(ctx context.Context, t *Timeline, seq, offset in
 		return fmt.Errorf("%s starts at %d, but INCR %d is archived up to %d: the timeline has a hole; archive into a new timeline (delete %s in the data directory)",
 			a.store.URL(key), offset, seq, incr.Size, TimelineFile)
 	}
-	b, err := a.store.GetBytes(ctx, key)
+	stored, err := a.store.GetBytes(ctx, key)
 	if err != nil {
 		return err
+	}
+	b, err := decodeSegment(stored)
+	if err != nil {
+		return fmt.Errorf("%s: %w", a.store.URL(key), err)
 	}
 	scan, err := ScanAOF(b, -1)
 	if err == nil && scan.End != len(b) {

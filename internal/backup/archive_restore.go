@@ -160,11 +160,18 @@ func writeIncr(ctx context.Context, store *Store, timeline string, incr Archived
 		if offset != size {
 			return fmt.Errorf("INCR file %s: a segment starts at %d where %d bytes were expected: the archive is corrupt (an object was removed or replaced)", incr.File, offset, size)
 		}
-		n, err := store.Get(ctx, o.Key, io.MultiWriter(f, sha), "")
+		stored, err := store.GetBytes(ctx, o.Key)
 		if err != nil {
 			return err
 		}
-		size += n
+		b, err := decodeSegment(stored)
+		if err != nil {
+			return fmt.Errorf("%s: %w", store.URL(o.Key), err)
+		}
+		if _, err := io.MultiWriter(f, sha).Write(b); err != nil {
+			return err
+		}
+		size += int64(len(b))
 	}
 	if got := hex.EncodeToString(sha.Sum(nil)); size != incr.Size || got != incr.SHA256 {
 		return fmt.Errorf("INCR file %s: its segments hold %d bytes with SHA-256 %s, the timeline recorded %d with %s: the archive is corrupt (an object was removed or replaced)",

@@ -34,6 +34,10 @@ type Metadata struct {
 	// Size and SHA256 are the snapshot's, as stored.
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+	// Compression is how the stored snapshot is compressed ("" for not at
+	// all), and RDBSize the size of the RDB in it.
+	Compression string `json:"compression,omitempty"`
+	RDBSize     int64  `json:"rdbSize,omitempty"`
 	// ReplID and ReplOffset are the source's replication position at the
 	// point.
 	ReplID     string `json:"replID,omitempty"`

@@ -70,7 +70,7 @@ func (r Restore) Run(ctx context.Context) (restored bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	if _, err := store.Get(ctx, key, f, r.SHA256); err != nil {
+	if err := getSnapshot(ctx, store, key, f, r.SHA256); err != nil {
 		_ = f.Close()
 		return false, err
 	}

@@ -41,6 +41,9 @@ type Destination struct {
 	// SSE asks the endpoint to encrypt what it stores: "" (the bucket's
 	// default) or "AES256" (SSE-S3, keys held by the endpoint).
 	SSE string
+	// Compression is how snapshots and archive segments written to it are
+	// compressed; readers find out from what they read.
+	Compression Compression
 }
 
 // Store puts objects into a Destination and gets them back, verified

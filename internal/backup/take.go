@@ -2,6 +2,8 @@ package backup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +25,8 @@ type Take struct {
 }
 
 // ObjectKeys are the keys, relative to the destination's prefix, of the
-// backup named name: the snapshot, and the metadata written after it.
+// backup named name: the snapshot (with .zst after it when compressed), and
+// the metadata written after it.
 func ObjectKeys(name string) (snapshot, metadata string) {
 	dir := path.Join("backups", name)
 	return path.Join(dir, "dump.rdb"), path.Join(dir, "backup.json")
@@ -56,16 +59,31 @@ func (t Take) Run(ctx context.Context) (Metadata, error) {
 		}
 	}
 
-	// FetchRDB writes into the pipe while Put reads from it; an error on
-	// either side ends the other.
+	// FetchRDB writes into the pipe, through the compressor if there is
+	// one, while Put reads from it; an error on either side ends the other.
+	// sent counts and hashes what goes into the pipe, to compare with what
+	// the store received.
+	if t.Destination.Compression == CompressionZstd {
+		snapshotKey += zstdSuffix
+	}
 	pr, pw := io.Pipe()
+	sent := &digestWriter{w: pw, sha: sha256.New()}
 	type fetched struct {
 		snap Snapshot
 		err  error
 	}
 	done := make(chan fetched, 1)
 	go func() {
-		snap, err := FetchRDB(ctx, t.Source, pw)
+		var w io.Writer = sent
+		var enc io.WriteCloser
+		if t.Destination.Compression == CompressionZstd {
+			enc = compressingWriter(sent)
+			w = enc
+		}
+		snap, err := FetchRDB(ctx, t.Source, w)
+		if enc != nil {
+			err = errors.Join(err, enc.Close())
+		}
 		_ = pw.CloseWithError(err)
 		done <- fetched{snap, err}
 	}()
@@ -77,8 +95,8 @@ func (t Take) Run(ctx context.Context) (Metadata, error) {
 		return Metadata{}, f.err
 	case putErr != nil:
 		return Metadata{}, putErr
-	case obj.Size != f.snap.Size || obj.SHA256 != f.snap.SHA256:
-		return Metadata{}, fmt.Errorf("the store received %d bytes with SHA-256 %s, the server sent %d with %s", obj.Size, obj.SHA256, f.snap.Size, f.snap.SHA256)
+	case obj.Size != sent.n || obj.SHA256 != hex.EncodeToString(sent.sha.Sum(nil)):
+		return Metadata{}, fmt.Errorf("the store received %d bytes with SHA-256 %s, the agent sent %d with %x", obj.Size, obj.SHA256, sent.n, sent.sha.Sum(nil))
 	}
 
 	m := Metadata{
@@ -86,6 +104,7 @@ func (t Take) Run(ctx context.Context) (Metadata, error) {
 		SourcePod: t.SourcePod, Role: f.snap.Role, ServerVersion: f.snap.ServerVersion,
 		Point: f.snap.TakenAt.UTC(), StartedAt: started.UTC(), CompletedAt: now().UTC(),
 		Location: store.URL(snapshotKey), Size: obj.Size, SHA256: obj.SHA256,
+		Compression: string(t.Destination.Compression), RDBSize: f.snap.Size,
 		ReplID: f.snap.ReplID, ReplOffset: f.snap.ReplOffset,
 	}
 	encoded, err := m.Encode()
@@ -96,6 +115,17 @@ func (t Take) Run(ctx context.Context) (Metadata, error) {
 		return Metadata{}, err
 	}
 	return m, nil
+}
+
+// DeleteBackup deletes the objects of the backup named name: its metadata
+// first, since a snapshot without it is no backup, then its snapshot,
+// compressed or not.
+func DeleteBackup(ctx context.Context, store *Store, name string) error {
+	snapshot, metadata := ObjectKeys(name)
+	if err := store.Delete(ctx, metadata); err != nil {
+		return err
+	}
+	return store.Delete(ctx, snapshot, snapshot+zstdSuffix)
 }
 
 // URL is where key is: s3://<bucket>/<prefix>/<key>.

@@ -62,9 +62,14 @@ func BackupKeyPrefix(rp *v1alpha1.RedisPersistence, b *v1alpha1.RedisBackup) str
 	return path.Join(BackupPrefix(rp), "backups", b.Name)
 }
 
-// BackupLocation is the URL of b's snapshot.
+// BackupLocation is the URL of b's snapshot, with .zst after it when the
+// agent compresses it.
 func BackupLocation(rp *v1alpha1.RedisPersistence, b *v1alpha1.RedisBackup) string {
-	return "s3://" + rp.Spec.Backup.Destination.S3.Bucket + "/" + path.Join(BackupKeyPrefix(rp, b), BackupSnapshotObject)
+	location := "s3://" + rp.Spec.Backup.Destination.S3.Bucket + "/" + path.Join(BackupKeyPrefix(rp, b), BackupSnapshotObject)
+	if rp.Spec.Backup.Compression == v1alpha1.CompressionZstd {
+		location += ".zst"
+	}
+	return location
 }
 
 func backupLabels(b *v1alpha1.RedisBackup, rp *v1alpha1.RedisPersistence) map[string]string {
@@ -99,6 +104,9 @@ func StoreArgs(rp *v1alpha1.RedisPersistence, pod *corev1.PodSpec, agent *corev1
 	}
 	if s3.ServerSideEncryption != "" {
 		args = append(args, "--sse="+string(s3.ServerSideEncryption))
+	}
+	if c := rp.Spec.Backup.Compression; c != "" && c != v1alpha1.CompressionNone {
+		args = append(args, "--compression="+string(c))
 	}
 	if s3.CASecret != nil {
 		key := cmp.Or(s3.CASecret.Key, CACertKey)

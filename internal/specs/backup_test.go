@@ -25,7 +25,7 @@ func TestBackupJobGolden(t *testing.T) {
 			Credentials:          v1alpha1.S3Credentials{SecretName: "s3", AccessKeyIDKey: "id", SecretAccessKeyKey: "secret"},
 			CASecret:             &v1alpha1.CASecretRef{Name: "store-ca", Key: "ca.pem"},
 			ServerSideEncryption: v1alpha1.SSES3,
-		}}},
+		}}, Compression: v1alpha1.CompressionZstd},
 	})
 	b := &v1alpha1.RedisBackup{
 		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: rp.Namespace, UID: "b-uid"},
@@ -38,10 +38,10 @@ func TestBackupJobGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	compareGolden(t, filepath.Join("testdata", "backup.job.yaml"), out)
-	if got, want := specs.BackupLocation(rp, b), "s3://backups/team/cache/backups/nightly/dump.rdb"; got != want {
+	if got, want := specs.BackupLocation(rp, b), "s3://backups/team/cache/backups/nightly/dump.rdb.zst"; got != want {
 		t.Errorf("location %q, want %q", got, want)
 	}
-	rp.Spec.Backup.Destination.S3.Path = ""
+	rp.Spec.Backup.Destination.S3.Path, rp.Spec.Backup.Compression = "", ""
 	if got, want := specs.BackupLocation(rp, b), "s3://backups/apps/cache/backups/nightly/dump.rdb"; got != want {
 		t.Errorf("location without a path %q, want %q", got, want)
 	}

@@ -30,7 +30,7 @@ func ServerBin() string {
 // loopback port in a temporary data directory and returns its address. Lines
 // that only make sense in a pod (port, dir, include) are overridden; a
 // config with tls-port gets that port for TLS and none for plain TCP.
-func StartServer(t *testing.T, config string) string {
+func StartServer(t testing.TB, config string) string {
 	t.Helper()
 	return runServer(t, ServerBin(), t.TempDir(), config, false).Addr
 }
@@ -80,14 +80,14 @@ type Server struct {
 
 // RunServer is StartServer in dir, where an earlier server may have left
 // its files: a restart, as a pod's container restarts on its volume.
-func RunServer(t *testing.T, dir, config string) *Server {
+func RunServer(t testing.TB, dir, config string) *Server {
 	t.Helper()
 	return runServer(t, ServerBin(), dir, config, false)
 }
 
 // Stop sends SIGTERM, as a kubelet stopping the container does, and waits
 // for the server to shut down.
-func (s *Server) Stop(t *testing.T) {
+func (s *Server) Stop(t testing.TB) {
 	t.Helper()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func (s *Server) Stop(t *testing.T) {
 	}
 }
 
-func runServer(t *testing.T, bin, dir, config string, denyIOUring bool) *Server {
+func runServer(t testing.TB, bin, dir, config string, denyIOUring bool) *Server {
 	t.Helper()
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("the server binary %s is missing: run `make test`, which builds it", bin)
