@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -191,22 +190,8 @@ func operatorMetrics(t *testing.T) string {
 // never did.
 func waitQueriesReturnData(t *testing.T, prom string, queries map[string]string) {
 	t.Helper()
-	pending := queries
-	err := wait.PollUntilContextTimeout(context.Background(), 2*time.Second, 90*time.Second, false, func(ctx context.Context) (bool, error) {
-		next := map[string]string{}
-		for desc, q := range pending {
-			samples, err := promtest.Query(ctx, prom, q)
-			if err != nil {
-				return false, fmt.Errorf("%s: %w", desc, err)
-			}
-			if !promtest.HasNumbers(samples) {
-				next[desc] = q
-			}
-		}
-		pending = next
-		return len(pending) == 0, nil
-	})
-	if err != nil && !wait.Interrupted(err) {
+	pending, err := promtest.AwaitData(context.Background(), prom, queries, 2*time.Second, 90*time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for desc, q := range pending {

@@ -174,3 +174,28 @@ func HasNumbers(samples model.Vector) bool {
 	}
 	return false
 }
+
+// AwaitData runs each of queries (keyed by a description) against the
+// Prometheus at base every interval until each has returned a number once,
+// or patience has passed, and returns those that never did.
+func AwaitData(ctx context.Context, base string, queries map[string]string, interval, patience time.Duration) (pending map[string]string, err error) {
+	pending = queries
+	err = wait.PollUntilContextTimeout(ctx, interval, patience, true, func(ctx context.Context) (bool, error) {
+		next := map[string]string{}
+		for desc, q := range pending {
+			samples, err := Query(ctx, base, q)
+			if err != nil {
+				return false, fmt.Errorf("%s: %w", desc, err)
+			}
+			if !HasNumbers(samples) {
+				next[desc] = q
+			}
+		}
+		pending = next
+		return len(pending) == 0, nil
+	})
+	if wait.Interrupted(err) {
+		err = nil
+	}
+	return pending, err
+}

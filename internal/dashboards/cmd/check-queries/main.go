@@ -11,8 +11,6 @@ import (
 	"sort"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/uring-redis/uring-redis-operator/internal/dashboards"
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
 )
@@ -50,23 +48,8 @@ func run(prom, rateInterval string, patience time.Duration, replicated, backups 
 	for why, n := range skipped {
 		fmt.Printf("skipped %d %s\n", n, why)
 	}
-	ctx := context.Background()
-	pending := queries
-	err = wait.PollUntilContextTimeout(ctx, 5*time.Second, patience, true, func(context.Context) (bool, error) {
-		next := map[string]string{}
-		for desc, q := range pending {
-			samples, err := promtest.Query(ctx, prom, q)
-			if err != nil {
-				return false, fmt.Errorf("%s: %w", desc, err)
-			}
-			if !promtest.HasNumbers(samples) {
-				next[desc] = q
-			}
-		}
-		pending = next
-		return len(pending) == 0, nil
-	})
-	if err != nil && !wait.Interrupted(err) {
+	pending, err := promtest.AwaitData(context.Background(), prom, queries, 5*time.Second, patience)
+	if err != nil {
 		return err
 	}
 	fmt.Printf("%d of %d dashboard queries return data\n", len(queries)-len(pending), len(queries))
