@@ -231,6 +231,19 @@ func TestBackupTakesASnapshot(t *testing.T) {
 		t.Errorf("status %+v: want the snapshot at %s, its size, SHA-256, version 8.1.1, mode uring and the point", st, wantLocation)
 	}
 	waitEvent(t, ns, "nightly", ReasonBackupCompleted)
+	// The instance names its newest backup.
+	eventually(t, 30*time.Second, func() error {
+		rp := &v1alpha1.RedisPersistence{}
+		if err := get(t, rp, ns, "cache"); err != nil {
+			return err
+		}
+		last := rp.Status.LastBackup
+		if last == nil || last.Name != "nightly" || !last.Point.Equal(st.Point) || last.Size != st.Size || last.CompletedAt == nil ||
+			last.Duration == nil || last.Duration.Duration != st.CompletedAt.Sub(st.StartedAt.Time) {
+			return fmt.Errorf("status.lastBackup %+v, want nightly at %s, %d bytes, its duration", last, st.Point, st.Size)
+		}
+		return nil
+	})
 	backupLabels := prometheus.Labels{"namespace": ns, "backup": "nightly", "redispersistence": "cache"}
 	if got := testutil.ToFloat64(backupSize.With(backupLabels)); got != float64(st.Size) {
 		t.Errorf("uringredis_backup_size_bytes %v, want %d", got, st.Size)

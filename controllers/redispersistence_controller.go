@@ -462,6 +462,9 @@ func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alp
 func (r *RedisPersistenceReconciler) report(ctx context.Context, rp *v1alpha1.RedisPersistence, obs observation, heldUpgrade *upgradeWait, tlsRotating bool) (ctrl.Result, error) {
 	// Before updateStatus, which exports the metrics of what it read.
 	archiveIn := r.observeArchive(ctx, rp)
+	if err := r.observeLastBackup(ctx, rp); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.updateStatus(rp, obs)
 	if err := r.finishRecovery(ctx, rp); err != nil {
 		return ctrl.Result{}, err
@@ -520,8 +523,9 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.usersOfSecret)).
 		// A node that appears or changes labels can make a waiting server schedulable.
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.allRedisPersistences), builder.WithPredicates(nodeChanged)).
-		// A backup that completes lets the instances that restore it start.
-		Watches(&v1alpha1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(r.restoringFrom)).
+		// A backup that completes is its instance's last one, and lets the
+		// instances that restore it start.
+		Watches(&v1alpha1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(r.instancesOfBackup)).
 		// An operator upgrade that ends frees a turn for the next ones waiting.
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.nextUpgrades), builder.WithPredicates(upgradeTurnFreed)).
 		Build(r)

@@ -28,8 +28,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/backup"
@@ -168,23 +166,6 @@ func (r *RedisPersistenceReconciler) finishRecovery(ctx context.Context, rp *v1a
 		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restored", "the servers run on the data of the backup %s", rec.Backup)
 	}
 	return nil
-}
-
-// restoringFrom are the instances, in the backup's namespace, that wait to
-// restore it.
-func (r *RedisPersistenceReconciler) restoringFrom(ctx context.Context, obj client.Object) []reconcile.Request {
-	var list v1alpha1.RedisPersistenceList
-	if err := r.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
-		log.FromContext(ctx).Error(err, "listing RedisPersistences for a RedisBackup change")
-		return nil
-	}
-	var requests []reconcile.Request
-	for _, rp := range list.Items {
-		if rp.Spec.Bootstrap != nil && rp.Spec.Bootstrap.Recovery.Backup != nil && rp.Spec.Bootstrap.Recovery.Backup.Name == obj.GetName() && rp.Status.Recovery == nil {
-			requests = append(requests, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rp)})
-		}
-	}
-	return requests
 }
 
 func pointOf(b *v1alpha1.RedisBackup) string {

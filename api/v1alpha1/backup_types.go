@@ -377,6 +377,25 @@ type RecoveryStatus struct {
 	RestoredAt *metav1.Time `json:"restoredAt,omitempty"`
 }
 
+// LastBackupStatus is an instance's newest Completed RedisBackup.
+type LastBackupStatus struct {
+	// name is the RedisBackup's.
+	Name string `json:"name"`
+	// point is the instant the backup holds: every write acknowledged before
+	// it.
+	Point metav1.Time `json:"point"`
+	// completedAt is when it was verified in the store.
+	// +optional
+	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// duration is how long it took, from its Job's start to the snapshot
+	// verified in the store.
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+	// size is its snapshot's in the store, in bytes.
+	// +optional
+	Size int64 `json:"size,omitempty"`
+}
+
 // ArchiveStatus is what the archive holds: the points a new instance can be
 // recovered to (spec.bootstrap.recovery.archive) are those from
 // firstRecoverableTime to lastArchivedTime.

@@ -1053,6 +1053,11 @@ type RedisPersistenceStatus struct {
 	// +optional
 	Recovery *RecoveryStatus `json:"recovery,omitempty"`
 
+	// lastBackup is the newest Completed RedisBackup of this instance, by
+	// point; the RedisBackups hold the others.
+	// +optional
+	LastBackup *LastBackupStatus `json:"lastBackup,omitempty"`
+
 	// archive is how far the AOF archive of spec.backup.archive reaches,
 	// as the operator last read it from the store.
 	// +optional
