@@ -54,6 +54,20 @@ func StartReplica(t *testing.T, primary, config string) string {
 	return addr
 }
 
+// RunClusterNode is RunServer in cluster mode: cluster-enabled yes, its
+// nodes.conf in dir, and its cluster bus on a free port of its own (the
+// default, port+10000, may be past 65535 for a port the kernel picked).
+func RunClusterNode(t testing.TB, dir, config string) *Server {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	return RunServer(t, dir, config+fmt.Sprintf("cluster-enabled yes\ncluster-config-file nodes.conf\ncluster-port %d\n", bus))
+}
+
 // StartSentinel runs the server build's valkey-sentinel with config (a
 // sentinel.conf, which Sentinel rewrites) on a free loopback port and returns
 // its address.

@@ -1,0 +1,576 @@
+// Package cluster forms a Valkey Cluster from servers started with
+// cluster-enabled yes, adds and removes shards, and moves hash slots between
+// shards with their keys. It speaks the servers' own commands, as
+// valkey-cli --cluster create, add-node, reshard and del-node do: CLUSTER
+// MEET, ADDSLOTSRANGE, REPLICATE, SETSLOT and FORGET, and MIGRATE key by
+// key. Every step reads the cluster's state first and does only what is
+// missing, so a step cut short (an operator restart) is finished by the next
+// call. It never fails a primary over: that is the cluster's own job.
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Admin runs cluster commands on the servers. It expects them to run with
+// cluster-allow-replica-migration no, as the operator configures them: a
+// shard is a set of servers (a StatefulSet), its replicas stay with it, and
+// a primary that gives its last slot away stays a primary, empty, until its
+// shard is removed (by default it would turn into a replica of the node
+// that took the slot, in the middle of the SETSLOT that moved it).
+type Admin struct {
+	// Dial returns a client for the server at addr (host:port), signed in
+	// with a user that may run CLUSTER, CONFIG GET, INFO and MIGRATE.
+	Dial func(addr string) *redis.Client
+	// Username and Password are what MIGRATE signs in to the receiving
+	// server with (AUTH2); empty Password: no AUTH.
+	Username, Password string
+	// Log reports each step; nothing when nil.
+	Log func(format string, args ...any)
+	// Wait bounds each wait for the cluster to agree (a handshake, the
+	// state turning ok): 60 s when zero.
+	Wait time.Duration
+}
+
+// Node is a server as CLUSTER NODES describes it.
+type Node struct {
+	ID string
+	// Addr is ip:port, the address it announces to the cluster.
+	Addr string
+	// Primary says the node is a primary; PrimaryID names a replica's.
+	Primary   bool
+	PrimaryID string
+	// Myself says this is the node that answered.
+	Myself bool
+	// Failing says the node is flagged fail or pfail; Handshake that it
+	// is still being met.
+	Failing, Handshake bool
+	// Slots are the slots it serves, sorted; Migrating and Importing the
+	// slots it moves to and receives from another node, by that node's ID.
+	Slots     []int
+	Migrating map[int]string
+	Importing map[int]string
+}
+
+// Nodes reads CLUSTER NODES from the server at addr.
+func (a *Admin) Nodes(ctx context.Context, addr string) ([]Node, error) {
+	c := a.Dial(addr)
+	defer func() { _ = c.Close() }()
+	text, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("CLUSTER NODES on %s: %w", addr, err)
+	}
+	return ParseNodes(text)
+}
+
+// ParseNodes parses a CLUSTER NODES reply.
+func ParseNodes(text string) ([]Node, error) {
+	var nodes []Node
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			return nil, fmt.Errorf("CLUSTER NODES line %q has %d fields, want at least 8", line, len(f))
+		}
+		n := Node{ID: f[0], Migrating: map[int]string{}, Importing: map[int]string{}}
+		// ip:port@cport[,hostname]
+		n.Addr, _, _ = strings.Cut(f[1], "@")
+		for _, flag := range strings.Split(f[2], ",") {
+			switch flag {
+			case "master":
+				n.Primary = true
+			case "myself":
+				n.Myself = true
+			case "fail", "fail?":
+				n.Failing = true
+			case "handshake":
+				n.Handshake = true
+			}
+		}
+		if f[3] != "-" {
+			n.PrimaryID = f[3]
+		}
+		for _, s := range f[8:] {
+			if strings.HasPrefix(s, "[") {
+				// [slot->-id] migrating, [slot-<-id] importing
+				body := strings.Trim(s, "[]")
+				if slot, id, ok := strings.Cut(body, "->-"); ok {
+					n.Migrating[atoi(slot)] = id
+				} else if slot, id, ok := strings.Cut(body, "-<-"); ok {
+					n.Importing[atoi(slot)] = id
+				}
+				continue
+			}
+			first, last, isRange := strings.Cut(s, "-")
+			if !isRange {
+				last = first
+			}
+			for slot := atoi(first); slot <= atoi(last); slot++ {
+				n.Slots = append(n.Slots, slot)
+			}
+		}
+		slices.Sort(n.Slots)
+		nodes = append(nodes, n)
+	}
+	return nodes, nil
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// myself is the node that answered CLUSTER NODES (the zero Node if the
+// reply has none).
+func myself(nodes []Node) Node {
+	for _, n := range nodes {
+		if n.Myself {
+			return n
+		}
+	}
+	return Node{}
+}
+
+// Create forms a cluster of shards: shards[i] are the addresses of shard
+// i's servers, the first its primary, which serves Share(i, len(shards)).
+// The servers must be empty and met by no other cluster.
+func (a *Admin) Create(ctx context.Context, shards [][]string) error {
+	var all []string
+	for _, s := range shards {
+		all = append(all, s...)
+	}
+	if err := a.Meet(ctx, all[0], all[1:]); err != nil {
+		return err
+	}
+	for i, s := range shards {
+		if err := a.assign(ctx, s[0], Share(i, len(shards))); err != nil {
+			return err
+		}
+	}
+	for _, s := range shards {
+		if err := a.Replicate(ctx, s[0], s[1:]); err != nil {
+			return err
+		}
+	}
+	return a.WaitHealthy(ctx, all)
+}
+
+// Meet brings the servers at addrs into the cluster of the server at via,
+// and waits until every node of it knows all the others.
+func (a *Admin) Meet(ctx context.Context, via string, addrs []string) error {
+	known, err := a.Nodes(ctx, via)
+	if err != nil {
+		return err
+	}
+	c := a.Dial(via)
+	defer func() { _ = c.Close() }()
+	ids := map[string]string{}
+	for _, addr := range append([]string{via}, addrs...) {
+		id, err := a.myID(ctx, addr)
+		if err != nil {
+			return err
+		}
+		ids[addr] = id
+		if slices.ContainsFunc(known, func(n Node) bool { return n.ID == id }) {
+			continue
+		}
+		ip, port, bus, err := a.busAddr(ctx, addr)
+		if err != nil {
+			return err
+		}
+		a.logf("CLUSTER MEET %s %d %d (node %s) via %s", ip, port, bus, id, via)
+		if err := c.Do(ctx, "CLUSTER", "MEET", ip, port, bus).Err(); err != nil {
+			return fmt.Errorf("CLUSTER MEET %s:%d on %s: %w", ip, port, via, err)
+		}
+	}
+	// Every node of the cluster must know the new ones, not only via: a
+	// slot moved to a new primary is refused by a node that has not met it.
+	for _, n := range known {
+		if !n.Failing && !n.Handshake {
+			ids[n.Addr] = n.ID
+		}
+	}
+	return a.waitFor(ctx, "every node to know the others", func(ctx context.Context) (string, error) {
+		for addr := range ids {
+			nodes, err := a.Nodes(ctx, addr)
+			if err != nil {
+				return "", err
+			}
+			for other, id := range ids {
+				i := slices.IndexFunc(nodes, func(n Node) bool { return n.ID == id })
+				if i < 0 || nodes[i].Handshake {
+					return fmt.Sprintf("%s does not know %s (%s) yet", addr, other, id), nil
+				}
+			}
+		}
+		return "", nil
+	})
+}
+
+// myID is the node ID of the server at addr.
+func (a *Admin) myID(ctx context.Context, addr string) (string, error) {
+	c := a.Dial(addr)
+	defer func() { _ = c.Close() }()
+	id, err := c.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		return "", fmt.Errorf("CLUSTER MYID on %s: %w", addr, err)
+	}
+	return id, nil
+}
+
+// busAddr is what CLUSTER MEET needs of the server at addr: its IP, its
+// port and its cluster bus port (cluster-port, or port+10000 when 0).
+func (a *Admin) busAddr(ctx context.Context, addr string) (ip string, port, bus int, err error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("the port of %s: %w", addr, err)
+	}
+	ip = host
+	if net.ParseIP(host) == nil {
+		ips, err := net.DefaultResolver.LookupHost(ctx, host)
+		if err != nil {
+			return "", 0, 0, fmt.Errorf("resolving %s for CLUSTER MEET: %w", host, err)
+		}
+		if len(ips) == 0 {
+			return "", 0, 0, fmt.Errorf("resolving %s for CLUSTER MEET: no address", host)
+		}
+		ip = ips[0]
+	}
+	c := a.Dial(addr)
+	defer func() { _ = c.Close() }()
+	conf, err := c.ConfigGet(ctx, "cluster-port").Result()
+	if err != nil {
+		return "", 0, 0, fmt.Errorf("CONFIG GET cluster-port on %s: %w", addr, err)
+	}
+	if bus = atoi(conf["cluster-port"]); bus <= 0 {
+		bus = port + 10000
+	}
+	return ip, port, bus, nil
+}
+
+// assign gives the primary at addr the slots of r that no node serves yet.
+func (a *Admin) assign(ctx context.Context, addr string, r Range) error {
+	nodes, err := a.Nodes(ctx, addr)
+	if err != nil {
+		return err
+	}
+	served := map[int]bool{}
+	for _, n := range nodes {
+		for _, s := range n.Slots {
+			served[s] = true
+		}
+	}
+	var missing []int
+	for s := r.First; s <= r.Last; s++ {
+		if !served[s] {
+			missing = append(missing, s)
+		}
+	}
+	c := a.Dial(addr)
+	defer func() { _ = c.Close() }()
+	for _, run := range ranges(missing) {
+		a.logf("CLUSTER ADDSLOTSRANGE %d %d on %s", run.First, run.Last, addr)
+		if err := c.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", run.First, run.Last).Err(); err != nil {
+			return fmt.Errorf("CLUSTER ADDSLOTSRANGE %d %d on %s: %w", run.First, run.Last, addr, err)
+		}
+	}
+	return nil
+}
+
+// Replicate makes the servers at replicas replicas of the primary at
+// primary, each once it knows it.
+func (a *Admin) Replicate(ctx context.Context, primary string, replicas []string) error {
+	id, err := a.myID(ctx, primary)
+	if err != nil {
+		return err
+	}
+	for _, addr := range replicas {
+		err := a.waitFor(ctx, addr+" to replicate "+primary, func(ctx context.Context) (string, error) {
+			nodes, err := a.Nodes(ctx, addr)
+			if err != nil {
+				return "", err
+			}
+			if myself(nodes).PrimaryID == id {
+				return "", nil
+			}
+			if !slices.ContainsFunc(nodes, func(n Node) bool { return n.ID == id && !n.Handshake }) {
+				return addr + " does not know " + primary + " yet", nil
+			}
+			c := a.Dial(addr)
+			defer func() { _ = c.Close() }()
+			a.logf("CLUSTER REPLICATE %s on %s", id, addr)
+			if err := c.ClusterReplicate(ctx, id).Err(); err != nil {
+				return "", fmt.Errorf("CLUSTER REPLICATE %s on %s: %w", id, addr, err)
+			}
+			return "CLUSTER REPLICATE sent", nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WaitHealthy waits until every server at addrs reports cluster_state:ok
+// and sees all 16384 slots served.
+func (a *Admin) WaitHealthy(ctx context.Context, addrs []string) error {
+	return a.waitFor(ctx, "cluster_state:ok", func(ctx context.Context) (string, error) {
+		for _, addr := range addrs {
+			c := a.Dial(addr)
+			info, err := c.ClusterInfo(ctx).Result()
+			_ = c.Close()
+			if err != nil {
+				return "", fmt.Errorf("CLUSTER INFO on %s: %w", addr, err)
+			}
+			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_assigned:16384") {
+				return addr + " is not ok yet", nil
+			}
+		}
+		return "", nil
+	})
+}
+
+// WaitAgreed waits until every server at addrs, replicas included, maps
+// every slot to the same primary and none is being moved. A client loads
+// its slot map from any node: one that asked a node still behind would
+// keep sending a moved slot's commands to its old primary, which answers
+// MOVED only as long as it is part of the cluster. So a shard is removed
+// once the nodes agree and clients had time to load the map again
+// (go-redis does after a MOVED, or when its map is 10 s old).
+func (a *Admin) WaitAgreed(ctx context.Context, addrs []string) error {
+	return a.waitFor(ctx, "the nodes to agree on the slots", func(ctx context.Context) (string, error) {
+		var first map[int]string
+		for _, addr := range addrs {
+			nodes, err := a.Nodes(ctx, addr)
+			if err != nil {
+				return "", err
+			}
+			owner := map[int]string{}
+			for _, n := range nodes {
+				if len(n.Migrating)+len(n.Importing) > 0 {
+					return fmt.Sprintf("%s still moves slots", n.Addr), nil
+				}
+				for _, slot := range n.Slots {
+					owner[slot] = n.ID
+				}
+			}
+			if first == nil {
+				first = owner
+				continue
+			}
+			for slot := range Slots {
+				if owner[slot] != first[slot] {
+					return fmt.Sprintf("%s maps slot %d to %q, %s to %q", addr, slot, owner[slot], addrs[0], first[slot]), nil
+				}
+			}
+		}
+		return "", nil
+	})
+}
+
+// Rebalance spreads the slots evenly over the primaries at primaries, in
+// shard order (PlanMoves), moving them with their keys (MoveSlots), once
+// they all report the cluster ok: a new
+// shard's primary gets its share, and a primary not listed gives all of
+// its slots away, so that its shard can be removed.
+func (a *Admin) Rebalance(ctx context.Context, primaries []string) error {
+	// A node just met reports the cluster down until it has seen every
+	// slot served, and refuses the keys MIGRATE brings it until then.
+	if err := a.WaitHealthy(ctx, primaries); err != nil {
+		return err
+	}
+	nodes, err := a.Nodes(ctx, primaries[0])
+	if err != nil {
+		return err
+	}
+	owned := map[string][]int{}
+	addrOf := map[string]string{}
+	for _, n := range nodes {
+		if n.Primary {
+			owned[n.ID] = n.Slots
+		}
+	}
+	var targets []string
+	for _, addr := range primaries {
+		id, err := a.myID(ctx, addr)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, id)
+		addrOf[id] = addr
+	}
+	for _, n := range nodes {
+		if _, ok := addrOf[n.ID]; !ok {
+			addrOf[n.ID] = n.Addr
+		}
+	}
+	for _, m := range PlanMoves(owned, targets) {
+		if err := a.MoveSlots(ctx, addrOf[m.From], addrOf[m.To], m.Slots); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migrateBatch is how many keys one MIGRATE moves.
+const migrateBatch = 100
+
+// MoveSlots moves slots from the primary at from to the primary at to,
+// with their keys: for each slot, IMPORTING on the receiver, MIGRATING on
+// the giver, MIGRATE of its keys in batches until none is left, then
+// SETSLOT NODE on both and on the other primaries. Clients keep working
+// meanwhile: a key already moved is answered with ASK, a slot moved with
+// MOVED. A slot half moved before (a call cut short) is finished.
+func (a *Admin) MoveSlots(ctx context.Context, from, to string, slots []int) error {
+	fromID, err := a.myID(ctx, from)
+	if err != nil {
+		return err
+	}
+	toID, err := a.myID(ctx, to)
+	if err != nil {
+		return err
+	}
+	toHost, toPort, err := net.SplitHostPort(to)
+	if err != nil {
+		return err
+	}
+	nodes, err := a.Nodes(ctx, from)
+	if err != nil {
+		return err
+	}
+	src, dst := a.Dial(from), a.Dial(to)
+	defer func() { _, _ = src.Close(), dst.Close() }()
+	a.logf("moving %d slots (%s) from %s to %s", len(slots), FormatSlots(slots), from, to)
+	for _, slot := range slots {
+		if err := dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err(); err != nil {
+			return fmt.Errorf("CLUSTER SETSLOT %d IMPORTING on %s: %w", slot, to, err)
+		}
+		if err := src.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", toID).Err(); err != nil {
+			return fmt.Errorf("CLUSTER SETSLOT %d MIGRATING on %s: %w", slot, from, err)
+		}
+		for {
+			keys, err := src.ClusterGetKeysInSlot(ctx, slot, migrateBatch).Result()
+			if err != nil {
+				return fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, from, err)
+			}
+			if len(keys) == 0 {
+				break
+			}
+			args := []any{"MIGRATE", toHost, toPort, "", 0, 10_000, "REPLACE"}
+			if a.Password != "" {
+				args = append(args, "AUTH2", cmp.Or(a.Username, "default"), a.Password)
+			}
+			args = append(args, "KEYS")
+			for _, k := range keys {
+				args = append(args, k)
+			}
+			if err := src.Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+				return fmt.Errorf("MIGRATE of %d keys of slot %d from %s to %s: %w", len(keys), slot, from, to, err)
+			}
+		}
+		// The receiver first: once it owns the slot, the giver's MOVED
+		// answers point at a node that serves it.
+		for _, c := range []*redis.Client{dst, src} {
+			if err := c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err(); err != nil {
+				return fmt.Errorf("CLUSTER SETSLOT %d NODE %s: %w", slot, toID, err)
+			}
+		}
+		for _, n := range nodes {
+			if !n.Primary || n.ID == fromID || n.ID == toID || n.Failing {
+				continue
+			}
+			c := a.Dial(n.Addr)
+			err := c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err()
+			_ = c.Close()
+			if err != nil {
+				return fmt.Errorf("CLUSTER SETSLOT %d NODE %s on %s: %w", slot, toID, n.Addr, err)
+			}
+		}
+	}
+	return nil
+}
+
+// RemoveShard takes the servers at shard (a primary that serves no slot and
+// its replicas) out of the cluster: every other node forgets them, and
+// they are reset, so that gossip does not bring them back. remaining are
+// the servers that stay. A primary that still serves slots is refused: its
+// keys would be lost.
+func (a *Admin) RemoveShard(ctx context.Context, remaining, shard []string) error {
+	nodes, err := a.Nodes(ctx, shard[0])
+	if err != nil {
+		return err
+	}
+	if me := myself(nodes); len(me.Slots) > 0 {
+		return fmt.Errorf("%s still serves %d slots (%s): move them to another shard first", shard[0], len(me.Slots), FormatSlots(me.Slots))
+	}
+	var ids []string
+	for _, addr := range shard {
+		id, err := a.myID(ctx, addr)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
+	}
+	for _, addr := range remaining {
+		c := a.Dial(addr)
+		for _, id := range ids {
+			if err := c.Do(ctx, "CLUSTER", "FORGET", id).Err(); err != nil && !strings.Contains(err.Error(), "Unknown node") {
+				_ = c.Close()
+				return fmt.Errorf("CLUSTER FORGET %s on %s: %w", id, addr, err)
+			}
+		}
+		_ = c.Close()
+	}
+	for _, addr := range shard {
+		c := a.Dial(addr)
+		err := c.Do(ctx, "CLUSTER", "RESET", "HARD").Err()
+		_ = c.Close()
+		if err != nil {
+			return fmt.Errorf("CLUSTER RESET HARD on %s: %w", addr, err)
+		}
+	}
+	a.logf("removed the shard of %s from the cluster", shard[0])
+	return nil
+}
+
+// waitFor polls check until it reports nothing pending, for Wait at most.
+func (a *Admin) waitFor(ctx context.Context, what string, check func(context.Context) (pending string, err error)) error {
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(a.Wait, time.Minute))
+	defer cancel()
+	for {
+		pending, err := check(ctx)
+		if err != nil {
+			return err
+		}
+		if pending == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: %s", what, pending)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (a *Admin) logf(format string, args ...any) {
+	if a.Log != nil {
+		a.Log(format, args...)
+	}
+}

@@ -1,0 +1,222 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+// durable is the servers' configuration: the io_uring AOF, every write
+// acknowledged once it is on disk, and the shards kept as they were formed
+// (see Admin).
+const durable = "appendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\ncluster-allow-replica-migration no\n"
+
+func newAdmin(t *testing.T) *Admin {
+	return &Admin{
+		Dial: func(addr string) *redis.Client { return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1}) },
+		Log:  t.Logf,
+	}
+}
+
+// A cluster of 3 shards of 2 durable servers forms from empty servers, and
+// grows to 4 shards and back to 3 while a cluster-aware client writes: the
+// slots move with their keys, the client sees no error (MOVED and ASK are
+// followed), and no key is lost, TTLs included. A shard that still serves
+// slots is never removed.
+func TestClusterScalesWithItsKeys(t *testing.T) {
+	ctx := context.Background()
+	var (
+		shards  [][]string
+		servers [][]*testenv.Server
+	)
+	for range 4 {
+		var shard []string
+		var ss []*testenv.Server
+		for range 2 {
+			s := testenv.RunClusterNode(t, t.TempDir(), durable)
+			shard, ss = append(shard, s.Addr), append(ss, s)
+		}
+		shards, servers = append(shards, shard), append(servers, ss)
+	}
+	admin := newAdmin(t)
+	if err := admin.Create(ctx, shards[:3]); err != nil {
+		t.Fatal(err)
+	}
+	// A second Create finds nothing to do.
+	if err := admin.Create(ctx, shards[:3]); err != nil {
+		t.Fatalf("Create again: %v", err)
+	}
+	checkShares(t, admin, shards[:3])
+
+	var seeds []string
+	for _, s := range shards[:3] {
+		seeds = append(seeds, s...)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
+	defer func() { _ = c.Close() }()
+	const keys = 20000
+	for i := 0; i < keys; i += 500 {
+		pipe := c.Pipeline()
+		for j := i; j < i+500; j++ {
+			ttl := time.Duration(0)
+			if j%4 == 0 {
+				ttl = time.Hour
+			}
+			pipe.Set(ctx, fmt.Sprintf("k:%d", j), fmt.Sprintf("v%d", j), ttl)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A client writing all along; every write it got an OK for must be
+	// there at the end.
+	var (
+		mu      sync.Mutex
+		written []string
+		errs    []error
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			key := fmt.Sprintf("w:%d", i)
+			err := c.Set(ctx, key, key, 0).Err()
+			mu.Lock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("SET %s: %w", key, err))
+			} else {
+				written = append(written, key)
+			}
+			mu.Unlock()
+		}
+	}()
+
+	// Out to 4 shards.
+	if err := admin.Meet(ctx, shards[0][0], shards[3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Replicate(ctx, shards[3][0], shards[3][1:]); err != nil {
+		t.Fatal(err)
+	}
+	primaries := []string{shards[0][0], shards[1][0], shards[2][0], shards[3][0]}
+	if err := admin.Rebalance(ctx, primaries); err != nil {
+		t.Fatal(err)
+	}
+	checkShares(t, admin, shards)
+
+	// The fourth shard serves slots: it is not removed.
+	var three []string
+	for _, s := range shards[:3] {
+		three = append(three, s...)
+	}
+	if err := admin.RemoveShard(ctx, three, shards[3]); err == nil || !strings.Contains(err.Error(), "still serves 4096 slots") {
+		t.Errorf("removing a shard that serves slots: %v, want a refusal", err)
+	}
+
+	// Back to 3. The fourth shard leaves once every node agrees where its
+	// slots went and the client had time to load the map again, while its
+	// servers still answer MOVED.
+	if err := admin.Rebalance(ctx, primaries[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.WaitAgreed(ctx, append(slices.Clone(three), shards[3]...)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(11 * time.Second)
+	if err := admin.RemoveShard(ctx, three, shards[3]); err != nil {
+		t.Fatal(err)
+	}
+	// Its servers go, as the operator deletes their pods: a client that
+	// still maps a slot to one of them reconnects elsewhere and learns
+	// the slots anew.
+	for _, s := range servers[3] {
+		s.Stop(t)
+	}
+	if err := admin.WaitHealthy(ctx, three); err != nil {
+		t.Fatal(err)
+	}
+	checkShares(t, admin, shards[:3])
+	time.Sleep(time.Second) // the client writes on after the shard left
+	close(stop)
+	<-done
+
+	if err := errors.Join(errs...); err != nil {
+		t.Errorf("the writing client saw errors: %v", err)
+	}
+	t.Logf("the client wrote %d keys while the cluster scaled out and in", len(written))
+	missing := 0
+	report := func(key string, v string, err error) {
+		if missing++; missing <= 10 {
+			slot, _ := c.ClusterKeySlot(ctx, key).Result()
+			t.Errorf("%s (slot %d): %q, %v", key, slot, v, err)
+		}
+	}
+	for i := range keys {
+		key := fmt.Sprintf("k:%d", i)
+		v, err := c.Get(ctx, key).Result()
+		if err != nil || v != fmt.Sprintf("v%d", i) {
+			report(key, v, err)
+			continue
+		}
+		if ttl := c.TTL(ctx, key).Val(); (i%4 == 0) != (ttl > 0) {
+			t.Errorf("%s has TTL %v", key, ttl)
+		}
+	}
+	for _, key := range written {
+		if v, err := c.Get(ctx, key).Result(); err != nil || v != key {
+			report(key, v, err)
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of the %d keys are missing", missing, keys+len(written))
+	}
+	nodes, err := admin.Nodes(ctx, shards[0][0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes) != 6 {
+		t.Errorf("the cluster has %d nodes after the fourth shard left, want 6", len(nodes))
+	}
+}
+
+// checkShares checks that the primary of shard i serves Share(i, n) slots
+// in number and that its replicas follow it.
+func checkShares(t *testing.T, admin *Admin, shards [][]string) {
+	t.Helper()
+	ctx := context.Background()
+	nodes, err := admin.Nodes(ctx, shards[0][0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, shard := range shards {
+		id, err := admin.myID(ctx, shard[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := Share(i, len(shards))
+		for _, n := range nodes {
+			switch {
+			case n.ID == id && len(n.Slots) != want.Last-want.First+1:
+				t.Errorf("shard %d's primary serves %d slots, want %d", i, len(n.Slots), want.Last-want.First+1)
+			case n.PrimaryID == id && n.Addr != shard[1]:
+				t.Errorf("%s replicates shard %d's primary, want %s", n.Addr, i, shard[1])
+			}
+		}
+	}
+}
