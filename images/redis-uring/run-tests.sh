@@ -134,8 +134,10 @@ skips_tls_aof_on=(
   "/^maxmemory - policy volatile-.* should only remove volatile keys|the same assertion on used_memory"
 )
 # runtest finds free ports by probing, which races with another run started at
-# the same moment (a second checkout's make test): give each run its own range.
-baseport=${TEST_BASEPORT:-$((21111 + RANDOM % 20 * 1000))}
+# the same moment (a second checkout's make test): give each run its own range,
+# below the kernel's ephemeral ports (ip_local_port_range, 32768 up by default),
+# which any process's outgoing connections and port-0 listeners take from.
+baseport=${TEST_BASEPORT:-$((21111 + RANDOM % 11 * 1000))}
 
 mkdir -p "$tree/tests/uring" "$logs"
 rm -f "$tree"/tests/uring/*.tcl
