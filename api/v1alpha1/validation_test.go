@@ -149,6 +149,7 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		"appenddirname", "dir", "dbfilename", "save", "port", "bind", "protected-mode", "unixsocket", "tls-port",
 		"requirepass", "masterauth", "primaryauth", "aclfile", "user", "replicaof", "slaveof", "replica-announce-ip", "slave-announce-ip", "logfile", "daemonize",
 		"enable-debug-command", "enable-module-command", "enable-protected-configs", "include", "rename-command", "loadmodule",
+		"cluster-enabled", "cluster-config-file", "cluster-port", "cluster-node-timeout",
 	} {
 		cases = append(cases, struct {
 			desc    string

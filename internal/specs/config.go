@@ -81,11 +81,12 @@ func startupConfig(rp *v1alpha1.RedisPersistence) string {
 // 8.1.1 takes only at start (IMMUTABLE_CONFIG, or PROTECTED_CONFIG, which
 // CONFIG SET refuses while enable-protected-configs is no): they go to the
 // part of redis.conf whose change restarts the server. The operator's own
-// options (the CRD's denylist) are not listed.
+// options (the CRD's denylist, which holds every cluster-* option: a server
+// in cluster mode serves no key until the operator assigns it slots) are not
+// listed.
 var startupOnlyOptions = map[string]bool{
 	"always-show-logo": true, "aof-rewrite-cpulist": true, "bgsave-cpulist": true, "bio-cpulist": true,
-	"client-default-resp": true, "cluster-config-file": true, "cluster-enabled": true, "cluster-port": true,
-	"databases": true, "disable-thp": true, "enable-debug-assert": true, "io-threads": true,
+	"client-default-resp": true, "databases": true, "disable-thp": true, "enable-debug-assert": true, "io-threads": true,
 	"lua-enable-insecure-api": true, "rdbchecksum": true, "rdma-completion-vector": true, "rdma-rx-size": true,
 	"req-res-logfile": true, "server-cpulist": true, "set-proc-title": true, "socket-mark-id": true,
 	"syslog-enabled": true, "syslog-facility": true, "syslog-ident": true, "tcp-backlog": true,
