@@ -80,6 +80,19 @@ tags {"aof external:skip"} {
         }
     }
 
+    # A write torn right after its first byte: a lone '*' before the zeros
+    # (a power cut in the harness hit it; it was an unrecoverable read error).
+    zero_tail_aof $aof_dirpath $aof_file $aof_manifest_file "*[string repeat "\x00" 4095]"
+    start_server_aof [list dir $server_path aof-load-truncated yes] {
+        test "A lone '*' followed by zeros is a truncated tail" {
+            set client [valkey [srv host] [srv port] 0 $::tls]
+            wait_done_loading $client
+            assert_equal hello [$client get foo]
+            assert_equal 2 [$client get n]
+            verify_log_message 0 "*ends in 1 bytes of an unfinished write and zero bytes*" 0
+        }
+    }
+
     # A torn write whose zeros are followed by more data is not a zero tail.
     zero_tail_aof $aof_dirpath $aof_file $aof_manifest_file "*3\r\n\$3\r\nset\r\n\$3\r\nbar\r\nxx[string repeat "\x00" 100]garbage"
     start_server_aof_ex [list dir $server_path aof-load-truncated yes] [list wait_ready false] {
