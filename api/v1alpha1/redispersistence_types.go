@@ -71,7 +71,12 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.mode != 'rdb' || has(self.rdb)",message="mode: rdb needs spec.rdb.save rules (for example [{seconds: 3600, changes: 1}])"
 // +kubebuilder:validation:XValidation:rule="!has(self.config) || !('io-threads' in self.config) || self.config['io-threads'] == '1' || self.mode != 'uring' || (has(self.uring) && self.uring.ack == 'fast')",message="spec.config.io-threads above 1 needs uring.ack: fast: with ack: durable the server refuses I/O threads (they would read from and write to the clients the durable gate holds back)"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) == has(oldSelf.storage)",message="spec.storage cannot be added or removed: a StatefulSet's volume claims cannot change; create a new RedisPersistence"
-// +kubebuilder:validation:XValidation:rule="!has(self.uring) || !has(self.uring.ackReplicas) || self.uring.ackReplicas == 0 || (self.mode == 'uring' && (!has(self.uring.ack) || self.uring.ack == 'durable') && has(self.replicas) && self.uring.ackReplicas < self.replicas)",message="spec.uring.ackReplicas needs mode: uring with uring.ack: durable and fewer than spec.replicas (the primary does not count: ackReplicas 1 needs replicas: 2 or more)"
+// +kubebuilder:validation:XValidation:rule="!has(self.uring) || !has(self.uring.ackReplicas) || self.uring.ackReplicas == 0 || (self.mode == 'uring' && (!has(self.uring.ack) || self.uring.ack == 'durable') && (has(self.cluster) ? self.uring.ackReplicas <= self.cluster.replicasPerShard : has(self.replicas) && self.uring.ackReplicas < self.replicas))",message="spec.uring.ackReplicas needs mode: uring with uring.ack: durable and fewer than spec.replicas (the primary does not count: ackReplicas 1 needs replicas: 2 or more), or with spec.cluster at most spec.cluster.replicasPerShard"
+// +kubebuilder:validation:XValidation:rule="has(self.cluster) == has(oldSelf.cluster)",message="spec.cluster cannot be added or removed: a cluster's data is spread over its shards' volumes; create a new RedisPersistence"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.sentinel)",message="spec.cluster and spec.sentinel exclude each other: a cluster fails over by itself"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.replicas) || self.replicas == 1",message="with spec.cluster, each shard's replicas are spec.cluster.replicasPerShard: leave spec.replicas at 1"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || self.mode != 'none' || has(self.storage)",message="a cluster node keeps its nodes.conf on its volume to rejoin after a restart: with mode none, spec.cluster needs spec.storage"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || (!has(self.backup) && !has(self.bootstrap))",message="backups and restores of a cluster are not supported yet: remove spec.backup and spec.bootstrap, or run one primary with replicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.sentinel) || (has(self.replicas) && self.replicas > 1)",message="spec.sentinel configures the failover of replicated servers: it needs spec.replicas of 2 or more (remove spec.sentinel to run one server)"
 // +kubebuilder:validation:XValidation:rule="self.mode == oldSelf.mode || ((!has(self.replicas) || self.replicas == 1) && (!has(oldSelf.replicas) || oldSelf.replicas == 1))",message="spec.mode cannot change while spec.replicas is above 1: the operator carries a mode change through one running server; scale to replicas: 1 first, change the mode, then scale out again"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) || (self.mode == 'none') == (oldSelf.mode == 'none')",message="without spec.storage, mode: none runs without a volume and the other modes on a default one, so the mode cannot change between none and rdb, aof or uring: there is no volume to carry the data to, or none to drop; create a new RedisPersistence with spec.storage"
@@ -94,6 +99,16 @@ type RedisPersistenceSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=9
 	Replicas int32 `json:"replicas,omitempty"`
+
+	// cluster shards the instance into a Valkey Cluster: spec.cluster.shards
+	// primaries serve the 16384 hash slots between them, each with
+	// replicasPerShard replicas, every server with spec.mode's persistence.
+	// The cluster fails over by itself; the operator forms it, moves slots
+	// with their keys when shards changes, and reports status.shards. It
+	// cannot be added to or removed from an existing instance, and excludes
+	// spec.replicas above 1 and spec.sentinel.
+	// +optional
+	Cluster *ClusterSpec `json:"cluster,omitempty"`
 
 	// sentinel configures the Sentinels that watch a replicated instance
 	// (spec.replicas above 1) and fail it over; they run whether or not this is
@@ -248,6 +263,26 @@ type RedisPersistenceSpec struct {
 	// starts empty.
 	// +optional
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+}
+
+// ClusterSpec is a sharded instance's topology.
+type ClusterSpec struct {
+	// shards is how many primaries serve the hash slots, evenly. Raising it
+	// adds shards and moves their share of the slots to them, keys and all,
+	// while clients keep working (MOVED and ASK redirect them); lowering it
+	// moves the slots of the last shards away first, and removes a shard
+	// only once it serves none.
+	// +required
+	// +kubebuilder:validation:Minimum=3
+	// +kubebuilder:validation:Maximum=64
+	Shards int32 `json:"shards"`
+	// replicasPerShard is how many replicas each primary has; the cluster
+	// promotes one when its primary fails.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=5
+	ReplicasPerShard int32 `json:"replicasPerShard,omitempty"`
 }
 
 // SentinelSpec configures the Valkey Sentinels (valkey-sentinel from the
@@ -841,6 +876,12 @@ const (
 	// ConditionDegraded is true while the server container keeps restarting:
 	// it crashed, was OOM-killed or exited within the last ten minutes.
 	ConditionDegraded = "Degraded"
+	// ConditionClusterHealthy is true when every server of a cluster
+	// (spec.cluster) reports cluster_state:ok and knows every other.
+	ConditionClusterHealthy = "ClusterHealthy"
+	// ConditionSlotsCovered is true when the cluster's 16384 hash slots are
+	// each served by a primary that is not failing, and none is being moved.
+	ConditionSlotsCovered = "SlotsCovered"
 	// ConditionReplicating is true when the primary Sentinel names answers as
 	// the primary and every replica's link to it is up (spec.replicas above 1
 	// only).
@@ -978,6 +1019,31 @@ type ReplicaStatus struct {
 	LinkUp bool `json:"linkUp,omitempty"`
 }
 
+// ShardStatus is one shard of a cluster: the servers of the StatefulSet
+// <name>-s<index>.
+type ShardStatus struct {
+	// index of the shard.
+	// +required
+	Index int32 `json:"index"`
+	// slots its primary serves, as CLUSTER NODES writes them ("0-5461");
+	// empty when it serves none.
+	// +optional
+	Slots string `json:"slots,omitempty"`
+	// slotCount is how many slots that is.
+	// +optional
+	SlotCount int32 `json:"slotCount,omitempty"`
+	// primary is the pod of its primary, as the cluster has it: the cluster
+	// promotes a replica when a primary fails.
+	// +optional
+	Primary string `json:"primary,omitempty"`
+	// replicas are its other servers, their offsets, lag and links.
+	// +optional
+	// +listType=map
+	// +listMapKey=pod
+	// +kubebuilder:validation:MaxItems=6
+	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+}
+
 // PodAntiAffinity is how strictly a replicated instance's servers are kept
 // on different nodes.
 // +kubebuilder:validation:Enum=Required;Preferred
@@ -1086,6 +1152,14 @@ type RedisPersistenceStatus struct {
 	// it never chooses a primary itself.
 	// +optional
 	Primary string `json:"primary,omitempty"`
+
+	// shards are a cluster's shards (spec.cluster), as the operator last
+	// read them from its servers (CLUSTER NODES).
+	// +optional
+	// +listType=map
+	// +listMapKey=index
+	// +kubebuilder:validation:MaxItems=64
+	Shards []ShardStatus `json:"shards,omitempty"`
 
 	// replicas are the servers of a replicated instance, by pod.
 	// +optional
