@@ -66,6 +66,9 @@ func startupConfig(rp *v1alpha1.RedisPersistence) string {
 	line("enable-debug-command %s", yesNo(rp.Spec.Benchmark != nil && rp.Spec.Benchmark.CrashCheck))
 	line("dbfilename dump.rdb")
 	line("appenddirname appendonlydir")
+	for _, l := range clusterConfig(rp) {
+		line("%s", l)
+	}
 	if AuthSecretRef(rp) != nil {
 		line("include %s/auth.conf", RunDir)
 	}

@@ -29,7 +29,8 @@ func NetworkPolicyEnabled(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptio
 // NetworkPolicy admits to the server port the instance's clients, the
 // RedisBenchmark runners that target it, its RedisBackup agents and the
 // operator, and for a
-// replicated instance its servers (replication) and Sentinels; to the
+// replicated instance its servers (replication) and Sentinels, for a
+// sharded one its nodes (replication, and the cluster bus); to the
 // exporter port the Prometheus pods; nothing else. Egress is left alone.
 func NetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) *networkingv1.NetworkPolicy {
 	clients := []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{labelClient: rp.Name}}}}
@@ -55,6 +56,16 @@ func NetworkPolicy(rp *v1alpha1.RedisPersistence, opts NetworkPolicyOptions) *ne
 		Ports: []networkingv1.NetworkPolicyPort{{Protocol: tcp, Port: ptr.To(intstr.FromInt32(RedisPort))}},
 		From:  clients,
 	}}
+	if Sharded(rp) {
+		// The nodes replicate from each other on the server port and
+		// gossip on the bus, which only they reach.
+		nodes := networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: SelectorLabels(rp)}}
+		ingress[0].From = append(ingress[0].From, nodes)
+		ingress = append(ingress, networkingv1.NetworkPolicyIngressRule{
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: tcp, Port: ptr.To(intstr.FromInt32(ClusterBusPort))}},
+			From:  []networkingv1.NetworkPolicyPeer{nodes},
+		})
+	}
 	if ExporterEnabled(rp) && len(opts.Prometheus) > 0 {
 		var scrapers []networkingv1.NetworkPolicyPeer
 		for _, peer := range opts.Prometheus {

@@ -42,19 +42,21 @@ func withRole(labels map[string]string, role v1alpha1.ServerRole) map[string]str
 // time: the Sentinels keep their majority, and at most one failover is in
 // flight.
 func PodDisruptionBudgets(rp *v1alpha1.RedisPersistence) []*policyv1.PodDisruptionBudget {
-	pdb := func(meta metav1.ObjectMeta, selector map[string]string) *policyv1.PodDisruptionBudget {
-		return &policyv1.PodDisruptionBudget{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
-			ObjectMeta: meta,
-			Spec: policyv1.PodDisruptionBudgetSpec{
-				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-				Selector:       &metav1.LabelSelector{MatchLabels: selector},
-			},
-		}
-	}
 	return []*policyv1.PodDisruptionBudget{
-		pdb(ObjectMeta(rp, rp.Name), SelectorLabels(rp)),
-		pdb(sentinelObjectMeta(rp, SentinelName(rp)), SentinelSelectorLabels(rp)),
+		podDisruptionBudget(ObjectMeta(rp, rp.Name), SelectorLabels(rp)),
+		podDisruptionBudget(sentinelObjectMeta(rp, SentinelName(rp)), SentinelSelectorLabels(rp)),
+	}
+}
+
+// podDisruptionBudget lets a drain take one of the pods selector selects at a time.
+func podDisruptionBudget(meta metav1.ObjectMeta, selector map[string]string) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+		ObjectMeta: meta,
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			Selector:       &metav1.LabelSelector{MatchLabels: selector},
+		},
 	}
 }
 

@@ -240,12 +240,17 @@ func buildAffinity(rp *v1alpha1.RedisPersistence) *corev1.Affinity {
 }
 
 func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *appsv1.StatefulSet {
-	template := PodTemplate(rp, opts, in)
+	return statefulSet(rp, opts, in, rp.Name, ReplicasOf(rp), SelectorLabels(rp), PodTemplate(rp, opts, in))
+}
+
+// statefulSet runs replicas pods of template, selected by selector, each
+// with a data volume of its own when rp has one.
+func statefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs, name string, replicas int32, selector map[string]string, template corev1.PodTemplateSpec) *appsv1.StatefulSet {
 	var claims []corev1.PersistentVolumeClaim
 	if HasVolume(rp) {
 		claims = []corev1.PersistentVolumeClaim{{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
-			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: SelectorLabels(rp)},
+			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: copyMap(selector)},
 			Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 				StorageClassName: storageClassName(rp, opts),
@@ -253,7 +258,7 @@ func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *app
 			},
 		}}
 	}
-	meta := ObjectMeta(rp, rp.Name)
+	meta := ObjectMeta(rp, name)
 	meta.Annotations = RolloutAnnotations(rp, opts, in, template)
 	meta.Annotations[AnnotationAuthSource] = string(AuthSourceOf(rp))
 
@@ -261,9 +266,9 @@ func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *app
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: meta,
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To(ReplicasOf(rp)),
+			Replicas:    ptr.To(replicas),
 			ServiceName: HeadlessServiceName(rp),
-			Selector:    &metav1.LabelSelector{MatchLabels: SelectorLabels(rp)},
+			Selector:    &metav1.LabelSelector{MatchLabels: copyMap(selector)},
 			// The pod holds the only copy of the data: replace it only once the old one is gone.
 			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
 			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
@@ -284,7 +289,7 @@ func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *app
 // order (the order fixes the order of env entries, mounts and volumes).
 func PodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) corev1.PodTemplateSpec {
 	template := serverPodTemplate(rp, opts, in)
-	for _, feature := range []podFeature{withAuth, withTLS, withExporter, withReplication, withRecovery, withArchive, withPodMetadata} {
+	for _, feature := range []podFeature{withAuth, withTLS, withExporter, withReplication, withCluster, withRecovery, withArchive, withPodMetadata} {
 		feature(rp, opts, in, &template)
 	}
 	opts.ImagePull.ApplyTo(&template.Spec)
