@@ -80,6 +80,8 @@ type RedisPersistenceReconciler struct {
 
 	snapshots snapshots
 	probes    serverProbes
+	// drains holds when the shards being removed served their last slot.
+	drains clusterDrains
 
 	// upgradeDecisions serializes the decisions that start an operator upgrade:
 	// each reads the others' from the cache (redispersistence_upgrade.go).
@@ -158,6 +160,9 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{RequeueAfter: requeue}, err
 	}
 	in := creds.podInputs(rp)
+	if specs.Sharded(rp) {
+		return r.reconcileCluster(ctx, rp, creds, in)
+	}
 	// Every request to the server in this reconcile shares one deadline.
 	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
 	defer cancelServer()

@@ -235,11 +235,19 @@ func actAsKubeletReporting(t *testing.T, ns, podName, report string, finishedAt 
 // password, the ACL users and spec.users), rendered by renderIncludes.
 func renderedConfig(t *testing.T, ns, name string) string {
 	t.Helper()
+	return renderedConfigOf(t, ns, name, name)
+}
+
+// renderedConfigOf is renderedConfig with the includes the prepare
+// container of StatefulSet statefulSet writes (a shard's, for a sharded
+// instance).
+func renderedConfigOf(t *testing.T, ns, name, statefulSet string) string {
+	t.Helper()
 	cm := &corev1.ConfigMap{}
 	if err := get(t, cm, ns, name+"-config"); err != nil {
 		t.Fatal(err)
 	}
-	auth, users := renderIncludes(t, ns, name)
+	auth, users := renderIncludes(t, ns, statefulSet)
 	// The server's command line includes the users (specs.UsersInclude).
 	return strings.Replace(cm.Data["redis.conf"], "include "+specs.RunDir+"/auth.conf\n", auth, 1) + users
 }

@@ -367,7 +367,7 @@ func summarize(rp *v1alpha1.RedisPersistence) {
 	st.Phase = phaseOf(st.Conditions)
 	// READY is ready of asked for, as kubectl shows Deployments and
 	// StatefulSets: right after kubectl scale it shows the new count.
-	st.Ready = fmt.Sprintf("%d/%d", st.ReadyInstances, specs.ReplicasOf(rp))
+	st.Ready = fmt.Sprintf("%d/%d", st.ReadyInstances, specs.Servers(rp))
 	st.Selector = labels.SelectorFromSet(specs.SelectorLabels(rp)).String()
 }
 

@@ -1036,12 +1036,13 @@ type ShardStatus struct {
 	// promotes a replica when a primary fails.
 	// +optional
 	Primary string `json:"primary,omitempty"`
-	// replicas are its other servers, their offsets, lag and links.
+	// servers are its servers, their roles, offsets, lag and links, as
+	// status.replicas lists a replicated instance's.
 	// +optional
 	// +listType=map
 	// +listMapKey=pod
 	// +kubebuilder:validation:MaxItems=6
-	Replicas []ReplicaStatus `json:"replicas,omitempty"`
+	Servers []ReplicaStatus `json:"servers,omitempty"`
 }
 
 // PodAntiAffinity is how strictly a replicated instance's servers are kept

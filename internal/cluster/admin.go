@@ -42,6 +42,14 @@ type Admin struct {
 	Wait time.Duration
 }
 
+// ErrOutOfTime is what MoveSlots returns when its context's deadline is
+// too near to start moving another slot: it stops between slots rather
+// than leave one half moved. Calling it again goes on.
+var ErrOutOfTime = errors.New("out of time before the next slot")
+
+// slotMargin is the least time MoveSlots starts a slot with.
+const slotMargin = 3 * time.Second
+
 // Node is a server as CLUSTER NODES describes it.
 type Node struct {
 	ID string
@@ -457,7 +465,10 @@ func (a *Admin) MoveSlots(ctx context.Context, from, to string, slots []int) err
 	src, dst := a.Dial(from), a.Dial(to)
 	defer func() { _, _ = src.Close(), dst.Close() }()
 	a.logf("moving %d slots (%s) from %s to %s", len(slots), FormatSlots(slots), from, to)
-	for _, slot := range slots {
+	for i, slot := range slots {
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < slotMargin {
+			return fmt.Errorf("moved %d of %d slots from %s to %s: %w", i, len(slots), from, to, ErrOutOfTime)
+		}
 		if err := dst.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", fromID).Err(); err != nil {
 			return fmt.Errorf("CLUSTER SETSLOT %d IMPORTING on %s: %w", slot, to, err)
 		}
@@ -502,6 +513,94 @@ func (a *Admin) MoveSlots(ctx context.Context, from, to string, slots []int) err
 				return fmt.Errorf("CLUSTER SETSLOT %d NODE %s on %s: %w", slot, toID, n.Addr, err)
 			}
 		}
+	}
+	return nil
+}
+
+// OpenMoves are the slot moves the servers that answered CLUSTER NODES
+// with nodes (one reply per server) have open: a node MIGRATING a slot or
+// IMPORTING one, or a replica of such a node (a primary replicates SETSLOT
+// to its replicas before it runs it).
+func OpenMoves(views [][]Node) []Move {
+	open := map[[3]string]bool{}
+	for _, nodes := range views {
+		me := myself(nodes)
+		p := me.ID
+		if !me.Primary {
+			p = me.PrimaryID
+		}
+		for slot, to := range me.Migrating {
+			open[[3]string{strconv.Itoa(slot), p, to}] = true
+		}
+		for slot, from := range me.Importing {
+			open[[3]string{strconv.Itoa(slot), from, p}] = true
+		}
+	}
+	var moves []Move
+	for m := range open {
+		slot, _ := strconv.Atoi(m[0])
+		moves = append(moves, Move{From: m[1], To: m[2], Slots: []int{slot}})
+	}
+	slices.SortFunc(moves, func(a, b Move) int {
+		return cmp.Or(cmp.Compare(a.Slots[0], b.Slots[0]), strings.Compare(a.From, b.From), strings.Compare(a.To, b.To))
+	})
+	return moves
+}
+
+// FinishMoves completes the slot moves a MoveSlots cut short left open on
+// the servers at addrs (every server of the cluster, replicas included): a
+// slot its giver still serves is moved on to its receiver, keys and all; a
+// slot the receiver serves already is closed on both ends, and the giver's
+// SETSLOT reaches its replicas too. A move whose giver or receiver does not
+// answer, or whose slot neither serves, is left as it is and returned as an
+// error naming the slot.
+func (a *Admin) FinishMoves(ctx context.Context, addrs []string) error {
+	var views [][]Node
+	addrOf := map[string]string{}
+	serves := map[string]map[int]bool{}
+	for _, addr := range addrs {
+		nodes, err := a.Nodes(ctx, addr)
+		if err != nil {
+			return err
+		}
+		views = append(views, nodes)
+		me := myself(nodes)
+		addrOf[me.ID] = addr
+		if me.Primary {
+			serves[me.ID] = map[int]bool{}
+			for _, slot := range me.Slots {
+				serves[me.ID][slot] = true
+			}
+		}
+	}
+	var stuck []string
+	for _, m := range OpenMoves(views) {
+		slot := m.Slots[0]
+		from, to := addrOf[m.From], addrOf[m.To]
+		switch {
+		case from == "" || to == "":
+			stuck = append(stuck, fmt.Sprintf("slot %d from node %s to node %s: one of them does not answer", slot, m.From, m.To))
+		case serves[m.To][slot]:
+			for _, addr := range []string{to, from} {
+				c := a.Dial(addr)
+				a.logf("CLUSTER SETSLOT %d NODE %s on %s: closing a finished move", slot, m.To, addr)
+				err := c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", m.To).Err()
+				_ = c.Close()
+				if err != nil {
+					return fmt.Errorf("CLUSTER SETSLOT %d NODE %s on %s: %w", slot, m.To, addr, err)
+				}
+			}
+		case serves[m.From][slot]:
+			a.logf("resuming the move of slot %d from %s to %s", slot, from, to)
+			if err := a.MoveSlots(ctx, from, to, m.Slots); err != nil {
+				return err
+			}
+		default:
+			stuck = append(stuck, fmt.Sprintf("slot %d from node %s to node %s: neither serves it", slot, m.From, m.To))
+		}
+	}
+	if len(stuck) > 0 {
+		return fmt.Errorf("moves left open: %s", strings.Join(stuck, "; "))
 	}
 	return nil
 }

@@ -220,3 +220,135 @@ func checkShares(t *testing.T, admin *Admin, shards [][]string) {
 		}
 	}
 }
+
+// Moves cut short, as an operator restart or a reconcile's deadline leaves
+// them: one in the middle of its keys, one after the receiver took the slot
+// but before the giver let it go. FinishMoves completes what is open; no key
+// is lost and no server, replicas included, has a move open afterwards.
+func TestFinishMovesCutShort(t *testing.T) {
+	ctx := context.Background()
+	var shards [][]string
+	var all []string
+	for range 2 {
+		var shard []string
+		for range 2 {
+			shard = append(shard, testenv.RunClusterNode(t, t.TempDir(), "appendonly yes\ncluster-allow-replica-migration no\n").Addr)
+		}
+		shards, all = append(shards, shard), append(all, shard...)
+	}
+	admin := newAdmin(t)
+	if err := admin.Create(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: all})
+	defer func() { _ = c.Close() }()
+	// {a} hashes to slot 15495 (shard 1's), {b} to 3300 (shard 0's).
+	for i := range 200 {
+		for _, tag := range []string{"a", "b"} {
+			if err := c.Set(ctx, fmt.Sprintf("{%s}:%d", tag, i), i, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	id := func(addr string) string {
+		t.Helper()
+		id, err := admin.myID(ctx, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	do := func(addr string, args ...any) {
+		t.Helper()
+		cl := admin.Dial(addr)
+		defer func() { _ = cl.Close() }()
+		if err := cl.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, addr, err)
+		}
+	}
+	start := func(slot int, from, to string) {
+		do(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", id(from))
+		do(from, "CLUSTER", "SETSLOT", slot, "MIGRATING", id(to))
+	}
+	migrate := func(slot int, from, to string, n int) {
+		cl := admin.Dial(from)
+		defer func() { _ = cl.Close() }()
+		keys, err := cl.ClusterGetKeysInSlot(ctx, slot, n).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, port, _ := strings.Cut(to, ":")
+		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		do(from, args...)
+	}
+	// Slot 15495: half its keys moved from shard 1 to shard 0.
+	start(15495, shards[1][0], shards[0][0])
+	migrate(15495, shards[1][0], shards[0][0], 100)
+	// Slot 3300: all keys moved to shard 1, which owns it; shard 0 still migrating.
+	start(3300, shards[0][0], shards[1][0])
+	migrate(3300, shards[0][0], shards[1][0], 1000)
+	do(shards[1][0], "CLUSTER", "SETSLOT", 3300, "NODE", id(shards[1][0]))
+
+	views := func() [][]Node {
+		var v [][]Node
+		for _, addr := range all {
+			nodes, err := admin.Nodes(ctx, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v = append(v, nodes)
+		}
+		return v
+	}
+	// Valkey closes 3300 on the giver by itself once gossip tells it the
+	// receiver took it; 15495 stays open until someone finishes it.
+	if open := OpenMoves(views()); !slices.ContainsFunc(open, func(m Move) bool { return m.Slots[0] == 15495 }) {
+		t.Fatalf("open moves before FinishMoves: %+v, want slot 15495 among them", open)
+	}
+	if err := admin.FinishMoves(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	// The replicas hear their primaries' SETSLOTs through replication.
+	deadline := time.Now().Add(10 * time.Second)
+	for open := OpenMoves(views()); len(open) > 0; open = OpenMoves(views()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("moves still open after FinishMoves: %+v", open)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := admin.WaitAgreed(ctx, all); err != nil {
+		t.Fatal(err)
+	}
+	for _, check := range []struct {
+		slot  int
+		owner string
+	}{{15495, shards[0][0]}, {3300, shards[1][0]}} {
+		nodes, err := admin.Nodes(ctx, check.owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(myself(nodes).Slots, check.slot) {
+			t.Errorf("%s does not serve slot %d after FinishMoves", check.owner, check.slot)
+		}
+	}
+	for i := range 200 {
+		for _, tag := range []string{"a", "b"} {
+			if v, err := c.Get(ctx, fmt.Sprintf("{%s}:%d", tag, i)).Int(); err != nil || v != i {
+				t.Fatalf("{%s}:%d is %d (%v) after FinishMoves", tag, i, v, err)
+			}
+		}
+	}
+
+	// Too little time left to move a slot: nothing is started.
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := admin.MoveSlots(short, shards[0][0], shards[1][0], []int{15495}); !errors.Is(err, ErrOutOfTime) {
+		t.Fatalf("MoveSlots with 1 s left: %v, want ErrOutOfTime", err)
+	}
+	if open := OpenMoves(views()); len(open) > 0 {
+		t.Fatalf("MoveSlots out of time left moves open: %+v", open)
+	}
+}

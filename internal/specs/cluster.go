@@ -52,6 +52,14 @@ func ServersPerShard(rp *v1alpha1.RedisPersistence) int32 {
 	return 1 + rp.Spec.Cluster.ReplicasPerShard
 }
 
+// Servers is how many servers rp runs, Sentinels aside.
+func Servers(rp *v1alpha1.RedisPersistence) int32 {
+	if Sharded(rp) {
+		return int32(Shards(rp)) * ServersPerShard(rp)
+	}
+	return ReplicasOf(rp)
+}
+
 // ShardName names shard i's StatefulSet, and prefixes its pods' names.
 func ShardName(rp *v1alpha1.RedisPersistence, shard int) string {
 	return fmt.Sprintf("%s-s%d", rp.Name, shard)

@@ -162,18 +162,23 @@ func spreadOverNodes(labels map[string]string, how v1alpha1.PodAntiAffinity) *co
 	return &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: term}}}
 }
 
-// PodAntiAffinityFor decides how strictly the servers are kept apart:
-// Required when there are at least as many eligible nodes as servers,
+// PodAntiAffinityFor decides how strictly the servers (of a shard, for a
+// sharded instance) are kept apart: Required when there are at least as
+// many eligible nodes as servers,
 // Preferred otherwise. An existing StatefulSet keeps its choice while the
 // replica count stays, so that a node joining does not roll every server; a
 // Required that the nodes no longer satisfy becomes Preferred, so that a lost
 // node does not leave a server unschedulable.
 func PodAntiAffinityFor(rp *v1alpha1.RedisPersistence, eligible int, existing *appsv1.StatefulSet) v1alpha1.PodAntiAffinity {
-	if !Replicated(rp) {
+	apart := ReplicasOf(rp)
+	if Sharded(rp) {
+		apart = ServersPerShard(rp)
+	}
+	if apart <= 1 {
 		return ""
 	}
-	fits := eligible >= int(ReplicasOf(rp))
-	if existing != nil && ptr.Deref(existing.Spec.Replicas, 1) == ReplicasOf(rp) {
+	fits := eligible >= int(apart)
+	if existing != nil && ptr.Deref(existing.Spec.Replicas, 1) == apart {
 		switch antiAffinityOf(existing) {
 		case v1alpha1.AntiAffinityPreferred:
 			return v1alpha1.AntiAffinityPreferred

@@ -1,0 +1,242 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	appsv1 "k8s.io/api/apps/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/cluster"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+// runShard runs shard i's servers as cluster nodes from the instance's
+// rendered redis.conf (password included), on loopback ports of their own,
+// and marks their pods running, in order (the StatefulSet makes a pod once
+// the previous one is Ready). The nodes announce their IP: the test's
+// client reaches 127.0.0.1, not the pods' DNS names.
+func runShard(t *testing.T, ns, name string, shard, servers int) {
+	t.Helper()
+	config := renderedConfigOf(t, ns, name, fmt.Sprintf("%s-s%d", name, shard)) + "cluster-preferred-endpoint-type ip\n"
+	for j := range servers {
+		pod := fmt.Sprintf("%s-s%d-%d", name, shard, j)
+		srv := testenv.RunClusterNode(t, t.TempDir(), config)
+		serverAddrs.Store(ns+"/"+pod, srv.Addr)
+		markRunning(t, ns, pod)
+	}
+}
+
+// waitClusterHealthy waits until the instance reports a healthy cluster of
+// shards shards serving every slot, for its current generation.
+func waitClusterHealthy(t *testing.T, ns, name string, shards int) *v1alpha1.RedisPersistence {
+	t.Helper()
+	rp := &v1alpha1.RedisPersistence{}
+	eventually(t, 120*time.Second, func() error {
+		if err := get(t, rp, ns, name); err != nil {
+			return err
+		}
+		for _, cond := range []string{v1alpha1.ConditionClusterHealthy, v1alpha1.ConditionSlotsCovered, v1alpha1.ConditionReady} {
+			c := findCondition(rp, cond)
+			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != rp.Generation {
+				return fmt.Errorf("%s is %+v", cond, c)
+			}
+		}
+		if len(rp.Status.Shards) != shards {
+			return fmt.Errorf("status.shards has %d shards, want %d: %+v", len(rp.Status.Shards), shards, rp.Status.Shards)
+		}
+		return nil
+	})
+	return rp
+}
+
+func findCondition(rp *v1alpha1.RedisPersistence, condType string) *metav1.Condition {
+	for i := range rp.Status.Conditions {
+		if rp.Status.Conditions[i].Type == condType {
+			return &rp.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// A sharded instance against real cluster nodes: the operator makes a
+// StatefulSet per shard, forms the cluster once every server answers
+// (even shares, a replica per shard), reports it in status.shards, adds a
+// fourth shard and moves its share of the slots to it with the keys, and
+// removes it again, slots first, StatefulSet last, while a cluster client
+// keeps writing: no write fails and no key is lost.
+func TestClusterFormsAndScales(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	const name = "shard"
+	for i := range 4 {
+		for j := range 2 {
+			createVolumeFor(t, ns, fmt.Sprintf("data-%s-s%d-%d", name, i, j))
+		}
+	}
+	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways},
+		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: 1},
+		Storage: &v1alpha1.StorageSpec{StorageClassName: storageClass},
+	}}
+	if err := k8s.Create(context.Background(), rp); err != nil {
+		t.Fatal(err)
+	}
+
+	// A StatefulSet and a disruption budget per shard; no single-server StatefulSet.
+	for i := range 3 {
+		sts := &appsv1.StatefulSet{}
+		eventually(t, 30*time.Second, func() error { return get(t, sts, ns, fmt.Sprintf("%s-s%d", name, i)) })
+		if *sts.Spec.Replicas != 2 || sts.Spec.Selector.MatchLabels[specs.LabelShard] != fmt.Sprint(i) {
+			t.Fatalf("StatefulSet %s: %d replicas, selector %v", sts.Name, *sts.Spec.Replicas, sts.Spec.Selector.MatchLabels)
+		}
+		if err := get(t, &policyv1.PodDisruptionBudget{}, ns, sts.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := get(t, &appsv1.StatefulSet{}, ns, name); !apierrors.IsNotFound(err) {
+		t.Fatalf("a sharded instance has a StatefulSet %s: %v", name, err)
+	}
+
+	// Until every server answers, the cluster is forming.
+	runShard(t, ns, name, 0, 2)
+	waitCondition(t, ns, name, v1alpha1.ConditionClusterHealthy, metav1.ConditionFalse, ReasonClusterForming)
+	runShard(t, ns, name, 1, 2)
+	runShard(t, ns, name, 2, 2)
+	rp = waitClusterHealthy(t, ns, name, 3)
+	// The replicas' links come up once their first sync is done.
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, rp, ns, name); err != nil {
+			return err
+		}
+		for _, shard := range rp.Status.Shards {
+			for _, s := range shard.Servers {
+				if !s.LinkUp {
+					return fmt.Errorf("shard %d: servers %+v", shard.Index, shard.Servers)
+				}
+			}
+		}
+		return nil
+	})
+	for i, shard := range rp.Status.Shards {
+		want := cluster.Share(i, 3)
+		if shard.Primary != fmt.Sprintf("%s-s%d-0", name, i) || shard.Slots != want.String() || int(shard.SlotCount) != want.Last-want.First+1 {
+			t.Errorf("shard %d: primary %s, slots %s (%d), want %s-s%d-0 serving %s", i, shard.Primary, shard.Slots, shard.SlotCount, name, i, want)
+		}
+		if len(shard.Servers) != 2 || shard.Servers[1].Pod != fmt.Sprintf("%s-s%d-1", name, i) || shard.Servers[1].Role != v1alpha1.RoleReplica ||
+			!shard.Servers[1].LinkUp || shard.Servers[0].Role != v1alpha1.RolePrimary {
+			t.Errorf("shard %d: servers %+v", i, shard.Servers)
+		}
+	}
+	if rp.Status.Ready != "6/6" {
+		t.Errorf("status.ready %q, want 6/6", rp.Status.Ready)
+	}
+
+	// A cluster client writes from here to the end.
+	password := instancePassword(t, ns, name)
+	first, _ := serverAddrs.Load(ns + "/" + name + "-s0-0")
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{first.(string)}, Password: password, MaxRedirects: 16})
+	defer func() { _ = client.Close() }()
+	var written atomic.Int64
+	var writeErr error
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := client.Set(context.Background(), fmt.Sprintf("key:%d", i), i, 0).Err(); err != nil {
+				writeErr = fmt.Errorf("SET key:%d: %w", i, err)
+				return
+			}
+			written.Store(int64(i + 1))
+		}
+	}()
+	finish := func() {
+		t.Helper()
+		close(stop)
+		wg.Wait()
+		if writeErr != nil {
+			t.Fatal(writeErr)
+		}
+	}
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+			wg.Wait()
+		}
+	}()
+	eventually(t, 30*time.Second, func() error {
+		if n := written.Load(); n < 2000 {
+			return fmt.Errorf("%d writes so far", n)
+		}
+		return nil
+	})
+
+	// Four shards: the fourth gets its share once its servers run.
+	updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 4 })
+	eventually(t, 30*time.Second, func() error { return get(t, &appsv1.StatefulSet{}, ns, name+"-s3") })
+	runShard(t, ns, name, 3, 2)
+	rp = waitClusterHealthy(t, ns, name, 4)
+	for i, shard := range rp.Status.Shards {
+		if shard.SlotCount < 4095 || shard.SlotCount > 4097 {
+			t.Errorf("shard %d serves %d slots (%s) after scaling to 4", i, shard.SlotCount, shard.Slots)
+		}
+	}
+
+	// Back to three: shard 3 gives its slots away and leaves, StatefulSet and all.
+	updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 3 })
+	eventually(t, 120*time.Second, func() error {
+		if err := get(t, &appsv1.StatefulSet{}, ns, name+"-s3"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("StatefulSet %s-s3 still there (%v)", name, err)
+		}
+		return nil
+	})
+	rp = waitClusterHealthy(t, ns, name, 3)
+	for i, shard := range rp.Status.Shards {
+		if shard.SlotCount < 5461 || shard.SlotCount > 5462 {
+			t.Errorf("shard %d serves %d slots (%s) after scaling back to 3", i, shard.SlotCount, shard.Slots)
+		}
+	}
+	finish()
+
+	// Every key written is there, on the shards that remain.
+	n := int(written.Load())
+	for i := range n {
+		v, err := client.Get(context.Background(), fmt.Sprintf("key:%d", i)).Int()
+		if err != nil || v != i {
+			t.Fatalf("key:%d is %d (%v) after scaling 3 -> 4 -> 3; %d keys written", i, v, err, n)
+		}
+	}
+	var keys int64
+	for i := range 3 {
+		addr, _ := serverAddrs.Load(fmt.Sprintf("%s/%s-s%d-0", ns, name, i))
+		c := redis.NewClient(&redis.Options{Addr: addr.(string), Password: password})
+		k, err := c.DBSize(context.Background()).Result()
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys += k
+	}
+	if keys != int64(n) {
+		t.Errorf("the three primaries hold %d keys, %d were written", keys, n)
+	}
+	t.Logf("%d writes through the scaling, none failed, none lost", n)
+}
