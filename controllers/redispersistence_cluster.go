@@ -267,6 +267,24 @@ func (r *RedisPersistenceReconciler) reconcileCluster(ctx context.Context, rp *v
 		statefulSets[i] = sts
 	}
 
+	// Passwords, options and users go to every server that runs, as to a
+	// replicated instance's.
+	var result ctrl.Result
+	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
+	defer cancelServer()
+	if rotating, err := r.rotateDefaultPassword(serverCtx, rp, creds); err != nil {
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedRotatePassword", "%v", err)
+		result = requeueWithin(result, 10*time.Second)
+	} else if rotating > 0 {
+		result = requeueWithin(result, max(rotating, time.Second))
+	}
+	if rp.Status.AppliedConfigHash != specs.RuntimeConfigHash(rp) {
+		r.applyClusterRuntimeConfig(serverCtx, rp, creds.server)
+	}
+	if expiry := r.convergeUsers(serverCtx, rp, creds); !expiry.IsZero() {
+		result = requeueWithin(result, max(time.Until(expiry), time.Second))
+	}
+
 	stepCtx, cancel := context.WithTimeout(ctx, clusterStepBudget)
 	defer cancel()
 	view, err := r.observeCluster(stepCtx, rp, creds.server, statefulSets)
@@ -286,14 +304,27 @@ func (r *RedisPersistenceReconciler) reconcileCluster(ctx context.Context, rp *v
 		}
 	}
 	r.updateClusterStatus(rp, view, step, eligible)
-	return ctrl.Result{RequeueAfter: cmpPositive(step.requeue, clusterResync)}, nil
+	result = requeueWithin(result, clusterResync)
+	if step.requeue > 0 {
+		result = requeueWithin(result, step.requeue)
+	}
+	return result, nil
 }
 
-func cmpPositive(a, b time.Duration) time.Duration {
-	if a > 0 && a < b {
-		return a
+// applyClusterRuntimeConfig sets the runtime options on every running
+// server and records them in status.appliedConfigHash once all took them.
+// A server that starts later reads them from the ConfigMap.
+func (r *RedisPersistenceReconciler) applyClusterRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials) {
+	changed, err := r.applyRuntimeConfigToReplicas(ctx, rp, creds, "")
+	slices.Sort(changed)
+	if changed = slices.Compact(changed); len(changed) > 0 {
+		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "AppliedConfig", "set %s on the running servers (CONFIG SET), without a restart", strings.Join(changed, ", "))
 	}
-	return b
+	if err != nil {
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApplyConfig", "setting runtime options on the running servers: %v", err)
+		return
+	}
+	rp.Status.AppliedConfigHash = specs.RuntimeConfigHash(rp)
 }
 
 // shardStatefulSets are the instance's shard StatefulSets by shard index,

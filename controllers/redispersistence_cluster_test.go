@@ -20,15 +20,19 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
-// runShard runs shard i's servers as cluster nodes from the instance's
+// shardedName names the sharded instance of TestClusterFormsAndScales.
+const shardedName = "shard"
+
+// runShard runs shard i's two servers as cluster nodes from the instance's
 // rendered redis.conf (password included), on loopback ports of their own,
 // and marks their pods running, in order (the StatefulSet makes a pod once
 // the previous one is Ready). The nodes announce their IP: the test's
 // client reaches 127.0.0.1, not the pods' DNS names.
-func runShard(t *testing.T, ns, name string, shard, servers int) {
+func runShard(t *testing.T, ns string, shard int) {
 	t.Helper()
+	const name = shardedName
 	config := renderedConfigOf(t, ns, name, fmt.Sprintf("%s-s%d", name, shard)) + "cluster-preferred-endpoint-type ip\n"
-	for j := range servers {
+	for j := range 2 {
 		pod := fmt.Sprintf("%s-s%d-%d", name, shard, j)
 		srv := testenv.RunClusterNode(t, t.TempDir(), config)
 		serverAddrs.Store(ns+"/"+pod, srv.Addr)
@@ -77,7 +81,7 @@ func findCondition(rp *v1alpha1.RedisPersistence, condType string) *metav1.Condi
 func TestClusterFormsAndScales(t *testing.T) {
 	ensureNodes(t)
 	ns := newNamespace(t)
-	const name = "shard"
+	const name = shardedName
 	for i := range 4 {
 		for j := range 2 {
 			createVolumeFor(t, ns, fmt.Sprintf("data-%s-s%d-%d", name, i, j))
@@ -108,10 +112,10 @@ func TestClusterFormsAndScales(t *testing.T) {
 	}
 
 	// Until every server answers, the cluster is forming.
-	runShard(t, ns, name, 0, 2)
+	runShard(t, ns, 0)
 	waitCondition(t, ns, name, v1alpha1.ConditionClusterHealthy, metav1.ConditionFalse, ReasonClusterForming)
-	runShard(t, ns, name, 1, 2)
-	runShard(t, ns, name, 2, 2)
+	runShard(t, ns, 1)
+	runShard(t, ns, 2)
 	rp = waitClusterHealthy(t, ns, name, 3)
 	// The replicas' links come up once their first sync is done.
 	eventually(t, 30*time.Second, func() error {
@@ -192,7 +196,7 @@ func TestClusterFormsAndScales(t *testing.T) {
 	// Four shards: the fourth gets its share once its servers run.
 	updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 4 })
 	eventually(t, 30*time.Second, func() error { return get(t, &appsv1.StatefulSet{}, ns, name+"-s3") })
-	runShard(t, ns, name, 3, 2)
+	runShard(t, ns, 3)
 	rp = waitClusterHealthy(t, ns, name, 4)
 	for i, shard := range rp.Status.Shards {
 		if shard.SlotCount < 4095 || shard.SlotCount > 4097 {
@@ -204,7 +208,7 @@ func TestClusterFormsAndScales(t *testing.T) {
 	updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 3 })
 	eventually(t, 120*time.Second, func() error {
 		if err := get(t, &appsv1.StatefulSet{}, ns, name+"-s3"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("StatefulSet %s-s3 still there (%v)", name, err)
+			return fmt.Errorf("StatefulSet %s-s3 still there (%w)", name, err)
 		}
 		return nil
 	})

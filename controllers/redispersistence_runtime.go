@@ -356,8 +356,8 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp 
 }
 
 // applyRuntimeConfigToReplicas sets the runtime options on every running
-// server of a replicated instance but the pod done, and returns the options
-// any of them changed.
+// server of a replicated or sharded instance but the pod done, and returns
+// the options any of them changed.
 func (r *RedisPersistenceReconciler) applyRuntimeConfigToReplicas(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, done string) ([]string, error) {
 	var pods corev1.PodList
 	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(specs.SelectorLabels(rp))); err != nil {

@@ -27,6 +27,7 @@ func TestClusterSpecsRejected(t *testing.T) {
 		{"and Sentinel", clustered(map[string]any{"sentinel": map[string]any{}}), "spec.cluster and spec.sentinel exclude each other"},
 		{"and replicas", clustered(map[string]any{"replicas": 3}), "leave spec.replicas at 1"},
 		{"mode none without storage", clustered(map[string]any{"mode": "none"}), "with mode none, spec.cluster needs spec.storage"},
+		{"and TLS", clustered(map[string]any{"tls": map[string]any{"secretName": "redis-tls"}}), "spec.tls is not supported with spec.cluster yet"},
 		{"and a backup", clustered(map[string]any{"backup": s3(nil)["backup"]}), "backups and restores of a cluster are not supported yet"},
 		{"ackReplicas above replicasPerShard", clustered(map[string]any{"cluster": map[string]any{"shards": 3, "replicasPerShard": 1},
 			"uring": map[string]any{"ack": "durable", "ackReplicas": 2}}), "or with spec.cluster at most spec.cluster.replicasPerShard"},
