@@ -65,34 +65,12 @@ func TestACLUsers(t *testing.T) {
 	}
 
 	addr := testenv.StartServer(t, renderedConfig(t, ns, "users"))
-	args := []string{}
-	for _, arg := range exporter.Args {
-		switch {
-		case strings.HasPrefix(arg, "--redis.addr="):
-			arg = "--redis.addr=redis://" + addr
-		case strings.HasPrefix(arg, "--web.listen-address="):
-			continue
-		case strings.HasPrefix(arg, "--script="):
-			arg = "--script=" + filepath.Join(testenv.RepoRoot(), "internal", "specs", specs.ExporterScriptFile)
-		}
-		args = append(args, arg)
+	if !slices.Contains(exporter.Args, "--config-command=-") {
+		t.Errorf("the exporter's args %q ask for CONFIG, which its user may not send", exporter.Args)
 	}
-	if !slices.Contains(args, "--config-command=-") {
-		t.Errorf("the exporter's args %q ask for CONFIG, which its user may not send", args)
-	}
-	metricsAddr := promtest.ExporterWith(t, args, env)
+	metrics := scrapeExporter(t, ns, sts, addr)
 	admin := newClient(addr, instancePassword(t, ns, "users"))
 	defer func() { _ = admin.Close() }()
-	var metrics string
-	for range 3 {
-		resp, err := http.Get("http://" + metricsAddr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		metrics = string(body)
-	}
 	for _, want := range []string{"\nredis_up 1\n", `key="aof_engine_uring"} 1`, "redis_aof_last_write_status", "redis_commands_processed_total"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("the exporter's metrics lack %q", want)
@@ -181,4 +159,36 @@ func TestACLUsers(t *testing.T) {
 	if auth := renderAuth(t, ns, "open"); auth != "" {
 		t.Errorf("the prepare script renders %q for an instance without a password", auth)
 	}
+}
+
+// scrapeExporter runs the real redis_exporter as sts's exporter container
+// would (its arguments and its environment, Secrets resolved) against the
+// server at addr, and returns its third scrape.
+func scrapeExporter(t *testing.T, ns string, sts *appsv1.StatefulSet, addr string) string {
+	t.Helper()
+	exporter := specstest.ContainerNamed(t, sts, specs.ContainerExporter)
+	var args []string
+	for _, arg := range exporter.Args {
+		switch {
+		case strings.HasPrefix(arg, "--redis.addr="):
+			arg = "--redis.addr=redis://" + addr
+		case strings.HasPrefix(arg, "--web.listen-address="):
+			continue
+		case strings.HasPrefix(arg, "--script="):
+			arg = "--script=" + filepath.Join(testenv.RepoRoot(), "internal", "specs", specs.ExporterScriptFile)
+		}
+		args = append(args, arg)
+	}
+	metricsAddr := promtest.ExporterWith(t, args, resolveEnv(t, ns, exporter.Env))
+	var metrics string
+	for range 3 {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		metrics = string(body)
+	}
+	return metrics
 }

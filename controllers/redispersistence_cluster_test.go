@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,9 +146,26 @@ func TestClusterFormsAndScales(t *testing.T) {
 		t.Errorf("status.ready %q, want 6/6", rp.Status.Ready)
 	}
 
-	// A cluster client writes from here to the end.
+	// The exporter, as shard 0's pods run it, reads the cluster's state.
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, name+"-s0"); err != nil {
+		t.Fatal(err)
+	}
 	password := instancePassword(t, ns, name)
 	first, _ := serverAddrs.Load(ns + "/" + name + "-s0-0")
+	metrics := scrapeExporter(t, ns, sts, first.(string))
+	for _, want := range []string{"\nredis_cluster_state 1\n", "\nredis_cluster_slots_ok 16384\n", "\nredis_cluster_known_nodes 6\n"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("the exporter's metrics lack %q", strings.TrimSpace(want))
+		}
+	}
+	admin := redis.NewClient(&redis.Options{Addr: first.(string), Password: password})
+	defer func() { _ = admin.Close() }()
+	if refused := testenv.ACLRefusals(t, admin); len(refused) > 0 {
+		t.Errorf("the server refused the exporter: %q", refused)
+	}
+
+	// A cluster client writes from here to the end.
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{first.(string)}, Password: password, MaxRedirects: 16})
 	defer func() { _ = client.Close() }()
 	var written atomic.Int64

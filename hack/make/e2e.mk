@@ -25,8 +25,9 @@ E2E_PREVIOUS_VERSION ?= $(VERSION)-e2e.previous
 E2E_RELEASED_COMMIT ?= 2662d2362a0774eb9445c5e88b528562448277ac
 E2E_RELEASED_FIXES ?= cf9d381c5d8a5247e47e7949f97a2e57e5da8cac a20ca09d454afa678d3438e62e2329c40a616552
 E2E_RELEASED_VERSION ?= 0.2.0-e2e.released
-# Local ext4 volumes on the offline cluster: the full suite holds up to 12 at once.
-export E2E_DISKS ?= 16
+# Local ext4 volumes on the offline cluster: the full suite holds up to 12 at once, the
+# sharded cluster test 8 (4 shards of 2 servers).
+export E2E_DISKS ?= 24
 ifeq ($(E2E_CLUSTER),kind)
 E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kind.kubeconfig
 # kind's nodes have no local disks to discover: its local-path class backs local-nvme.

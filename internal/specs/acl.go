@@ -22,6 +22,10 @@ const (
 	// arguments, which it reads for their ids and durations), and EVAL of
 	// the chart's script, which calls INFO.
 	ExporterACLRules = "resetkeys resetchannels -@all +ping +info +eval +client|setname +latency|latest +latency|histogram +slowlog|len +slowlog|get"
+	// exporterClusterRules are added on a cluster node, whose INFO says
+	// cluster_enabled:1: the exporter then reads CLUSTER INFO into the
+	// redis_cluster_* series (state, slots assigned, ok and failing).
+	exporterClusterRules = " +cluster|info"
 
 	// The keys of the Secret <name>-acl.
 	ACLExporterKey  = "exporter"
@@ -67,7 +71,7 @@ func ACLEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: "EXPORTER_USER", Value: ExporterUser},
 		secretKeyEnv("EXPORTER_PASSWORD", ACLSecretName(rp), ACLExporterKey),
-		{Name: "EXPORTER_ACL", Value: ExporterACLRules},
+		{Name: "EXPORTER_ACL", Value: exporterACLRules(rp)},
 		{Name: "BENCHMARK_USER", Value: bench.User},
 		secretKeyEnv("BENCHMARK_PASSWORD", ACLSecretName(rp), ACLBenchmarkKey),
 		{Name: "BENCHMARK_ACL", Value: benchmarkACLRules(rp)},
@@ -75,6 +79,14 @@ func ACLEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 		secretKeyEnv("BACKUP_PASSWORD", ACLSecretName(rp), ACLBackupKey),
 		{Name: "BACKUP_ACL", Value: backup.BackupUserRules()},
 	}
+}
+
+// exporterACLRules are redis_exporter's rules on rp's servers.
+func exporterACLRules(rp *v1alpha1.RedisPersistence) string {
+	if Sharded(rp) {
+		return ExporterACLRules + exporterClusterRules
+	}
+	return ExporterACLRules
 }
 
 // SignInEnv is how a client of rp's servers other than the operator signs

@@ -1,0 +1,215 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+// clusterReady checks that the cluster is healthy and serves every slot
+// over shards shards, each with a primary and its replica linked.
+func clusterReady(shards int) func(*v1alpha1.RedisPersistence) error {
+	return func(rp *v1alpha1.RedisPersistence) error {
+		for _, c := range []string{v1alpha1.ConditionClusterHealthy, v1alpha1.ConditionSlotsCovered, v1alpha1.ConditionReady} {
+			if err := hasCondition(c, metav1.ConditionTrue, "")(rp); err != nil {
+				return err
+			}
+		}
+		if len(rp.Status.Shards) != shards {
+			return fmt.Errorf("status.shards has %d shards, want %d", len(rp.Status.Shards), shards)
+		}
+		for _, s := range rp.Status.Shards {
+			if len(s.Servers) != 2 || !s.Servers[0].LinkUp || !s.Servers[1].LinkUp {
+				return fmt.Errorf("shard %d: servers %+v", s.Index, s.Servers)
+			}
+		}
+		return nil
+	}
+}
+
+// clusterScript is one valkey-cli command per key, keys first to first+n-1;
+// every fourth key expires in an hour.
+func clusterScript(first, n int) string {
+	var b strings.Builder
+	for i := first; i < first+n; i++ {
+		if i%4 == 0 {
+			fmt.Fprintf(&b, "SET key:%d value:%d EX 3600\n", i, i)
+		} else {
+			fmt.Fprintf(&b, "SET key:%d value:%d\n", i, i)
+		}
+	}
+	return b.String()
+}
+
+// checkClusterKeys reads keys first..first+n-1 through a cluster client in pod
+// and fails the test for any that is missing, wrong, or lost its TTL.
+func checkClusterKeys(t *testing.T, pod string, first, n int) {
+	t.Helper()
+	var script strings.Builder
+	for i := first; i < first+n; i++ {
+		fmt.Fprintf(&script, "GET key:%d\n", i)
+		if i%4 == 0 {
+			fmt.Fprintf(&script, "TTL key:%d\n", i)
+		}
+	}
+	lines := cliReplies(podExec(t, pod, script.String(), "valkey-cli", "-c"))
+	j := 0
+	for i := first; i < first+n; i++ {
+		if j >= len(lines) || lines[j] != fmt.Sprintf("value:%d", i) {
+			t.Fatalf("key:%d reads %q", i, lineAt(lines, j))
+		}
+		j++
+		if i%4 == 0 {
+			if ttl := lineAt(lines, j); ttl == "-1" || ttl == "-2" || strings.HasPrefix(ttl, "(") || ttl == "" {
+				t.Fatalf("key:%d has TTL %q, want about 3600", i, ttl)
+			}
+			j++
+		}
+	}
+}
+
+// cliReplies are the replies valkey-cli -c printed, one per command: the
+// lines it prints when a node redirects it are left out.
+func cliReplies(out string) []string {
+	var replies []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(line, "-> Redirected to slot") {
+			replies = append(replies, line)
+		}
+	}
+	return replies
+}
+
+func lineAt(lines []string, i int) string {
+	if i < len(lines) {
+		return lines[i]
+	}
+	return "<no reply>"
+}
+
+// TestShardedClusterFailsOverAndScales: a uring durable cluster of 3 shards
+// of 2 servers whose writes wait for a replica's fsync (uring.ackReplicas:
+// 1) forms by itself on the one node. A cluster client (valkey-cli -c in a
+// server pod, redirected by the nodes' announced DNS names) writes 20 000
+// keys, a quarter with a TTL. One shard's primary is killed (its pod deleted
+// without grace): its replica takes over, the operator reports it in
+// status.shards, and every acknowledged key is there with its TTL; the
+// killed server comes back on its volume as the new primary's replica. Then,
+// while a second client writes without pause, the cluster grows to 4 shards
+// and back to 3: the fourth shard gets its share of the slots and gives it
+// back, its StatefulSet goes, the writer gets no error (redirects are
+// followed) and every key it was acknowledged is there.
+func TestShardedClusterFailsOverAndScales(t *testing.T) {
+	const name = "sharded"
+	create(t, name, v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1},
+		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: 1},
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		for i := range 4 {
+			for j := range 2 {
+				pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%s-s%d-%d", name, i, j), Namespace: namespace}}
+				_ = k8s.Delete(context.Background(), pvc)
+			}
+		}
+	})
+	start := time.Now()
+	rp := waitFor(t, name, 8*time.Minute, clusterReady(3))
+	t.Logf("3 shards of 2 servers formed and ready %s after the RedisPersistence was created", time.Since(start).Round(time.Second))
+
+	const keys = 20000
+	clientPod := name + "-s0-1"
+	out := podExec(t, clientPod, clusterScript(0, keys), "valkey-cli", "-c")
+	if acked := strings.Count(out, "OK"); acked != keys {
+		t.Fatalf("%d of %d SETs acknowledged: %.300q", acked, keys, out)
+	}
+
+	// Shard 1's primary is lost.
+	victim := rp.Status.Shards[1].Primary
+	lost := getPod(t, victim)
+	if err := k8s.Delete(context.Background(), lost, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	rp = waitFor(t, name, 3*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
+		if p := rp.Status.Shards[1].Primary; p == "" || p == victim {
+			return fmt.Errorf("shard 1's primary is %q", p)
+		}
+		return nil
+	})
+	t.Logf("%s took over shard 1 %s after %s was killed", rp.Status.Shards[1].Primary, time.Since(start).Round(time.Second), victim)
+	checkClusterKeys(t, clientPod, 0, keys)
+	rp = waitFor(t, name, 4*time.Minute, clusterReady(3))
+	if s := rp.Status.Shards[1]; s.Primary == victim || s.Servers[1].Pod != victim || s.Servers[1].Role != v1alpha1.RoleReplica {
+		t.Fatalf("shard 1 after the failover: %+v, want %s back as the replica", s, victim)
+	}
+
+	// A writer that does not stop while the shards change.
+	stop := "/run/redis/stop-writer"
+	writer := exec.Command(kubectl[0], append(append([]string{}, kubectl[1:]...), "-n", namespace, "exec", "-i", clientPod, "-c", "redis", "--",
+		"sh", "-c", fmt.Sprintf(`i=%d; while [ ! -e %s ]; do echo "SET key:$i value:$i"; i=$((i+1)); done | valkey-cli -c`, keys, stop))...)
+	var writes, writeErrs bytes.Buffer
+	writer.Stdout, writer.Stderr = &writes, &writeErrs
+	if err := writer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = writer.Process.Kill() }()
+
+	updateRP(t, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 4 })
+	start = time.Now()
+	rp = waitFor(t, name, 6*time.Minute, clusterReady(4))
+	t.Logf("4 shards serve even shares %s after spec.cluster.shards was raised", time.Since(start).Round(time.Second))
+	if n := rp.Status.Shards[3].SlotCount; n < 4095 || n > 4096 {
+		t.Errorf("shard 3 serves %d slots, want 4096", n)
+	}
+
+	updateRP(t, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 3 })
+	start = time.Now()
+	waitFor(t, name, 6*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name + "-s3"}, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the StatefulSet %s-s3 is still there (%w)", name, err)
+		}
+		return clusterReady(3)(rp)
+	})
+	t.Logf("back to 3 shards, the fourth removed, %s after spec.cluster.shards was lowered", time.Since(start).Round(time.Second))
+
+	podExec(t, clientPod, "", "touch", stop)
+	if err := writer.Wait(); err != nil {
+		t.Fatalf("the writer: %v\n%s", err, writeErrs.String())
+	}
+	replies := cliReplies(writes.String())
+	for i, r := range replies {
+		if r != "OK" {
+			t.Fatalf("write %d of %d through the scaling got %q", i+1, len(replies), r)
+		}
+	}
+	t.Logf("%d writes through 3 -> 4 -> 3 shards, all acknowledged", len(replies))
+	checkClusterKeys(t, clientPod, 0, keys)
+	var script strings.Builder
+	for i := keys; i < keys+len(replies); i++ {
+		fmt.Fprintf(&script, "GET key:%d\n", i)
+	}
+	got := cliReplies(podExec(t, clientPod, script.String(), "valkey-cli", "-c"))
+	for i := range replies {
+		if lineAt(got, i) != fmt.Sprintf("value:%d", keys+i) {
+			t.Fatalf("key:%d, acknowledged during the scaling, reads %q", keys+i, lineAt(got, i))
+		}
+	}
+}
