@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -237,6 +239,17 @@ func TestClusterFormsAndScales(t *testing.T) {
 		}
 	}
 	finish()
+
+	// The operator's metrics follow status.shards: three shards, the fourth's series gone.
+	for i, shard := range rp.Status.Shards {
+		l := prometheus.Labels{"namespace": ns, "redispersistence": name, "shard": fmt.Sprint(i)}
+		if got := testutil.ToFloat64(shardSlots.With(l)); got != float64(shard.SlotCount) {
+			t.Errorf("uringredis_cluster_shard_slots of shard %d is %v, status says %d", i, got, shard.SlotCount)
+		}
+	}
+	if n := testutil.CollectAndCount(shardSlots); n != 3 {
+		t.Errorf("%d uringredis_cluster_shard_slots series, want 3", n)
+	}
 
 	// Every key written is there, on the shards that remain.
 	n := int(written.Load())

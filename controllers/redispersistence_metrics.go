@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,10 +57,19 @@ var (
 		Help: "How often the RedisPersistence's archive container ships the AOF (spec.backup.archive.interval).",
 	}, instanceLabels)
 	archiveVecs = []*prometheus.GaugeVec{archiveLast, archiveFirst, archiveInterval}
+	shardSlots  = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_cluster_shard_slots",
+		Help: "Hash slots the primary of a sharded RedisPersistence's shard serves (status.shards[].slotCount).",
+	}, append(instanceLabels, "shard"))
+	shardLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_cluster_replica_lag_bytes",
+		Help: "Bytes of its primary's replication stream a shard's replica has not received (status.shards[].servers[].lag).",
+	}, append(instanceLabels, "shard", "pod"))
 )
 
 func init() {
-	metrics.Registry.MustRegister(instanceRestarts, instanceDegraded, storageFsync, storageBarrierDisabled, archiveLast, archiveFirst, archiveInterval)
+	metrics.Registry.MustRegister(instanceRestarts, instanceDegraded, storageFsync, storageBarrierDisabled, archiveLast, archiveFirst, archiveInterval,
+		shardSlots, shardLag)
 }
 
 // exportInstanceMetrics sets the instance's series from its status.
@@ -79,6 +89,17 @@ func exportInstanceMetrics(rp *v1alpha1.RedisPersistence) {
 	for _, v := range archiveVecs {
 		v.Delete(l)
 	}
+	shardSlots.DeletePartialMatch(l)
+	shardLag.DeletePartialMatch(l)
+	for _, s := range rp.Status.Shards {
+		shard := strconv.Itoa(int(s.Index))
+		shardSlots.With(prometheus.Labels{"namespace": rp.Namespace, "redispersistence": rp.Name, "shard": shard}).Set(float64(s.SlotCount))
+		for _, server := range s.Servers {
+			if server.Role == v1alpha1.RoleReplica {
+				shardLag.With(prometheus.Labels{"namespace": rp.Namespace, "redispersistence": rp.Name, "shard": shard, "pod": server.Pod}).Set(float64(server.Lag))
+			}
+		}
+	}
 	if specs.ArchiveEnabled(rp) {
 		archiveInterval.With(l).Set(specs.ArchiveInterval(rp).Seconds())
 		if st := rp.Status.Archive; st != nil && st.LastArchivedTime != nil && st.FirstRecoverableTime != nil {
@@ -97,6 +118,8 @@ func forgetInstanceMetrics(namespace, name string) {
 	for _, v := range archiveVecs {
 		v.Delete(l)
 	}
+	shardSlots.DeletePartialMatch(l)
+	shardLag.DeletePartialMatch(l)
 }
 
 func boolGauge(b bool) float64 {
