@@ -114,8 +114,11 @@ scrape_configs:
 		t.Fatalf("only %d queries found in the dashboards", len(queries))
 	}
 	for desc := range queries {
-		if dashboards.NeedsBackups(desc) {
+		switch {
+		case dashboards.NeedsBackups(desc):
 			delete(queries, desc) // TestRecoverFromArchive runs them, on an instance with a backup and an archive
+		case dashboards.NeedsCluster(desc):
+			delete(queries, desc) // TestClusterFormsAndScales runs them, on a sharded instance
 		}
 	}
 	waitQueriesReturnData(t, prom, queries)

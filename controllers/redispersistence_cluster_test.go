@@ -19,6 +19,8 @@ import (
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/cluster"
+	"github.com/uring-redis/uring-redis-operator/internal/dashboards"
+	"github.com/uring-redis/uring-redis-operator/internal/promtest"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
@@ -166,6 +168,24 @@ func TestClusterFormsAndScales(t *testing.T) {
 	if refused := testenv.ACLRefusals(t, admin); len(refused) > 0 {
 		t.Errorf("the server refused the exporter: %q", refused)
 	}
+
+	// The instance dashboard's shards panel draws it, from a real Prometheus scraping the operator.
+	prom := promtest.Prometheus(t, fmt.Sprintf("global: {scrape_interval: 1s}\nscrape_configs: [{job_name: operator, static_configs: [{targets: [%q]}]}]\n", operatorMetrics(t)))
+	queries, err := dashboards.AllQueries("5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for desc, q := range queries {
+		if !dashboards.NeedsCluster(desc) {
+			delete(queries, desc)
+			continue
+		}
+		queries[desc] = strings.ReplaceAll(q, `namespace=~".*"`, `namespace="`+ns+`"`)
+	}
+	if len(queries) != 2 {
+		t.Fatalf("the shards panel has %d queries, want 2: %v", len(queries), queries)
+	}
+	waitQueriesReturnData(t, prom, queries)
 
 	// A cluster client writes from here to the end.
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{first.(string)}, Password: password, MaxRedirects: 16})

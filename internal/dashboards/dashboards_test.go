@@ -73,14 +73,14 @@ func TestCommittedJSON(t *testing.T) {
 	}
 }
 
-// TestConditionalQueriesExist keeps NeedsReplicas and NeedsBackups in step
+// TestConditionalQueriesExist keeps NeedsReplicas, NeedsBackups and NeedsCluster in step
 // with the panels: every key they name is a query of a dashboard.
 func TestConditionalQueriesExist(t *testing.T) {
 	queries, err := AllQueries("5m")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, set := range []map[string]bool{replicatedOnly, backupsOnly} {
+	for _, set := range []map[string]bool{replicatedOnly, backupsOnly, clusterOnly} {
 		for desc := range set {
 			if _, ok := queries[desc]; !ok {
 				t.Errorf("%q is no query of a dashboard", desc)

@@ -53,6 +53,7 @@ func UringInstance() (dashboard.Dashboard, error) {
 		WithPanel(replicaLagPanel()).
 		WithPanel(durableOffsetsPanel()).
 		WithPanel(backupPanel()).
+		WithPanel(shardsPanel()).
 		Build()
 }
 
@@ -214,4 +215,20 @@ func backupPanel() *timeseries.PanelBuilder {
 		WithTarget(query("B", `time() - uringredis_archive_last_archived_timestamp_seconds`+instance, "{{redispersistence}} archive behind")).
 		WithTarget(query("C", `uringredis_archive_last_archived_timestamp_seconds`+instance+` - uringredis_archive_first_recoverable_timestamp_seconds`+instance, "{{redispersistence}} recovery window")).
 		OverrideByQuery("C", rightAxis)
+}
+
+// shardsPanel draws a sharded instance's shards (spec.cluster): the slots
+// each shard's primary serves, which move while spec.cluster.shards
+// changes, and how far each replica is behind its primary.
+func shardsPanel() *timeseries.PanelBuilder {
+	rightAxis := []dashboard.DynamicConfigValue{{Id: "custom.axisPlacement", Value: "right"}, {Id: "unit", Value: "bytes"}}
+	instance := `{namespace=~"$namespace"}`
+	return livePanel(16, "Cluster shards",
+		"Sharded instances (spec.cluster) of the selected namespaces (the pod variable does not apply). Left axis: the hash slots each "+
+			"shard's primary serves (16384 in all; they move, keys and all, while spec.cluster.shards changes). Right axis: how many bytes "+
+			"of its primary's replication stream each replica has not received. A shard whose line drops to no slots lost them "+
+			"(RedisClusterSlotsNotServed) or is being removed.", "short").
+		WithTarget(query("A", `uringredis_cluster_shard_slots`+instance, "{{redispersistence}} shard {{shard}} slots")).
+		WithTarget(query("B", `uringredis_cluster_replica_lag_bytes`+instance, "{{pod}} lag")).
+		OverrideByQuery("B", rightAxis)
 }

@@ -64,6 +64,13 @@ var backupsOnly = map[string]bool{
 	"uring-instance.json / Backups and archive #2": true,
 }
 
+// clusterOnly are the queries that have data only where a sharded instance
+// (spec.cluster) runs.
+var clusterOnly = map[string]bool{
+	"uring-instance.json / Cluster shards #0": true,
+	"uring-instance.json / Cluster shards #1": true,
+}
+
 // NeedsReplicas tells whether the query AllQueries keys desc returns data
 // only when a replicated instance is scraped.
 func NeedsReplicas(desc string) bool { return replicatedOnly[desc] }
@@ -71,3 +78,7 @@ func NeedsReplicas(desc string) bool { return replicatedOnly[desc] }
 // NeedsBackups tells whether the query AllQueries keys desc returns data
 // only when an instance with a completed backup and an archive is.
 func NeedsBackups(desc string) bool { return backupsOnly[desc] }
+
+// NeedsCluster tells whether the query AllQueries keys desc returns data
+// only when a sharded instance is.
+func NeedsCluster(desc string) bool { return clusterOnly[desc] }

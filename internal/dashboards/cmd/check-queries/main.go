@@ -40,6 +40,8 @@ func run(prom, rateInterval string, patience time.Duration, replicated, backups 
 			skipped["replication queries: no replicated instance (-replicated)"]++
 		case !backups && dashboards.NeedsBackups(desc):
 			skipped["backup queries: no instance with a backup and an archive (-backups)"]++
+		case dashboards.NeedsCluster(desc):
+			skipped["cluster queries: the demo runs no sharded instance (the controllers' envtest runs them)"]++
 		default:
 			continue
 		}
