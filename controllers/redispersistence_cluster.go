@@ -202,21 +202,24 @@ func (v *clusterView) leaderOf(i int) *clusterServer {
 // and no other shard any: the primaries of shards 0..want-1 (addresses, in
 // shard order) and the moves. waiting says why there is no plan yet: a
 // shard asked for has no primary answering, or a new shard (serving no
-// slot) not all its servers; it gets slots once they run, since with
-// uring.ackReplicas a primary without its replicas could not acknowledge a
-// write to the slots it took.
+// slot) not all its servers replicating with their link up; it gets slots
+// only then, since with uring.ackReplicas a primary whose replicas are
+// still syncing refuses writes to the slots it took (NOREPLICAS).
 func (v *clusterView) plan(want, perShard int) (targets []string, moves []cluster.Move, waiting string) {
 	var ids []string
 	for i := range want {
 		primary := v.leaderOf(i)
-		servers := 0
+		if primary == nil {
+			return nil, nil, fmt.Sprintf("waiting for shard %d's servers to answer", i)
+		}
+		linked := 1
 		for _, s := range v.shards[i] {
-			if s.answered() {
-				servers++
+			if s != primary && s.answered() && s.self.PrimaryID == primary.self.ID && infoField(s.replication, "master_link_status") == "up" {
+				linked++
 			}
 		}
-		if primary == nil || (len(primary.self.Slots) == 0 && servers < perShard) {
-			return nil, nil, fmt.Sprintf("waiting for shard %d's servers: %d of %d answer", i, servers, perShard)
+		if len(primary.self.Slots) == 0 && linked < perShard {
+			return nil, nil, fmt.Sprintf("waiting for shard %d's servers: %d of %d run and replicate its primary", i, linked, perShard)
 		}
 		targets, ids = append(targets, primary.addr), append(ids, primary.self.ID)
 	}

@@ -106,9 +106,11 @@ func lineAt(lines []string, i int) string {
 // 1) forms by itself on the one node. A cluster client (valkey-cli -c in a
 // server pod, redirected by the nodes' announced DNS names) writes 20 000
 // keys, a quarter with a TTL. One shard's primary is killed (its pod deleted
-// without grace): its replica takes over, the operator reports it in
-// status.shards, and every acknowledged key is there with its TTL; the
-// killed server comes back on its volume as the new primary's replica. Then,
+// without grace, the node cordoned so that it stays away): its replica
+// takes over and the operator reports it in status.shards; uncordoned, the
+// killed server comes back on its volume as the new primary's replica, and
+// every acknowledged key is there with its TTL (the new primary shows
+// nothing before a replica has it: uring.ackReplicas). Then,
 // while a second client writes without pause, the cluster grows to 4 shards
 // and back to 3: the fourth shard gets its share of the slots and gives it
 // back, its StatefulSet goes, the writer gets no error (redirects are
@@ -141,9 +143,13 @@ func TestShardedClusterFailsOverAndScales(t *testing.T) {
 		t.Fatalf("%d of %d SETs acknowledged: %.300q", acked, keys, out)
 	}
 
-	// Shard 1's primary is lost.
+	// Shard 1's primary is lost: its process killed and, the node cordoned,
+	// its pod not back for a while (a server back within
+	// cluster-node-timeout keeps its role).
 	victim := rp.Status.Shards[1].Primary
 	lost := getPod(t, victim)
+	cordon(t, lost.Spec.NodeName, true)
+	defer cordon(t, lost.Spec.NodeName, false)
 	if err := k8s.Delete(context.Background(), lost, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
@@ -155,11 +161,16 @@ func TestShardedClusterFailsOverAndScales(t *testing.T) {
 		return nil
 	})
 	t.Logf("%s took over shard 1 %s after %s was killed", rp.Status.Shards[1].Primary, time.Since(start).Round(time.Second), victim)
-	checkClusterKeys(t, clientPod, 0, keys)
+	// With ackReplicas: 1 the new primary shows nothing that is on its disk
+	// alone: its replies wait until a replica has the data again, the
+	// killed server back (uncordoned) on its volume.
+	cordon(t, lost.Spec.NodeName, false)
 	rp = waitFor(t, name, 4*time.Minute, clusterReady(3))
-	if s := rp.Status.Shards[1]; s.Primary == victim || s.Servers[1].Pod != victim || s.Servers[1].Role != v1alpha1.RoleReplica {
+	if s := rp.Status.Shards[1]; s.Primary == victim || s.Servers[0].Pod != victim || s.Servers[0].Role != v1alpha1.RoleReplica {
 		t.Fatalf("shard 1 after the failover: %+v, want %s back as the replica", s, victim)
 	}
+	checkClusterKeys(t, clientPod, 0, keys)
+	t.Logf("all %d acknowledged keys read back, with their TTLs, %s after %s was killed", keys, time.Since(start).Round(time.Second), victim)
 
 	// A writer that does not stop while the shards change.
 	stop := "/run/redis/stop-writer"
@@ -211,5 +222,19 @@ func TestShardedClusterFailsOverAndScales(t *testing.T) {
 		if lineAt(got, i) != fmt.Sprintf("value:%d", keys+i) {
 			t.Fatalf("key:%d, acknowledged during the scaling, reads %q", keys+i, lineAt(got, i))
 		}
+	}
+}
+
+// cordon marks node unschedulable, or schedulable again.
+func cordon(t *testing.T, node string, unschedulable bool) {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Unschedulable = unschedulable
+	if err := k8s.Patch(context.Background(), n, patch); err != nil {
+		t.Fatal(err)
 	}
 }
