@@ -356,12 +356,13 @@ func (r *RedisPersistenceReconciler) observeCluster(ctx context.Context, rp *v1a
 	if err := r.List(ctx, &pods, client.InNamespace(rp.Namespace), client.MatchingLabels(specs.SelectorLabels(rp))); err != nil {
 		return nil, fmt.Errorf("listing the server pods: %w", err)
 	}
+	// A shard is every one asked for and every one still running.
 	view := &clusterView{statefulSets: statefulSets, shards: map[int][]*clusterServer{}}
 	for i := range statefulSets {
 		view.shards[i] = nil
 	}
 	for i := range specs.Shards(rp) {
-		view.shards[i] = view.shards[i][:0:0]
+		view.shards[i] = nil
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
@@ -653,8 +654,8 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 					shard.Slots = cluster.FormatSlots(s.self.Slots)
 					shard.SlotCount = int32(len(s.self.Slots))
 				}
-				shard.Servers = append(shard.Servers, v1alpha1.ReplicaStatus{Pod: s.pod.Name, Role: v1alpha1.RolePrimary, LinkUp: true})
-				shard.Servers[len(shard.Servers)-1].Offset, _ = strconv.ParseInt(infoField(s.replication, "master_repl_offset"), 10, 64)
+				offset, _ := strconv.ParseInt(infoField(s.replication, "master_repl_offset"), 10, 64)
+				shard.Servers = append(shard.Servers, v1alpha1.ReplicaStatus{Pod: s.pod.Name, Role: v1alpha1.RolePrimary, Offset: offset, LinkUp: true})
 				for _, slot := range s.self.Slots {
 					covered[slot] = true
 				}
