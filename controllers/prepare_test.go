@@ -43,7 +43,7 @@ func TestPrepareScript(t *testing.T) {
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = append(os.Environ(), "DATA_DIR="+dir, "RUN_DIR="+dir, "FSPROBE_MILLIS="+specs.FsprobeMillis, "REDIS_PASSWORD="+password, "PATH="+filepath.Dir(fsprobeBin())+":"+os.Getenv("PATH"),
 		"EXPORTER_USER="+specs.ExporterUser, "EXPORTER_PASSWORD="+exporterPassword, "EXPORTER_ACL="+specs.ExporterACLRules,
-		"BENCHMARK_USER="+bench.User, "BENCHMARK_PASSWORD="+benchPassword, "BENCHMARK_ACL="+bench.ACLRules(false),
+		"BENCHMARK_USER="+bench.User, "BENCHMARK_PASSWORD="+benchPassword, "BENCHMARK_ACL="+bench.ACLRules(false, false),
 		"USERS_ACL="+specs.UsersACL(appRP, specs.UsersState{"app": {Current: specs.PasswordHash(appPassword)}}))
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -197,9 +197,21 @@ type BenchmarkResult struct {
 	FsyncP50Micros int64 `json:"fsyncP50Micros,omitempty"`
 	// +optional
 	FsyncP99Micros int64 `json:"fsyncP99Micros,omitempty"`
-	// rssBytes is the server's resident memory after the command.
+	// rssBytes is the server's resident memory after the command (on a
+	// sharded target, its primaries' added up, as are CPU and fsyncs).
 	// +optional
 	RSSBytes int64 `json:"rssBytes,omitempty"`
+	// shards is how many primaries of a sharded target served the run; 0
+	// for a single server.
+	// +optional
+	Shards int32 `json:"shards,omitempty"`
+	// shardOpsMinPerSecond and shardOpsMaxPerSecond are, on a sharded
+	// target, the fewest and most commands per second one primary processed
+	// during the command: how evenly the load spread.
+	// +optional
+	ShardOpsMinPerSecond int64 `json:"shardOpsMinPerSecond,omitempty"`
+	// +optional
+	ShardOpsMaxPerSecond int64 `json:"shardOpsMaxPerSecond,omitempty"`
 }
 
 // CrashCheckResult is what the crash check found on one target.

@@ -28,11 +28,12 @@ func main() {
 		termPath                   string
 		tlsCA, tlsCert, tlsKey     string
 		db                         int
-		crashCheck                 bool
+		crashCheck, cluster        bool
 		crashClients, crashSeconds int
 	)
 	flag.StringVar(&addr, "addr", "", "Server address, host:port.")
 	flag.IntVar(&db, "db", 15, "Database every key is written to; it must hold no application's keys, and is emptied at the end.")
+	flag.BoolVar(&cluster, "cluster", false, "The server is a node of a cluster: drive every primary (valkey-benchmark --cluster); --db must be 0.")
 	flag.StringVar(&w.Target, "target", "", "RedisPersistence name, echoed in the result.")
 	flag.StringVar(&w.Mode, "mode", "", "Persistence mode label, echoed in the result.")
 	flag.StringVar(&commands, "commands", "set,hset,lpush,incr", "valkey-benchmark tests, comma-separated.")
@@ -62,7 +63,8 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	err := run(ctx, w, addr, db, serverTLS, tool, termPath, crashCheck, crashClients, time.Duration(crashSeconds)*time.Second)
+	r := bench.Runner{Tool: tool, Addr: addr, User: os.Getenv("REDIS_USER"), Password: os.Getenv("REDIS_PASSWORD"), DB: db, TLS: serverTLS, Cluster: cluster}
+	err := run(ctx, r, w, termPath, crashCheck, crashClients, time.Duration(crashSeconds)*time.Second)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -75,22 +77,26 @@ func main() {
 // replicas are still connecting.
 const startWait = 2 * time.Minute
 
-func run(ctx context.Context, w bench.Workload, addr string, db int, serverTLS *bench.TLS, tool, termPath string, crashCheck bool, crashClients int, crashWrite time.Duration) (err error) {
-	if addr == "" || w.Target == "" {
+func run(ctx context.Context, r bench.Runner, w bench.Workload, termPath string, crashCheck bool, crashClients int, crashWrite time.Duration) (err error) {
+	switch {
+	case r.Addr == "" || w.Target == "":
 		return errors.New("--addr and --target are required")
+	case r.Cluster && r.DB != 0:
+		return errors.New("--cluster needs --db=0: a cluster has database 0 only")
+	case r.Cluster && crashCheck:
+		return errors.New("--crash-check kills one server; a cluster fails over instead of restarting it, so the check has no meaning there")
 	}
-	if tool == "" {
+	if r.Tool == "" {
 		for _, name := range []string{"valkey-benchmark", "redis-benchmark"} {
 			if path, err := exec.LookPath(name); err == nil {
-				tool = path
+				r.Tool = path
 				break
 			}
 		}
-		if tool == "" {
+		if r.Tool == "" {
 			return errors.New("neither valkey-benchmark nor redis-benchmark is on PATH")
 		}
 	}
-	r := bench.Runner{Tool: tool, Addr: addr, User: os.Getenv("REDIS_USER"), Password: os.Getenv("REDIS_PASSWORD"), DB: db, TLS: serverTLS}
 	if err := r.WaitServing(ctx, startWait); err != nil {
 		return err
 	}

@@ -1,6 +1,9 @@
 package bench
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // User is the ACL user a runner signs in as on a server that has a
 // password: the operator creates it on every such server (with the password
@@ -17,6 +20,12 @@ const User = "uringredis-benchmark"
 // are the benchmark user's key permissions, and what DeleteKeys removes.
 var KeyPatterns = []string{"key:*", "counter:*", "mylist", "myhash", "untouched:*", "crash:*", claimKey}
 
+// clusterKeyPatterns are the keys valkey-benchmark --cluster writes besides
+// KeyPatterns: it puts a hash tag of the node's slots after each name
+// (key:{tag}:__rand_int__, mylist:{tag}), and the names without a
+// __rand_int__ get a pattern of their own.
+var clusterKeyPatterns = []string{"mylist:*", "myhash:*"}
+
 // ACLRules are the benchmark user's rules, after "user <User> on
 // ><password>". Allowed: the connection's handshake (HELLO, SELECT of the
 // database, go-redis's CLIENT SETINFO), INFO for the samples, DBSIZE and
@@ -26,16 +35,26 @@ var KeyPatterns = []string{"key:*", "counter:*", "mylist", "myhash", "untouched:
 // FLUSHDB and FLUSHALL (they ignore key permissions), KEYS, scripts.
 // valkey-benchmark asks CONFIG GET save and appendonly to print them and
 // carries on without ("WARNING: Could not fetch server CONFIG"): that
-// refusal is in the server's ACL LOG once per run.
-func ACLRules(crashCheck bool) string {
+// refusal is in the server's ACL LOG once per run. On a cluster's servers
+// the user may also write clusterKeyPatterns and read the slot map
+// (CLUSTER SLOTS) and the state (CLUSTER INFO), and never crashes a server: a sharded target has no
+// crash check.
+func ACLRules(crashCheck, cluster bool) string {
 	rules := []string{"resetkeys"}
-	for _, p := range KeyPatterns {
+	patterns := KeyPatterns
+	if cluster {
+		patterns = append(slices.Clip(patterns), clusterKeyPatterns...)
+	}
+	for _, p := range patterns {
 		rules = append(rules, "~"+p)
 	}
 	rules = append(rules, "resetchannels", "-@all",
 		"+hello", "+ping", "+select", "+client|setinfo", "+client|setname", "+info", "+dbsize", "+scan",
 		"+exists", "+get", "+set", "+incr", "+lpush", "+hset", "+unlink")
-	if crashCheck {
+	switch {
+	case cluster:
+		rules = append(rules, "+cluster|slots", "+cluster|info")
+	case crashCheck:
 		rules = append(rules, "+debug|segfault")
 	}
 	return strings.Join(rules, " ")

@@ -21,7 +21,7 @@ import (
 func TestRunAsTheBenchmarkUser(t *testing.T) {
 	ctx := context.Background()
 	s := startRestartable(t, "requirepass admin-pw\nenable-debug-command yes\nappendonly yes\nappendfsync always\n"+
-		"user "+User+" on >bench-pw "+ACLRules(true)+"\n")
+		"user "+User+" on >bench-pw "+ACLRules(true, false)+"\n")
 	admin := redis.NewClient(&redis.Options{Addr: s.addr, Password: "admin-pw", MaxRetries: 20})
 	defer func() { _ = admin.Close() }()
 	r := Runner{Tool: toolBin(t), Addr: s.addr, User: User, Password: "bench-pw", DB: 15}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -146,8 +147,8 @@ func (r Runner) WaitServing(ctx context.Context, limit time.Duration) error {
 		o := r.options()
 		o.MaxRetries, o.DialTimeout = -1, time.Second
 		conn := redis.NewClient(o)
+		defer func() { _ = conn.Close() }()
 		info, err := conn.InfoMap(ctx, "persistence", "replication").Result()
-		_ = conn.Close()
 		last = err
 		if err != nil {
 			return false, nil
@@ -158,6 +159,8 @@ func (r Runner) WaitServing(ctx context.Context, limit time.Duration) error {
 			last = errors.New("still loading")
 		case role == "master" && replicas < ackReplicas:
 			last = fmt.Errorf("%d of the %d replicas its writes wait for stream from it", replicas, ackReplicas)
+		case r.Cluster:
+			last = clusterOK(ctx, conn)
 		}
 		return last == nil, nil
 	})
@@ -168,4 +171,17 @@ func (r Runner) WaitServing(ctx context.Context, limit time.Duration) error {
 		return ctx.Err()
 	}
 	return fmt.Errorf("the server did not serve within %s: %w", limit, last)
+}
+
+// clusterOK is nil when the node conn reaches sees its cluster serving
+// every slot (cluster_state:ok).
+func clusterOK(ctx context.Context, conn *redis.Client) error {
+	info, err := conn.ClusterInfo(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("CLUSTER INFO: %w", err)
+	}
+	if !strings.Contains(info, "cluster_state:ok") {
+		return errors.New("the cluster does not serve every slot (cluster_state is not ok)")
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,9 +20,10 @@ const claimKey = "uringredis:benchmark"
 // ClaimDatabase makes sure the runner's database holds no application's keys
 // and marks it as the benchmark's. Keys an earlier benchmark left behind (a
 // runner killed before it could clean up) are deleted; any other key stops
-// the run before it writes anything.
+// the run before it writes anything. A cluster has database 0 only: there
+// any key no benchmark wrote stops the run.
 func (r Runner) ClaimDatabase(ctx context.Context) error {
-	c := r.client()
+	c := r.keyspace()
 	defer func() { _ = c.Close() }()
 	size, err := c.DBSize(ctx).Result()
 	if err != nil {
@@ -33,14 +35,17 @@ func (r Runner) ClaimDatabase(ctx context.Context) error {
 			return fmt.Errorf("reading database %d: %w", r.DB, err)
 		}
 		if claimed > 0 {
-			if err := deleteKeys(ctx, c); err != nil {
+			if err := r.eachPrimary(ctx, deleteKeys); err != nil {
 				return fmt.Errorf("deleting what an earlier benchmark left in database %d: %w", r.DB, err)
 			}
 			if size, err = c.DBSize(ctx).Result(); err != nil {
 				return fmt.Errorf("DBSIZE of database %d: %w", r.DB, err)
 			}
 		}
-		if size > 0 {
+		switch {
+		case size > 0 && r.Cluster:
+			return fmt.Errorf("the cluster holds %d keys that no benchmark wrote: a cluster has database 0 only, so a benchmark runs on a sharded instance before any application writes to it", size)
+		case size > 0:
 			return fmt.Errorf("database %d holds %d keys that no benchmark wrote; spec.benchmark.database of the RedisPersistence must name a database no application uses", r.DB, size)
 		}
 	}
@@ -55,38 +60,47 @@ func (r Runner) ClaimDatabase(ctx context.Context) error {
 func (r Runner) DeleteKeys(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	c := r.client()
-	defer func() { _ = c.Close() }()
-	if err := deleteKeys(ctx, c); err != nil {
+	if err := r.eachPrimary(ctx, deleteKeys); err != nil {
 		return fmt.Errorf("deleting the benchmark's keys from database %d: %w", r.DB, err)
 	}
 	return nil
 }
 
-// deleteKeys UNLINKs the keys matching KeyPatterns, a SCAN page (up to
-// scanCount keys) per command.
-func deleteKeys(ctx context.Context, c *redis.Client) error {
-	for _, pattern := range KeyPatterns {
-		if !strings.ContainsAny(pattern, "*?[") {
-			if err := c.Unlink(ctx, pattern).Err(); err != nil {
-				return err
-			}
-			continue
+// deleteKeys UNLINKs the keys of the server at addr that match KeyPatterns,
+// in one SCAN of its keyspace, a page (up to scanCount keys) per pipeline of
+// single-key UNLINKs: the keys of a page may hash to different slots, which
+// one UNLINK of several keys refuses on a cluster (CROSSSLOT), and a name
+// UNLINKed on a primary that does not serve its slot would be MOVED.
+func deleteKeys(ctx context.Context, addr string, c *redis.Client) error {
+	for cursor := uint64(0); ; {
+		keys, next, err := c.Scan(ctx, cursor, "", scanCount).Result()
+		if err != nil {
+			return fmt.Errorf("SCAN on %s: %w", addr, err)
 		}
-		for cursor := uint64(0); ; {
-			keys, next, err := c.Scan(ctx, cursor, pattern, scanCount).Result()
-			if err != nil {
-				return err
-			}
-			if len(keys) > 0 {
-				if err := c.Unlink(ctx, keys...).Err(); err != nil {
-					return err
+		keys = slices.DeleteFunc(keys, func(k string) bool { return !benchmarkKey(k) })
+		if len(keys) > 0 {
+			if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, k := range keys {
+					p.Unlink(ctx, k)
 				}
+				return nil
+			}); err != nil {
+				return fmt.Errorf("UNLINK on %s: %w", addr, err)
 			}
-			if cursor = next; cursor == 0 {
-				break
-			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
 		}
 	}
-	return nil
+}
+
+// benchmarkKey reports whether key matches one of KeyPatterns or
+// clusterKeyPatterns: a name, or a prefix followed by *.
+func benchmarkKey(key string) bool {
+	for _, p := range slices.Concat(KeyPatterns, clusterKeyPatterns) {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(key, prefix) || key == p {
+			return true
+		}
+	}
+	return false
 }

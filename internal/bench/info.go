@@ -26,6 +26,8 @@ type Sample struct {
 	// AckReplicas is aof-uring-ack-replicas: how many replicas' fsyncs a
 	// durable reply waits for (0 without the uring engine).
 	AckReplicas int
+	// Commands is total_commands_processed.
+	Commands int64
 }
 
 // Bucket is a cumulative histogram bucket: Count fsyncs took at most LeMicros.
@@ -40,8 +42,8 @@ type Bucket struct {
 // than aof_fsync_* reports.
 var fsyncBucketPrefixes = []string{"aof_fsync_usec_bucket_le_", "aof_uring_fsync_usec_bucket_le_"}
 
-// SampleFromInfo extracts a Sample from INFO's cpu, memory, persistence and
-// replication sections, as go-redis's InfoMap returns them (section title ->
+// SampleFromInfo extracts a Sample from INFO's cpu, memory, persistence,
+// replication and stats sections, as go-redis's InfoMap returns them (section title ->
 // field -> value).
 func SampleFromInfo(info map[string]map[string]string) (Sample, error) {
 	var s Sample
@@ -53,6 +55,7 @@ func SampleFromInfo(info map[string]map[string]string) (Sample, error) {
 	}
 	s.CPUSeconds = user + sys
 	s.RSSBytes, _ = strconv.ParseInt(info["Memory"]["used_memory_rss"], 10, 64)
+	s.Commands, _ = strconv.ParseInt(info["Stats"]["total_commands_processed"], 10, 64)
 	s.Engine = persistence["aof_engine"]
 	if persistence["aof_enabled"] == "0" {
 		s.Engine = ""

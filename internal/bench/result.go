@@ -27,10 +27,13 @@ type Result struct {
 	// Replicas is the fewest replicas streaming from the target at any
 	// sample of the run; AckReplicas how many of them a durable reply waited
 	// for (aof-uring-ack-replicas).
-	Replicas    int             `json:"replicas,omitempty"`
-	AckReplicas int             `json:"ackReplicas,omitempty"`
-	Commands    []CommandResult `json:"commands"`
-	Crash       *CrashResult    `json:"crash,omitempty"`
+	Replicas    int `json:"replicas,omitempty"`
+	AckReplicas int `json:"ackReplicas,omitempty"`
+	// Shards is how many primaries of a cluster served the run, 0 for a
+	// single server.
+	Shards   int             `json:"shards,omitempty"`
+	Commands []CommandResult `json:"commands"`
+	Crash    *CrashResult    `json:"crash,omitempty"`
 }
 
 // CommandResult is one valkey-benchmark test.
@@ -45,6 +48,10 @@ type CommandResult struct {
 	FsyncP50Micros  int64   `json:"fsyncP50us,omitempty"`
 	FsyncP99Micros  int64   `json:"fsyncP99us,omitempty"`
 	RSSBytes        int64   `json:"rss,omitempty"`
+	// ShardOpsMin and ShardOpsMax are, on a cluster, the fewest and most
+	// commands per second one primary processed while the test ran.
+	ShardOpsMin float64 `json:"shardOpsMin,omitempty"`
+	ShardOpsMax float64 `json:"shardOpsMax,omitempty"`
 }
 
 // CrashResult is what survived a kill -9 of the server.
@@ -97,21 +104,24 @@ func StatusResults(r Result) []v1alpha1.BenchmarkResult {
 	out := make([]v1alpha1.BenchmarkResult, 0, len(r.Commands))
 	for _, c := range r.Commands {
 		out = append(out, v1alpha1.BenchmarkResult{
-			Target:          r.Target,
-			Mode:            r.Mode,
-			Engine:          r.Engine,
-			Replicas:        int32(r.Replicas),
-			AckReplicas:     int32(r.AckReplicas),
-			Command:         c.Command,
-			OpsPerSecond:    int64(math.Round(c.OpsPerSecond)),
-			P50Micros:       c.P50Micros,
-			P99Micros:       c.P99Micros,
-			P999Micros:      c.P999Micros,
-			CPUMicrosPerKop: c.CPUMicrosPerKop,
-			FsyncCount:      c.FsyncCount,
-			FsyncP50Micros:  c.FsyncP50Micros,
-			FsyncP99Micros:  c.FsyncP99Micros,
-			RSSBytes:        c.RSSBytes,
+			Target:               r.Target,
+			Mode:                 r.Mode,
+			Engine:               r.Engine,
+			Replicas:             int32(r.Replicas),
+			AckReplicas:          int32(r.AckReplicas),
+			Command:              c.Command,
+			OpsPerSecond:         int64(math.Round(c.OpsPerSecond)),
+			P50Micros:            c.P50Micros,
+			P99Micros:            c.P99Micros,
+			P999Micros:           c.P999Micros,
+			CPUMicrosPerKop:      c.CPUMicrosPerKop,
+			FsyncCount:           c.FsyncCount,
+			FsyncP50Micros:       c.FsyncP50Micros,
+			FsyncP99Micros:       c.FsyncP99Micros,
+			RSSBytes:             c.RSSBytes,
+			Shards:               int32(r.Shards),
+			ShardOpsMinPerSecond: int64(math.Round(c.ShardOpsMin)),
+			ShardOpsMaxPerSecond: int64(math.Round(c.ShardOpsMax)),
 		})
 	}
 	return out

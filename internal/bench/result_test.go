@@ -9,11 +9,12 @@ import (
 // fullResult is the largest result the API allows: 6 commands (5 plus
 // get-during-set) with every figure at an implausibly large value.
 func fullResult() Result {
-	r := Result{Target: strings.Repeat("t", 52), Mode: "uring-durable", Engine: "uring", Crash: &CrashResult{Acknowledged: math.MaxInt32, Lost: math.MaxInt32}}
+	r := Result{Target: strings.Repeat("t", 52), Mode: "uring-durable", Engine: "uring", Shards: 64, Crash: &CrashResult{Acknowledged: math.MaxInt32, Lost: math.MaxInt32}}
 	for _, c := range []string{"set", "hset", "lpush", "incr", "get", "get-during-set"} {
 		r.Commands = append(r.Commands, CommandResult{
 			Command: c, OpsPerSecond: 12345678.123456789, P50Micros: math.MaxInt32, P99Micros: math.MaxInt32, P999Micros: math.MaxInt32,
 			CPUMicrosPerKop: math.MaxInt32, FsyncCount: math.MaxInt64, FsyncP50Micros: math.MaxInt32, FsyncP99Micros: math.MaxInt32, RSSBytes: math.MaxInt64,
+			ShardOpsMin: 12345678, ShardOpsMax: 12345678,
 		})
 	}
 	return r

@@ -40,6 +40,8 @@ type Runner struct {
 	DB int
 	// TLS reaches a server that serves TLS only; nil for plain TCP.
 	TLS *TLS
+	// Cluster drives a sharded instance through Addr, a seed: DB must be 0.
+	Cluster bool
 }
 
 func (r Runner) client() *redis.Client {
@@ -53,11 +55,18 @@ func (r Runner) options() *redis.Options {
 	return &redis.Options{Addr: r.Addr, Username: r.User, Password: r.Password, TLSConfig: r.TLS.clientConfig()}
 }
 
-// Sample reads the server's INFO cpu, memory, persistence and replication.
+// Sample reads the server's INFO cpu, memory, persistence, replication and
+// stats; a cluster's primaries' added up.
 func (r Runner) Sample(ctx context.Context) (Sample, error) {
-	c := r.client()
-	defer func() { _ = c.Close() }()
-	info, err := c.InfoMap(ctx, "cpu", "memory", "persistence", "replication").Result()
+	samples, err := r.samples(ctx)
+	if err != nil {
+		return Sample{}, err
+	}
+	return mergeSamples(samples), nil
+}
+
+func sampleOf(ctx context.Context, c *redis.Client) (Sample, error) {
+	info, err := c.InfoMap(ctx, "cpu", "memory", "persistence", "replication", "stats").Result()
 	if err != nil {
 		return Sample{}, fmt.Errorf("INFO: %w", err)
 	}
@@ -83,40 +92,55 @@ func (r Runner) Run(ctx context.Context, w Workload) (Result, error) {
 			res.Replicas = before.Replicas
 		}
 		res.Replicas = min(res.Replicas, before.Replicas, after.Replicas)
-		res.Engine, res.AckReplicas = after.Engine, after.AckReplicas
-		res.Commands = append(res.Commands, cr)
+		res.Engine, res.AckReplicas, res.Shards = after.Engine, after.AckReplicas, cr.shards
+		res.Commands = append(res.Commands, cr.CommandResult)
 	}
 	return res, nil
 }
 
+// measured is one test's figures and, for a cluster, how many primaries
+// served it.
+type measured struct {
+	CommandResult
+	shards int
+}
+
 // measure runs one test between two INFO samples, which it returns too.
-func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandResult, Sample, Sample, error) {
+func (r Runner) measure(ctx context.Context, w Workload, cmd string) (measured, Sample, Sample, error) {
 	host, portText, err := net.SplitHostPort(r.Addr)
 	if err != nil {
-		return CommandResult{}, Sample{}, Sample{}, err
+		return measured{}, Sample{}, Sample{}, err
 	}
 	port, err := strconv.Atoi(portText)
 	if err != nil {
-		return CommandResult{}, Sample{}, Sample{}, err
+		return measured{}, Sample{}, Sample{}, err
 	}
 	args := ToolArgs{Host: host, Port: port, DB: r.DB, Clients: w.Clients, Requests: w.Requests, Keyspace: w.Keyspace,
-		ValueSize: w.ValueSize, Pipeline: w.Pipeline, User: r.User, Password: r.Password, TLS: r.TLS.toolArgs(), Test: cmd}
-	before, err := r.Sample(ctx)
+		ValueSize: w.ValueSize, Pipeline: w.Pipeline, User: r.User, Password: r.Password, TLS: r.TLS.toolArgs(), Test: cmd,
+		Cluster: r.Cluster}
+	beforeEach, err := r.samples(ctx)
 	if err != nil {
-		return CommandResult{}, Sample{}, Sample{}, err
+		return measured{}, Sample{}, Sample{}, err
 	}
+	before := mergeSamples(beforeEach)
 	if before.Role != "master" {
 		// The Service <name> selects the primary only; a replica here means
 		// a failover is under way, and its writes would be refused.
-		return CommandResult{}, Sample{}, Sample{}, fmt.Errorf("the server at %s is a replica (role %q), not a primary: the benchmark writes, so it measures the primary only", r.Addr, before.Role)
+		return measured{}, Sample{}, Sample{}, fmt.Errorf("the server at %s is a replica (role %q), not a primary: the benchmark writes, so it measures the primary only", r.Addr, before.Role)
 	}
 	var tool benchparse.Report
 	ops := float64(w.Requests)
+	start := time.Now()
 	if cmd == GetDuringSet {
 		// GETs of keys no write touches, while SET loads the server: a durable
 		// engine must not hold these replies back until the disk catches up.
 		reads := args
 		reads.Test, reads.Command = "", []string{"GET", "untouched:__rand_int__"}
+		if r.Cluster {
+			// valkey-benchmark --cluster sends a custom command's key to the
+			// node whose slot its {tag} names.
+			reads.Command[1] = "untouched:{tag}:__rand_int__"
+		}
 		var setErr error
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -130,15 +154,17 @@ func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandRes
 	} else {
 		tool, err = r.tool(ctx, args)
 	}
+	elapsed := time.Since(start)
 	if err != nil {
-		return CommandResult{}, Sample{}, Sample{}, err
+		return measured{}, Sample{}, Sample{}, err
 	}
-	after, err := r.Sample(ctx)
+	afterEach, err := r.samples(ctx)
 	if err != nil {
-		return CommandResult{}, Sample{}, Sample{}, err
+		return measured{}, Sample{}, Sample{}, err
 	}
+	after := mergeSamples(afterEach)
 	count, p50, p99 := FsyncDelta(before, after)
-	return CommandResult{
+	m := measured{CommandResult: CommandResult{
 		Command:         cmd,
 		OpsPerSecond:    tool.OpsPerSecond,
 		P50Micros:       millisToMicros(tool.P50Ms),
@@ -149,7 +175,11 @@ func (r Runner) measure(ctx context.Context, w Workload, cmd string) (CommandRes
 		FsyncP50Micros:  p50,
 		FsyncP99Micros:  p99,
 		RSSBytes:        after.RSSBytes,
-	}, before, after, nil
+	}}
+	if r.Cluster {
+		m.shards, m.ShardOpsMin, m.ShardOpsMax = shardSpread(beforeEach, afterEach, elapsed)
+	}
+	return m, before, after, nil
 }
 
 func (a ToolArgs) withTest(test string) ToolArgs { a.Test, a.Command = test, nil; return a }

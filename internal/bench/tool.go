@@ -21,6 +21,8 @@ type ToolArgs struct {
 	Test string
 	// Command is a custom command line, e.g. GET untouched:__rand_int__.
 	Command []string
+	// Cluster sends each key to its shard (--cluster): Host:Port is a seed.
+	Cluster bool
 }
 
 // Argv is valkey-benchmark's command line without the program name.
@@ -34,6 +36,9 @@ func (a ToolArgs) Argv() []string {
 		}
 	}
 	argv = append(argv, a.TLS...)
+	if a.Cluster {
+		argv = append(argv, "--cluster")
+	}
 	if a.Test != "" {
 		return append(argv, "-t", a.Test)
 	}

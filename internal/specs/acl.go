@@ -44,7 +44,7 @@ func ACLUsersEnabled(rp *v1alpha1.RedisPersistence) bool { return AuthSecretRef(
 
 // benchmarkACLRules are the benchmark user's rules on rp's servers.
 func benchmarkACLRules(rp *v1alpha1.RedisPersistence) string {
-	return bench.ACLRules(rp.Spec.Benchmark != nil && rp.Spec.Benchmark.CrashCheck)
+	return bench.ACLRules(rp.Spec.Benchmark != nil && rp.Spec.Benchmark.CrashCheck, Sharded(rp))
 }
 
 // ACLPasswords are the users' passwords, read from the Secret <name>-acl.

@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/uring-redis/uring-redis-operator/internal/cluster"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+)
+
+// TestRunAgainstACluster runs the runner as the benchmark user under the
+// cluster's ACLRules against a real 3-shard cluster of durable servers,
+// through one seed: valkey-benchmark --cluster spreads the keys over every
+// primary, each primary's share is measured, the claim refuses a cluster
+// that holds an application's key, and the cleanup leaves no key behind.
+// Nothing is refused but valkey-benchmark's CONFIG GET.
+func TestRunAgainstACluster(t *testing.T) {
+	ctx := context.Background()
+	config := "requirepass admin-pw\nappendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\n" +
+		"user " + User + " on >bench-pw " + ACLRules(false, true) + "\n"
+	var shards [][]string
+	for range 3 {
+		shards = append(shards, []string{testenv.RunClusterNode(t, t.TempDir(), config).Addr})
+	}
+	dial := func(addr string) *redis.Client {
+		return redis.NewClient(&redis.Options{Addr: addr, Password: "admin-pw", MaxRetries: -1})
+	}
+	if err := (&cluster.Admin{Dial: dial, Password: "admin-pw", Log: t.Logf}).Create(ctx, shards); err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: shards[0], Password: "admin-pw"})
+	defer func() { _ = admin.Close() }()
+
+	r := Runner{Tool: toolBin(t), Addr: shards[1][0], User: User, Password: "bench-pw", Cluster: true}
+	if err := r.WaitServing(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// An application's key: a cluster has one database, so no benchmark runs.
+	if err := admin.Set(ctx, "orders:1", "o", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ClaimDatabase(ctx); err == nil || !strings.Contains(err.Error(), "database 0 only") {
+		t.Fatalf("claiming a cluster that holds an application's key: %v", err)
+	}
+	if err := admin.Del(ctx, "orders:1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.ACLLogReset(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := r.ClaimDatabase(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Run(ctx, Workload{Target: "t", Mode: "uring-durable", Commands: []string{"set", "lpush", "hset", "incr"},
+		Requests: 6000, Clients: 12, Pipeline: 1, ValueSize: 32, Keyspace: 3000, MixedReads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", res)
+	if res.Shards != 3 || res.Engine != "uring" {
+		t.Errorf("result over %d shards, engine %q; want 3, uring", res.Shards, res.Engine)
+	}
+	for _, c := range res.Commands {
+		if c.OpsPerSecond <= 0 || c.P99Micros < c.P50Micros || c.CPUMicrosPerKop <= 0 || c.FsyncCount <= 0 {
+			t.Errorf("%s: implausible figures %+v", c.Command, c)
+		}
+		// Every primary took a share of the keys' commands.
+		if c.ShardOpsMin <= 0 || c.ShardOpsMax < c.ShardOpsMin {
+			t.Errorf("%s: per-shard commands/s %.0f..%.0f", c.Command, c.ShardOpsMin, c.ShardOpsMax)
+		}
+	}
+	if _, err := Encode(res); err != nil {
+		t.Error(err)
+	}
+	size, err := admin.DBSize(ctx).Result()
+	if err != nil || size == 0 {
+		t.Fatalf("DBSIZE after the run: %d, %v", size, err)
+	}
+	if err := r.DeleteKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if size, err := admin.DBSize(ctx).Result(); err != nil || size != 0 {
+		t.Errorf("DBSIZE after the cleanup: %d, %v", size, err)
+	}
+	var refused []string
+	for _, shard := range shards {
+		c := dial(shard[0])
+		refused = append(refused, testenv.ACLRefusals(t, c)...)
+		_ = c.Close()
+	}
+	refused = slices.Compact(slices.Sorted(slices.Values(refused)))
+	if !slices.Equal(refused, []string{User + " config|get"}) {
+		t.Errorf("ACL LOG %q, want only valkey-benchmark's CONFIG GET refused", refused)
+	}
+}
