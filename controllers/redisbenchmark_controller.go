@@ -222,6 +222,8 @@ func targetAvailable(rb *v1alpha1.RedisBenchmark, run specs.BenchmarkRun, rp *v1
 	switch {
 	case access == nil:
 		return ReasonTargetNotOptedIn, fmt.Sprintf("RedisPersistence %s does not allow benchmarks: set its spec.benchmark (a benchmark writes to a database of its own, %d by default, and empties it)", rp.Name, specs.DefaultBenchmarkDatabase), false
+	case rb.Spec.CrashCheck != nil && specs.Sharded(rp):
+		return ReasonCrashCheckNotAllowed, fmt.Sprintf("RedisPersistence %s is a cluster: a killed primary is failed over, not restarted, so the crash check has no meaning there; run the benchmark without spec.crashCheck", rp.Name), false
 	case rb.Spec.CrashCheck != nil && !access.CrashCheck:
 		return ReasonCrashCheckNotAllowed, fmt.Sprintf("RedisPersistence %s does not allow the crash check, which kills its server: set its spec.benchmark.crashCheck: true, or run the benchmark without spec.crashCheck", rp.Name), false
 	case ready == nil || ready.Status != metav1.ConditionTrue || rp.Status.ObservedGeneration != rp.Generation:

@@ -672,6 +672,7 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 		st.Shards = append(st.Shards, shard)
 	}
 
+	r.setCondition(rp, v1alpha1.ConditionUpToDate, shardsUpToDate(view))
 	r.setCondition(rp, v1alpha1.ConditionClusterHealthy, clusterHealthyCondition(view, step, answering, len(st.Shards)))
 	r.setCondition(rp, v1alpha1.ConditionSlotsCovered, slotsCoveredCondition(rp, view, step, covered))
 
@@ -686,6 +687,18 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonPodNotReady, "the cluster is not serving every slot yet"})
 	}
 	exportInstanceMetrics(rp)
+}
+
+// shardsUpToDate is true when every shard's StatefulSet runs its current
+// pod template on all its pods: a RedisBenchmark waits for it, as it does
+// for a single server's (upToDateCondition).
+func shardsUpToDate(view *clusterView) condition {
+	for _, i := range view.shardIndexes() {
+		if sts := view.statefulSets[i]; sts != nil && !rolledOut(sts) {
+			return condition{metav1.ConditionFalse, ReasonUpgrading, fmt.Sprintf("StatefulSet %s rolls its pods onto its current pod template", sts.Name)}
+		}
+	}
+	return condition{metav1.ConditionTrue, ReasonUpToDate, "every shard's pods run the pod template the operator builds"}
 }
 
 // clusterHealthyCondition is true when every server answers and sees the

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/bench"
 	"github.com/uring-redis/uring-redis-operator/internal/cluster"
 	"github.com/uring-redis/uring-redis-operator/internal/dashboards"
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
@@ -54,7 +57,7 @@ func waitClusterHealthy(t *testing.T, ns, name string, shards int) *v1alpha1.Red
 		if err := get(t, rp, ns, name); err != nil {
 			return err
 		}
-		for _, cond := range []string{v1alpha1.ConditionClusterHealthy, v1alpha1.ConditionSlotsCovered, v1alpha1.ConditionReady} {
+		for _, cond := range []string{v1alpha1.ConditionClusterHealthy, v1alpha1.ConditionSlotsCovered, v1alpha1.ConditionReady, v1alpha1.ConditionUpToDate} {
 			c := findCondition(rp, cond)
 			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != rp.Generation {
 				return fmt.Errorf("%s is %+v", cond, c)
@@ -94,8 +97,9 @@ func TestClusterFormsAndScales(t *testing.T) {
 	}
 	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways},
-		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: 1},
-		Storage: &v1alpha1.StorageSpec{StorageClassName: storageClass},
+		Cluster:   &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: 1},
+		Storage:   &v1alpha1.StorageSpec{StorageClassName: storageClass},
+		Benchmark: &v1alpha1.BenchmarkAccessSpec{},
 	}}
 	if err := k8s.Create(context.Background(), rp); err != nil {
 		t.Fatal(err)
@@ -168,6 +172,44 @@ func TestClusterFormsAndScales(t *testing.T) {
 	if refused := testenv.ACLRefusals(t, admin); len(refused) > 0 {
 		t.Errorf("the server refused the exporter: %q", refused)
 	}
+
+	ctx := context.Background()
+	// A RedisBenchmark of the cluster: its Job drives every primary through
+	// the Service. The real runner, with the Job's arguments and sign-in,
+	// measures the real nodes, and the result names the shards.
+	createBenchmark(t, ns, "shards", v1alpha1.RedisBenchmarkSpec{Targets: []string{name},
+		Workload: v1alpha1.BenchmarkWorkload{Commands: []v1alpha1.BenchmarkCommand{v1alpha1.CommandSet}, Requests: 3000, Clients: 8}})
+	job := waitJob(t, ns, "shards-0")
+	if args := job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--cluster") || !slices.Contains(args, "--db=0") {
+		t.Fatalf("the Job's runner args %q: want --cluster and --db=0", args)
+	}
+	env := resolveEnv(t, ns, job.Spec.Template.Spec.Containers[0].Env)
+	runner := bench.Runner{Tool: filepath.Join(filepath.Dir(testenv.ServerBin()), "valkey-benchmark"), Addr: first.(string),
+		User: envValue(env, "REDIS_USER"), Password: envValue(env, "REDIS_PASSWORD"), Cluster: true}
+	if err := runner.ClaimDatabase(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := runner.Run(ctx, bench.Workload{Target: name, Mode: "aof-always", Commands: []string{"set"}, Requests: 3000, Clients: 8, Pipeline: 1, ValueSize: 64, Keyspace: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.DeleteKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := bench.Encode(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finishJobPod(t, ns, "shards-0", 0, string(msg))
+	waitBenchmark(t, ns, "shards", func(rb *v1alpha1.RedisBenchmark) error {
+		if err := hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionTrue, ReasonBenchmarkSucceeded); err != nil {
+			return err
+		}
+		if r := rb.Status.Results; len(r) != 1 || r[0].Shards != 3 || r[0].ShardOpsMinPerSecond <= 0 || r[0].ShardOpsMaxPerSecond < r[0].ShardOpsMinPerSecond {
+			return fmt.Errorf("results %+v: want one over 3 shards with their spread", r)
+		}
+		return nil
+	})
 
 	// The instance dashboard's shards panel draws it, from a real Prometheus scraping the operator.
 	prom := promtest.Prometheus(t, fmt.Sprintf("global: {scrape_interval: 1s}\nscrape_configs: [{job_name: operator, static_configs: [{targets: [%q]}]}]\n", operatorMetrics(t)))

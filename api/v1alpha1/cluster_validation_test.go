@@ -28,6 +28,7 @@ func TestClusterSpecsRejected(t *testing.T) {
 		{"and replicas", clustered(map[string]any{"replicas": 3}), "leave spec.replicas at 1"},
 		{"mode none without storage", clustered(map[string]any{"mode": "none"}), "with mode none, spec.cluster needs spec.storage"},
 		{"and TLS", clustered(map[string]any{"tls": map[string]any{"secretName": "redis-tls"}}), "spec.tls is not supported with spec.cluster yet"},
+		{"and the crash check", clustered(map[string]any{"benchmark": map[string]any{"crashCheck": true}}), "spec.benchmark.crashCheck is not supported with spec.cluster"},
 		{"and a backup", clustered(map[string]any{"backup": s3(nil)["backup"]}), "backups and restores of a cluster are not supported yet"},
 		{"ackReplicas above replicasPerShard", clustered(map[string]any{"cluster": map[string]any{"shards": 3, "replicasPerShard": 1},
 			"uring": map[string]any{"ack": "durable", "ackReplicas": 2}}), "or with spec.cluster at most spec.cluster.replicasPerShard"},
@@ -41,7 +42,7 @@ func TestClusterSpecsRejected(t *testing.T) {
 // change.
 func TestClusterSpecAccepted(t *testing.T) {
 	ctx := context.Background()
-	u := newObject(clustered(map[string]any{"uring": map[string]any{"ack": "durable", "ackReplicas": 1}}))
+	u := newObject(clustered(map[string]any{"uring": map[string]any{"ack": "durable", "ackReplicas": 1}, "benchmark": map[string]any{}}))
 	if err := k8s.Create(ctx, u, client.FieldValidation("Strict")); err != nil {
 		t.Fatal(err)
 	}

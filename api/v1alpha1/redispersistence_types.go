@@ -77,6 +77,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.replicas) || self.replicas == 1",message="with spec.cluster, each shard's replicas are spec.cluster.replicasPerShard: leave spec.replicas at 1"
 // +kubebuilder:validation:XValidation:rule="!has(self.cluster) || self.mode != 'none' || has(self.storage)",message="a cluster node keeps its nodes.conf on its volume to rejoin after a restart: with mode none, spec.cluster needs spec.storage"
 // +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.tls)",message="spec.tls is not supported with spec.cluster yet: the cluster bus and slot moves would need it too; remove one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.benchmark) || !has(self.benchmark.crashCheck) || !self.benchmark.crashCheck",message="spec.benchmark.crashCheck is not supported with spec.cluster: a killed primary is failed over, not restarted, so the crash check has no meaning there"
 // +kubebuilder:validation:XValidation:rule="!has(self.cluster) || (!has(self.backup) && !has(self.bootstrap))",message="backups and restores of a cluster are not supported yet: remove spec.backup and spec.bootstrap, or run one primary with replicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.sentinel) || (has(self.replicas) && self.replicas > 1)",message="spec.sentinel configures the failover of replicated servers: it needs spec.replicas of 2 or more (remove spec.sentinel to run one server)"
 // +kubebuilder:validation:XValidation:rule="self.mode == oldSelf.mode || ((!has(self.replicas) || self.replicas == 1) && (!has(oldSelf.replicas) || oldSelf.replicas == 1))",message="spec.mode cannot change while spec.replicas is above 1: the operator carries a mode change through one running server; scale to replicas: 1 first, change the mode, then scale out again"
@@ -320,7 +321,9 @@ type ServerOptionValue string
 type BenchmarkAccessSpec struct {
 	// database is the logical database (the SELECT index) benchmarks write
 	// to; no application may use it. A benchmark refuses to start while it
-	// holds keys no benchmark wrote, and empties it when it ends.
+	// holds keys no benchmark wrote, and empties it when it ends. A cluster
+	// (spec.cluster) has database 0 only: benchmarks write there whatever
+	// this says, and run only while the cluster holds no other key.
 	// +optional
 	// +kubebuilder:default=15
 	// +kubebuilder:validation:Minimum=1

@@ -141,9 +141,13 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.R
 	if len(commands) == 0 {
 		commands = []string{"set", "hset", "lpush", "incr"}
 	}
+	db := benchmarkDatabase(rp)
+	if Sharded(rp) {
+		db = 0
+	}
 	args := []string{
 		"--addr=" + fmt.Sprintf("%s.%s.svc:%d", rp.Name, rp.Namespace, RedisPort),
-		"--db=" + strconv.Itoa(int(benchmarkDatabase(rp))),
+		"--db=" + strconv.Itoa(int(db)),
 		"--target=" + rp.Name,
 		"--mode=" + PersistenceMode(rp),
 		"--commands=" + strings.Join(commands, ","),
@@ -155,6 +159,11 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.R
 	}
 	if w.MixedReads {
 		args = append(args, "--mixed-reads")
+	}
+	if Sharded(rp) {
+		// The Service <name> selects every server: the runner reads the slot
+		// map from the one it reaches and drives every primary.
+		args = append(args, "--cluster")
 	}
 	if cc := rb.Spec.CrashCheck; cc != nil && run.Last(rb) {
 		args = append(args,

@@ -2,6 +2,7 @@ package specs_test
 
 import (
 	"path/filepath"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,4 +65,32 @@ func TestBenchmarkJobGolden(t *testing.T) {
 		t.Fatal("two renders of the same benchmark Job differ")
 	}
 	compareGolden(t, filepath.Join("testdata", "benchmark.job.yaml"), first)
+}
+
+// A sharded target is benchmarked through its Service as a cluster, in
+// database 0 whatever spec.benchmark.database says; a single server in its
+// benchmark database.
+func TestBenchmarkArgsOfAShardedTarget(t *testing.T) {
+	rb := &v1alpha1.RedisBenchmark{ObjectMeta: metav1.ObjectMeta{Name: "scale", Namespace: "ns"},
+		Spec: v1alpha1.RedisBenchmarkSpec{Targets: []string{"one", "three"}}}
+	for _, tc := range []struct {
+		cluster *v1alpha1.ClusterSpec
+		want    []string
+		not     string
+	}{
+		{nil, []string{"--addr=t.ns.svc:6379", "--db=7"}, "--cluster"},
+		{&v1alpha1.ClusterSpec{Shards: 3}, []string{"--addr=t.ns.svc:6379", "--db=0", "--cluster"}, "--db=7"},
+	} {
+		rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: "ns"},
+			Spec: v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Cluster: tc.cluster, Benchmark: &v1alpha1.BenchmarkAccessSpec{Database: 7}}}
+		args := specs.BenchmarkJob(rb, specs.RunAt(rb, 0), rp, specs.BenchmarkOptions{Image: "bench"}).Spec.Template.Spec.Containers[0].Args
+		for _, w := range tc.want {
+			if !slices.Contains(args, w) {
+				t.Errorf("cluster %v: args %q lack %s", tc.cluster, args, w)
+			}
+		}
+		if slices.Contains(args, tc.not) {
+			t.Errorf("cluster %v: args %q hold %s", tc.cluster, args, tc.not)
+		}
+	}
 }
