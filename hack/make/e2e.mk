@@ -89,6 +89,13 @@ e2e: e2e-up e2e-fixtures e2e-images e2e-install ## Run the e2e suite on a real c
 bench-backup: ## Measure what backups cost a running server (throughput and p99 during backups) on the e2e cluster.
 	E2E_BACKUP_COST=1 $(MAKE) e2e E2E_ARGS="-run '^TestBackupCost' $(E2E_ARGS)"
 
+# Not part of `make e2e` (nor CI): RedisBenchmarks of one uring durable server and
+# of a 3-shard cluster of them, side by side; the README's scale-out ratio comes
+# from its last log line.
+.PHONY: bench-cluster
+bench-cluster: ## Measure what sharding buys: one server vs a 3-shard cluster, in one RedisBenchmark on the e2e cluster.
+	E2E_CLUSTER_BENCH=1 $(MAKE) e2e E2E_ARGS="-run '^TestClusterScaleOut' $(E2E_ARGS)"
+
 # Not part of `make e2e` (nor CI): it builds a second tree's images, and needs a cluster
 # with no operator installed, which it installs itself from the release.
 .PHONY: e2e-upgrade

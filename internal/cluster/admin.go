@@ -464,6 +464,19 @@ func (a *Admin) MoveSlots(ctx context.Context, from, to string, slots []int) err
 	}
 	src, dst := a.Dial(from), a.Dial(to)
 	defer func() { _, _ = src.Close(), dst.Close() }()
+	// The other primaries learn each slot's new owner at once too, over a
+	// connection each for the whole call.
+	others := map[string]*redis.Client{}
+	for _, n := range nodes {
+		if n.Primary && n.ID != fromID && n.ID != toID && !n.Failing {
+			others[n.Addr] = a.Dial(n.Addr)
+		}
+	}
+	defer func() {
+		for _, c := range others {
+			_ = c.Close()
+		}
+	}()
 	a.logf("moving %d slots (%s) from %s to %s", len(slots), FormatSlots(slots), from, to)
 	for i, slot := range slots {
 		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < slotMargin {
@@ -502,15 +515,9 @@ func (a *Admin) MoveSlots(ctx context.Context, from, to string, slots []int) err
 				return fmt.Errorf("CLUSTER SETSLOT %d NODE %s: %w", slot, toID, err)
 			}
 		}
-		for _, n := range nodes {
-			if !n.Primary || n.ID == fromID || n.ID == toID || n.Failing {
-				continue
-			}
-			c := a.Dial(n.Addr)
-			err := c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err()
-			_ = c.Close()
-			if err != nil {
-				return fmt.Errorf("CLUSTER SETSLOT %d NODE %s on %s: %w", slot, toID, n.Addr, err)
+		for addr, c := range others {
+			if err := c.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", toID).Err(); err != nil {
+				return fmt.Errorf("CLUSTER SETSLOT %d NODE %s on %s: %w", slot, toID, addr, err)
 			}
 		}
 	}
