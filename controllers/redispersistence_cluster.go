@@ -287,6 +287,12 @@ func (r *RedisPersistenceReconciler) reconcileCluster(ctx context.Context, rp *v
 	if expiry := r.convergeUsers(serverCtx, rp, creds); !expiry.IsZero() {
 		result = requeueWithin(result, max(time.Until(expiry), time.Second))
 	}
+	if rotating, err := r.convergeCertificate(serverCtx, rp, creds); err != nil {
+		return ctrl.Result{}, err
+	} else if rotating {
+		// No event says that the kubelet updated a mounted Secret.
+		result = requeueWithin(result, tlsRotationRetry)
+	}
 
 	stepCtx, cancel := context.WithTimeout(ctx, clusterStepBudget)
 	defer cancel()

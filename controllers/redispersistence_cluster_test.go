@@ -15,9 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/bench"
@@ -26,21 +28,28 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
+	"github.com/uring-redis/uring-redis-operator/internal/tlsclient"
 )
 
 // shardedName names the sharded instance of TestClusterFormsAndScales.
 const shardedName = "shard"
 
-// runShard runs shard i's two servers as cluster nodes from the instance's
-// rendered redis.conf (password included), on loopback ports of their own,
-// and marks their pods running, in order (the StatefulSet makes a pod once
-// the previous one is Ready). The nodes announce their IP: the test's
-// client reaches 127.0.0.1, not the pods' DNS names.
+// runShard runs shard i's two servers of TestClusterFormsAndScales.
 func runShard(t *testing.T, ns string, shard int) {
 	t.Helper()
-	const name = shardedName
-	config := renderedConfigOf(t, ns, name, fmt.Sprintf("%s-s%d", name, shard)) + "cluster-preferred-endpoint-type ip\n"
-	for j := range 2 {
+	runShardOf(t, ns, shardedName, shard, 2, func(config string) string { return config })
+}
+
+// runShardOf runs shard i's servers of instance name as cluster nodes from
+// the instance's rendered redis.conf (password included, edited by edit),
+// on loopback ports of their own, and marks their pods running, in order
+// (the StatefulSet makes a pod once the previous one is Ready). The nodes
+// announce their IP: the test's client reaches 127.0.0.1, not the pods' DNS
+// names.
+func runShardOf(t *testing.T, ns, name string, shard, servers int, edit func(string) string) {
+	t.Helper()
+	config := edit(renderedConfigOf(t, ns, name, fmt.Sprintf("%s-s%d", name, shard))) + "cluster-preferred-endpoint-type ip\n"
+	for j := range servers {
 		pod := fmt.Sprintf("%s-s%d-%d", name, shard, j)
 		srv := testenv.RunClusterNode(t, t.TempDir(), config)
 		serverAddrs.Store(ns+"/"+pod, srv.Addr)
@@ -97,7 +106,7 @@ func TestClusterFormsAndScales(t *testing.T) {
 	}
 	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways},
-		Cluster:   &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: 1},
+		Cluster:   &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](1)},
 		Storage:   &v1alpha1.StorageSpec{StorageClassName: storageClass},
 		Benchmark: &v1alpha1.BenchmarkAccessSpec{},
 	}}
@@ -336,4 +345,89 @@ func TestClusterFormsAndScales(t *testing.T) {
 		t.Errorf("the three primaries hold %d keys, %d were written", keys, n)
 	}
 	t.Logf("%d writes through the scaling, none failed, none lost", n)
+}
+
+// A sharded instance with spec.tls against real cluster nodes that speak
+// TLS only, on the bus too, requiring client certificates: the operator
+// forms the cluster over TLS, reports the certificate served, a cluster
+// client reaches every shard over TLS, and a new certificate reaches every
+// node without a restart.
+func TestClusterOverTLS(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	const name = "tlsshard"
+	ca := testenv.NewCA(t)
+	firstCert, firstKey := ca.Issue(t, 48*time.Hour, name)
+	if err := k8s.Create(ctx, tlsSecret(ns, name+"-certs", firstCert, firstKey, ca.PEM)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		createVolumeFor(t, ns, fmt.Sprintf("data-%s-s%d-0", name, i))
+	}
+	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeAOF, Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](0)},
+		TLS:     &v1alpha1.TLSSpec{SecretName: name + "-certs", ClientAuth: true},
+		Storage: &v1alpha1.StorageSpec{StorageClassName: storageClass},
+	})
+	eventually(t, 30*time.Second, func() error { return get(t, &appsv1.StatefulSet{}, ns, name+"-s2") })
+	if config := renderedConfigOf(t, ns, name, name+"-s0"); !strings.Contains(config, "\ntls-cluster yes\n") || !strings.Contains(config, "\nport 0\n") {
+		t.Fatalf("a TLS cluster node's redis.conf lacks tls-cluster yes or port 0:\n%s", config)
+	}
+	files := t.TempDir()
+	testenv.WriteTLSFiles(t, files, firstCert, firstKey, ca.PEM)
+	for i := range 3 {
+		runShardOf(t, ns, name, i, 1, func(config string) string { return strings.ReplaceAll(config, specs.TLSDir, files) })
+	}
+	waitClusterHealthy(t, ns, name, 3)
+	waitCondition(t, ns, name, v1alpha1.ConditionTLSReady, metav1.ConditionTrue, ReasonCertificateServed)
+
+	clientTLS, err := tlsclient.Config(ca.PEM, firstCert, firstKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := serverAddrs.Load(ns + "/" + name + "-s0-0")
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{first.(string)}, Password: instancePassword(t, ns, name), TLSConfig: clientTLS})
+	defer func() { _ = c.Close() }()
+	for i := range 300 {
+		if err := c.Set(ctx, fmt.Sprintf("key:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perShard := map[string]int64{}
+	if err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		n, err := m.DBSize(ctx).Result()
+		perShard[m.Options().Addr] = n
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(perShard) != 3 {
+		t.Fatalf("keys per primary %v: want 3 primaries", perShard)
+	}
+	for addr, n := range perShard {
+		if n == 0 {
+			t.Errorf("the primary at %s holds none of the keys: %v", addr, perShard)
+		}
+	}
+
+	// A new certificate reaches every node, loaded without a restart.
+	secondCert, secondKey := ca.Issue(t, 72*time.Hour, name)
+	secret := &corev1.Secret{}
+	if err := get(t, secret, ns, name+"-certs"); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = secondCert, secondKey
+	if err := k8s.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WriteTLSFiles(t, files, secondCert, secondKey, ca.PEM)
+	waitEvent(t, ns, name, "RotatedCertificate")
+	waitCondition(t, ns, name, v1alpha1.ConditionTLSReady, metav1.ConditionTrue, ReasonCertificateServed)
+	for i := range 3 {
+		addr, _ := serverAddrs.Load(fmt.Sprintf("%s/%s-s%d-0", ns, name, i))
+		if served, err := servedCertificate(ctx, addr.(string), clientTLS); err != nil || !served.Equal(leafOf(t, secondCert)) {
+			t.Errorf("%s presents %v (err %v), not the new certificate", addr, served, err)
+		}
+	}
 }

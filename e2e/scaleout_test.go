@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -30,7 +31,7 @@ func TestClusterScaleOut(t *testing.T) {
 	uring := &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}
 	create(t, one, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: uring, Benchmark: &v1alpha1.BenchmarkAccessSpec{}})
 	create(t, three, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: uring, Benchmark: &v1alpha1.BenchmarkAccessSpec{},
-		Cluster: &v1alpha1.ClusterSpec{Shards: 3}})
+		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](0)}})
 	t.Cleanup(func() {
 		if t.Failed() {
 			return

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -27,7 +28,6 @@ func TestClusterSpecsRejected(t *testing.T) {
 		{"and Sentinel", clustered(map[string]any{"sentinel": map[string]any{}}), "spec.cluster and spec.sentinel exclude each other"},
 		{"and replicas", clustered(map[string]any{"replicas": 3}), "leave spec.replicas at 1"},
 		{"mode none without storage", clustered(map[string]any{"mode": "none"}), "with mode none, spec.cluster needs spec.storage"},
-		{"and TLS", clustered(map[string]any{"tls": map[string]any{"secretName": "redis-tls"}}), "spec.tls is not supported with spec.cluster yet"},
 		{"and the crash check", clustered(map[string]any{"benchmark": map[string]any{"crashCheck": true}}), "spec.benchmark.crashCheck is not supported with spec.cluster"},
 		{"and a backup", clustered(map[string]any{"backup": s3(nil)["backup"]}), "backups and restores of a cluster are not supported yet"},
 		{"ackReplicas above replicasPerShard", clustered(map[string]any{"cluster": map[string]any{"shards": 3, "replicasPerShard": 1},
@@ -50,7 +50,7 @@ func TestClusterSpecAccepted(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(u), rp); err != nil {
 		t.Fatal(err)
 	}
-	if c := rp.Spec.Cluster; c == nil || c.Shards != 3 || c.ReplicasPerShard != 1 {
+	if c := rp.Spec.Cluster; c == nil || c.Shards != 3 || ptr.Deref(c.ReplicasPerShard, 0) != 1 {
 		t.Fatalf("spec.cluster %+v, want 3 shards of 1 replica (the default)", c)
 	}
 	rp.Spec.Cluster.Shards = 4

@@ -76,7 +76,6 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.sentinel)",message="spec.cluster and spec.sentinel exclude each other: a cluster fails over by itself"
 // +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.replicas) || self.replicas == 1",message="with spec.cluster, each shard's replicas are spec.cluster.replicasPerShard: leave spec.replicas at 1"
 // +kubebuilder:validation:XValidation:rule="!has(self.cluster) || self.mode != 'none' || has(self.storage)",message="a cluster node keeps its nodes.conf on its volume to rejoin after a restart: with mode none, spec.cluster needs spec.storage"
-// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.tls)",message="spec.tls is not supported with spec.cluster yet: the cluster bus and slot moves would need it too; remove one of them"
 // +kubebuilder:validation:XValidation:rule="!has(self.cluster) || !has(self.benchmark) || !has(self.benchmark.crashCheck) || !self.benchmark.crashCheck",message="spec.benchmark.crashCheck is not supported with spec.cluster: a killed primary is failed over, not restarted, so the crash check has no meaning there"
 // +kubebuilder:validation:XValidation:rule="!has(self.cluster) || (!has(self.backup) && !has(self.bootstrap))",message="backups and restores of a cluster are not supported yet: remove spec.backup and spec.bootstrap, or run one primary with replicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.sentinel) || (has(self.replicas) && self.replicas > 1)",message="spec.sentinel configures the failover of replicated servers: it needs spec.replicas of 2 or more (remove spec.sentinel to run one server)"
@@ -279,12 +278,13 @@ type ClusterSpec struct {
 	// +kubebuilder:validation:Maximum=64
 	Shards int32 `json:"shards"`
 	// replicasPerShard is how many replicas each primary has; the cluster
-	// promotes one when its primary fails.
+	// promotes one when its primary fails. 0 runs primaries alone: a lost
+	// primary's slots are down until its server returns on its volume.
 	// +optional
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=5
-	ReplicasPerShard int32 `json:"replicasPerShard,omitempty"`
+	ReplicasPerShard *int32 `json:"replicasPerShard,omitempty"`
 }
 
 // SentinelSpec configures the Valkey Sentinels (valkey-sentinel from the

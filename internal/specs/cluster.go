@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 )
@@ -49,7 +50,7 @@ func Shards(rp *v1alpha1.RedisPersistence) int {
 
 // ServersPerShard is a shard's primary and its replicas.
 func ServersPerShard(rp *v1alpha1.RedisPersistence) int32 {
-	return 1 + rp.Spec.Cluster.ReplicasPerShard
+	return 1 + ptr.Deref(rp.Spec.Cluster.ReplicasPerShard, 1)
 }
 
 // Servers is how many servers rp runs, Sentinels aside.
@@ -98,7 +99,7 @@ func clusterConfig(rp *v1alpha1.RedisPersistence) []string {
 	if !Sharded(rp) {
 		return nil
 	}
-	return []string{
+	lines := []string{
 		"cluster-enabled yes",
 		"cluster-config-file " + ClusterConfigFile,
 		fmt.Sprintf("cluster-port %d", ClusterBusPort),
@@ -109,6 +110,12 @@ func clusterConfig(rp *v1alpha1.RedisPersistence) []string {
 		// short and the StatefulSets no longer saying which shard a pod is.
 		"cluster-allow-replica-migration no",
 	}
+	if TLSEnabled(rp) {
+		// The bus and MIGRATE between nodes speak TLS too, each node
+		// presenting the instance's certificate (TLSServerConfig).
+		lines = append(lines, "tls-cluster yes")
+	}
+	return lines
 }
 
 // withCluster makes the server a cluster node that announces its pod's DNS

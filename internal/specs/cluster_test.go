@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
@@ -46,7 +48,7 @@ func TestClusterGolden(t *testing.T) {
 // the Sentinel-driven replication is there.
 func TestShardStatefulSets(t *testing.T) {
 	rp := specstest.NewRedisPersistence(specstest.ClusterSpec)
-	rp.Spec.Cluster.Shards, rp.Spec.Cluster.ReplicasPerShard = 4, 2
+	rp.Spec.Cluster.Shards, rp.Spec.Cluster.ReplicasPerShard = 4, ptr.To[int32](2)
 	in := specs.NewPodInputs(rp, specstest.Password(rp))
 	in.AntiAffinity = v1alpha1.AntiAffinityPreferred
 	selectors := map[string]bool{}

@@ -126,7 +126,7 @@ var ReplicatedSpec = v1alpha1.RedisPersistenceSpec{
 // ClusterSpec is a three-shard uring durable cluster, a replica per shard,
 // with a password.
 var ClusterSpec = v1alpha1.RedisPersistenceSpec{
-	Mode: v1alpha1.ModeUring, Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: 1},
+	Mode: v1alpha1.ModeUring, Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](1)},
 	Uring:   &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, QueueDepth: 256, MaxWorkers: 2, AckReplicas: 1},
 	Storage: &v1alpha1.StorageSpec{Profile: v1alpha1.StorageLocalNVMe},
 	Auth:    &v1alpha1.AuthSpec{SecretRef: &v1alpha1.SecretKeyRef{Name: "redis-auth", Key: "password"}},
