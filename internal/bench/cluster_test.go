@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,28 +18,51 @@ import (
 
 // TestRunAgainstACluster runs the runner as the benchmark user under the
 // cluster's ACLRules against a real 3-shard cluster of durable servers,
-// through one seed: valkey-benchmark --cluster spreads the keys over every
-// primary, each primary's share is measured, the claim refuses a cluster
-// that holds an application's key, and the cleanup leaves no key behind.
-// Nothing is refused but valkey-benchmark's CONFIG GET.
+// through one seed, in plain TCP and over TLS only (the bus too, client
+// certificates required): valkey-benchmark --cluster spreads the keys over
+// every primary, each primary's share is measured, the claim refuses a
+// cluster that holds an application's key, and the cleanup leaves no key
+// behind. Nothing is refused but valkey-benchmark's CONFIG GET.
 func TestRunAgainstACluster(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { runAgainstACluster(t, false) })
+	t.Run("tls", func(t *testing.T) { runAgainstACluster(t, true) })
+}
+
+func runAgainstACluster(t *testing.T, overTLS bool) {
 	ctx := context.Background()
 	config := "requirepass admin-pw\nappendonly yes\nappendfsync always\nappendfsync-engine uring\naof-uring-ack durable\n" +
 		"user " + User + " on >bench-pw " + ACLRules(false, true) + "\n"
+	var (
+		serverTLS *TLS
+		adminTLS  *tls.Config
+	)
+	if overTLS {
+		ca := testenv.NewCA(t)
+		cert, key := ca.Issue(t, time.Hour, "localhost")
+		dir := t.TempDir()
+		testenv.WriteTLSFiles(t, dir, cert, key, ca.PEM)
+		config += fmt.Sprintf("tls-port 6379\ntls-cert-file %[1]s/tls.crt\ntls-key-file %[1]s/tls.key\ntls-ca-cert-file %[1]s/ca.crt\n"+
+			"tls-auth-clients yes\ntls-cluster yes\n", dir)
+		var err error
+		if serverTLS, err = LoadTLS(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")); err != nil {
+			t.Fatal(err)
+		}
+		adminTLS = serverTLS.clientConfig()
+	}
 	var shards [][]string
 	for range 3 {
 		shards = append(shards, []string{testenv.RunClusterNode(t, t.TempDir(), config).Addr})
 	}
 	dial := func(addr string) *redis.Client {
-		return redis.NewClient(&redis.Options{Addr: addr, Password: "admin-pw", MaxRetries: -1})
+		return redis.NewClient(&redis.Options{Addr: addr, Password: "admin-pw", TLSConfig: adminTLS, MaxRetries: -1})
 	}
 	if err := (&cluster.Admin{Dial: dial, Password: "admin-pw", Log: t.Logf}).Create(ctx, shards); err != nil {
 		t.Fatal(err)
 	}
-	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: shards[0], Password: "admin-pw"})
+	admin := redis.NewClusterClient(&redis.ClusterOptions{Addrs: shards[0], Password: "admin-pw", TLSConfig: adminTLS})
 	defer func() { _ = admin.Close() }()
 
-	r := Runner{Tool: toolBin(t), Addr: shards[1][0], User: User, Password: "bench-pw", Cluster: true}
+	r := Runner{Tool: toolBin(t), Addr: shards[1][0], User: User, Password: "bench-pw", Cluster: true, TLS: serverTLS}
 	if err := r.WaitServing(ctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
