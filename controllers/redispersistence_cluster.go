@@ -111,6 +111,8 @@ type clusterServer struct {
 	state string // cluster_state
 	// replication is INFO replication.
 	replication string
+	// info is INFO server and persistence: the engine writing its AOF.
+	info *serverInfo
 }
 
 func (s *clusterServer) answered() bool { return s.self != nil }
@@ -393,6 +395,9 @@ func (r *RedisPersistenceReconciler) observeCluster(ctx context.Context, rp *v1a
 		}
 		if err == nil {
 			s.replication, err = c.Info(ctx, "replication").Result()
+		}
+		if err == nil {
+			s.info, err = infoOf(ctx, c)
 		}
 		_ = c.Close()
 		if err == nil {
@@ -679,6 +684,11 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 	}
 
 	r.setCondition(rp, v1alpha1.ConditionUpToDate, shardsUpToDate(view))
+	if uring := clusterUringCondition(rp, view); uring != nil {
+		r.setCondition(rp, v1alpha1.ConditionUringActive, *uring)
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionUringActive)
+	}
 	r.setCondition(rp, v1alpha1.ConditionClusterHealthy, clusterHealthyCondition(view, step, answering, len(st.Shards)))
 	r.setCondition(rp, v1alpha1.ConditionSlotsCovered, slotsCoveredCondition(rp, view, step, covered))
 
@@ -693,6 +703,37 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonPodNotReady, "the cluster is not serving every slot yet"})
 	}
 	exportInstanceMetrics(rp)
+}
+
+// clusterUringCondition is UringActive for a sharded instance of mode
+// uring: true when every server that answers writes its AOF through
+// io_uring, false naming those that fell back to the posix engine (and the
+// first one's reason), nil for other modes.
+func clusterUringCondition(rp *v1alpha1.RedisPersistence, view *clusterView) *condition {
+	if rp.Spec.Mode != v1alpha1.ModeUring {
+		return nil
+	}
+	var answered int
+	var fallen []string
+	reason := ""
+	for _, s := range view.servers() {
+		if s.info == nil {
+			continue
+		}
+		answered++
+		if !s.info.uringActive {
+			fallen = append(fallen, s.pod.Name)
+			reason = cmp.Or(reason, s.info.fallbackReason)
+		}
+	}
+	switch {
+	case answered == 0:
+		return &condition{metav1.ConditionUnknown, ReasonPodNotReady, "waiting for the servers to be ready"}
+	case len(fallen) > 0:
+		return &condition{metav1.ConditionFalse, ReasonUringFallback, fmt.Sprintf("io_uring is unavailable on %s, which run the posix engine: %s",
+			strings.Join(fallen, ", "), cmp.Or(reason, "the server did not report a reason"))}
+	}
+	return &condition{metav1.ConditionTrue, ReasonUringActive, fmt.Sprintf("every server that answers (%d) writes its append-only file through io_uring", answered)}
 }
 
 // shardsUpToDate is true when every shard's StatefulSet runs its current

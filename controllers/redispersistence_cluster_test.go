@@ -347,9 +347,10 @@ func TestClusterFormsAndScales(t *testing.T) {
 	t.Logf("%d writes through the scaling, none failed, none lost", n)
 }
 
-// A sharded instance with spec.tls against real cluster nodes that speak
-// TLS only, on the bus too, requiring client certificates: the operator
-// forms the cluster over TLS, reports the certificate served, a cluster
+// A sharded uring instance with spec.tls against real cluster nodes that
+// speak TLS only, on the bus too, requiring client certificates: the
+// operator forms the cluster over TLS, reports the certificate served and
+// io_uring active on every node, a cluster
 // client reaches every shard over TLS, and a new certificate reaches every
 // node without a restart.
 func TestClusterOverTLS(t *testing.T) {
@@ -366,7 +367,7 @@ func TestClusterOverTLS(t *testing.T) {
 		createVolumeFor(t, ns, fmt.Sprintf("data-%s-s%d-0", name, i))
 	}
 	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
-		Mode: v1alpha1.ModeAOF, Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](0)},
+		Mode: v1alpha1.ModeUring, Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](0)},
 		TLS:     &v1alpha1.TLSSpec{SecretName: name + "-certs", ClientAuth: true},
 		Storage: &v1alpha1.StorageSpec{StorageClassName: storageClass},
 	})
@@ -381,6 +382,7 @@ func TestClusterOverTLS(t *testing.T) {
 	}
 	waitClusterHealthy(t, ns, name, 3)
 	waitCondition(t, ns, name, v1alpha1.ConditionTLSReady, metav1.ConditionTrue, ReasonCertificateServed)
+	waitCondition(t, ns, name, v1alpha1.ConditionUringActive, metav1.ConditionTrue, ReasonUringActive)
 
 	clientTLS, err := tlsclient.Config(ca.PEM, firstCert, firstKey)
 	if err != nil {
@@ -429,5 +431,31 @@ func TestClusterOverTLS(t *testing.T) {
 		if served, err := servedCertificate(ctx, addr.(string), clientTLS); err != nil || !served.Equal(leafOf(t, secondCert)) {
 			t.Errorf("%s presents %v (err %v), not the new certificate", addr, served, err)
 		}
+	}
+}
+
+// UringActive of a sharded instance names the servers that fell back to
+// the posix engine, with a reason; a mode other than uring has none.
+func TestClusterUringCondition(t *testing.T) {
+	server := func(pod string, info *serverInfo) *clusterServer {
+		return &clusterServer{pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod}}, info: info}
+	}
+	rp := &v1alpha1.RedisPersistence{Spec: v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring}}
+	view := &clusterView{shards: map[int][]*clusterServer{
+		0: {server("c-s0-0", &serverInfo{uringActive: true}), server("c-s0-1", nil)},
+		1: {server("c-s1-0", &serverInfo{fallbackReason: "io_uring_setup: Operation not permitted"}), server("c-s1-1", &serverInfo{uringActive: true})},
+	}}
+	c := clusterUringCondition(rp, view)
+	if c == nil || c.status != metav1.ConditionFalse || c.reason != ReasonUringFallback ||
+		!strings.Contains(c.message, "on c-s1-0, which") || !strings.Contains(c.message, "Operation not permitted") {
+		t.Errorf("one server fell back: %+v", c)
+	}
+	view.shards[1][0].info.uringActive = true
+	if c := clusterUringCondition(rp, view); c == nil || c.status != metav1.ConditionTrue || !strings.Contains(c.message, "(3)") {
+		t.Errorf("every server that answers runs io_uring: %+v", c)
+	}
+	rp.Spec.Mode = v1alpha1.ModeAOF
+	if c := clusterUringCondition(rp, view); c != nil {
+		t.Errorf("mode aof: %+v", c)
 	}
 }
