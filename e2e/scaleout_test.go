@@ -81,13 +81,16 @@ func TestClusterScaleOut(t *testing.T) {
 		t.Errorf("shards: single %d, sharded %d (%d..%d commands/s per primary)", single.Shards, sharded.Shards,
 			sharded.ShardOpsMinPerSecond, sharded.ShardOpsMaxPerSecond)
 	}
+	// Writes per fdatasync: how many acknowledgements one disk sync carried.
+	batch := func(r v1alpha1.BenchmarkResult) float64 { return float64(requests) / float64(max(r.FsyncCount, 1)) }
 	for _, r := range rb.Status.Runs {
-		t.Logf("run: %s repetition %d: %d ops/s, p99 %d us, %d us CPU per kop", r.Target, r.Repetition, r.OpsPerSecond, r.P99Micros, r.CPUMicrosPerKop)
+		t.Logf("run: %s repetition %d: %d ops/s, p99 %d us, %d us CPU per kop, %.1f writes per fsync",
+			r.Target, r.Repetition, r.OpsPerSecond, r.P99Micros, r.CPUMicrosPerKop, batch(r))
 	}
-	t.Logf("scale-out, SET c=%d, %d requests, uring durable, medians of %d repetitions: 1 server %d ops/s p99 %.2f ms %.1f ms CPU/kop; "+
-		"3 shards %d ops/s p99 %.2f ms %.1f ms CPU/kop (primaries %d..%d commands/s); ratio %.2fx",
+	t.Logf("scale-out, SET c=%d, %d requests, uring durable, medians of %d repetitions: 1 server %d ops/s p99 %.2f ms %.1f ms CPU/kop %.1f writes/fsync; "+
+		"3 shards %d ops/s p99 %.2f ms %.1f ms CPU/kop %.1f writes/fsync (primaries %d..%d commands/s); ratio %.2fx",
 		clients, requests, reps,
-		single.OpsPerSecond, float64(single.P99Micros)/1000, float64(single.CPUMicrosPerKop)/1000,
-		sharded.OpsPerSecond, float64(sharded.P99Micros)/1000, float64(sharded.CPUMicrosPerKop)/1000,
+		single.OpsPerSecond, float64(single.P99Micros)/1000, float64(single.CPUMicrosPerKop)/1000, batch(single),
+		sharded.OpsPerSecond, float64(sharded.P99Micros)/1000, float64(sharded.CPUMicrosPerKop)/1000, batch(sharded),
 		sharded.ShardOpsMinPerSecond, sharded.ShardOpsMaxPerSecond, float64(sharded.OpsPerSecond)/float64(single.OpsPerSecond))
 }
