@@ -684,6 +684,12 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 	}
 
 	r.setCondition(rp, v1alpha1.ConditionUpToDate, shardsUpToDate(view))
+	storage, report := clusterStorage(rp, view)
+	r.setCondition(rp, v1alpha1.ConditionStorageReady, storage)
+	if report.filesystem != "" {
+		st.Filesystem = report.filesystem
+		r.reportStorage(rp, report, storage)
+	}
 	if uring := clusterUringCondition(rp, view); uring != nil {
 		r.setCondition(rp, v1alpha1.ConditionUringActive, *uring)
 	} else {
@@ -695,6 +701,8 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 	// Ready while it serves: moving slots to or from a shard is not an outage.
 	ready := meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionClusterHealthy) && len(covered) == cluster.Slots
 	switch {
+	case storage.status == metav1.ConditionFalse:
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonStorageNotReady, storage.message})
 	case ready:
 		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionTrue, ReasonReady, "the cluster serves every slot"})
 	case eligible == 0:
@@ -703,6 +711,40 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonPodNotReady, "the cluster is not serving every slot yet"})
 	}
 	exportInstanceMetrics(rp)
+}
+
+// clusterStorage is StorageReady of a sharded instance: every server's
+// prepare report (its volume's filesystem, mount options and fsync probe)
+// is judged as a single server's is, and the first that fails makes it
+// false, naming the pod. The report returned, for status.storage and the
+// recommendation, is the first server's that has one (shard 0's first).
+func clusterStorage(rp *v1alpha1.RedisPersistence, view *clusterView) (condition, storageReport) {
+	var first storageReport
+	var unreported []string
+	for _, s := range view.servers() {
+		report := storageReportFromPod(s.pod)
+		c := storageCondition(rp, report)
+		switch c.status {
+		case metav1.ConditionFalse:
+			c.message = s.pod.Name + ": " + c.message
+			return c, report
+		case metav1.ConditionUnknown:
+			unreported = append(unreported, s.pod.Name)
+			continue
+		}
+		if first.filesystem == "" {
+			first = report
+		}
+	}
+	switch {
+	case first.filesystem == "":
+		return condition{metav1.ConditionUnknown, ReasonFilesystemUnknown, "no server's data directory has been reported yet"}, first
+	case len(unreported) > 0:
+		return condition{metav1.ConditionUnknown, ReasonFilesystemUnknown, "the data directories of " + strings.Join(unreported, ", ") + " have not been reported yet"}, first
+	}
+	c := storageCondition(rp, first)
+	c.message = "every server's data directory passed; the first is on " + strings.TrimPrefix(c.message, "the data directory is on ")
+	return c, first
 }
 
 // clusterUringCondition is UringActive for a sharded instance of mode

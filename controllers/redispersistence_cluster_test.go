@@ -42,8 +42,9 @@ func runShard(t *testing.T, ns string, shard int) {
 
 // runShardOf runs shard i's servers of instance name as cluster nodes from
 // the instance's rendered redis.conf (password included, edited by edit),
-// on loopback ports of their own, and marks their pods running, in order
-// (the StatefulSet makes a pod once the previous one is Ready). The nodes
+// on loopback ports of their own, and marks their pods running with an ext4
+// volume reported, in order (the StatefulSet makes a pod once the previous
+// one is Ready). The nodes
 // announce their IP: the test's client reaches 127.0.0.1, not the pods' DNS
 // names.
 func runShardOf(t *testing.T, ns, name string, shard, servers int, edit func(string) string) {
@@ -53,7 +54,7 @@ func runShardOf(t *testing.T, ns, name string, shard, servers int, edit func(str
 		pod := fmt.Sprintf("%s-s%d-%d", name, shard, j)
 		srv := testenv.RunClusterNode(t, t.TempDir(), config)
 		serverAddrs.Store(ns+"/"+pod, srv.Addr)
-		markRunning(t, ns, pod)
+		actAsKubelet(t, ns, pod, "ext4")
 	}
 }
 
@@ -383,6 +384,9 @@ func TestClusterOverTLS(t *testing.T) {
 	waitClusterHealthy(t, ns, name, 3)
 	waitCondition(t, ns, name, v1alpha1.ConditionTLSReady, metav1.ConditionTrue, ReasonCertificateServed)
 	waitCondition(t, ns, name, v1alpha1.ConditionUringActive, metav1.ConditionTrue, ReasonUringActive)
+	if rp := waitCondition(t, ns, name, v1alpha1.ConditionStorageReady, metav1.ConditionTrue, ReasonFilesystemOK); rp.Status.Filesystem != "ext4" {
+		t.Errorf("status.filesystem %q, want ext4", rp.Status.Filesystem)
+	}
 
 	clientTLS, err := tlsclient.Config(ca.PEM, firstCert, firstKey)
 	if err != nil {
@@ -457,5 +461,37 @@ func TestClusterUringCondition(t *testing.T) {
 	rp.Spec.Mode = v1alpha1.ModeAOF
 	if c := clusterUringCondition(rp, view); c != nil {
 		t.Errorf("mode aof: %+v", c)
+	}
+}
+
+// StorageReady of a sharded instance judges every server's volume: one
+// mounted without write barriers under a durable mode makes it false,
+// naming the pod, as a single server's would; a server not reported yet
+// leaves it unknown.
+func TestClusterStorage(t *testing.T) {
+	server := func(pod, report string) *clusterServer {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod}}
+		if report != "" {
+			p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: specs.ContainerPrepare,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Message: report}}}}
+		}
+		return &clusterServer{pod: p}
+	}
+	rp := &v1alpha1.RedisPersistence{Spec: v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring}}
+	view := &clusterView{shards: map[int][]*clusterServer{
+		0: {server("c-s0-0", layoutReport), server("c-s0-1", layoutReport)},
+		1: {server("c-s1-0", layoutReport), server("c-s1-1", "")},
+	}}
+	if c, _ := clusterStorage(rp, view); c.status != metav1.ConditionUnknown || !strings.Contains(c.message, "c-s1-1") {
+		t.Errorf("a server not reported: %+v", c)
+	}
+	view.shards[1][1] = server("c-s1-1", unsafeReport)
+	c, report := clusterStorage(rp, view)
+	if c.status != metav1.ConditionFalse || c.reason != ReasonWriteBarrierDisabled || !strings.HasPrefix(c.message, "c-s1-1: ") || report.mountOptions != "rw,relatime,nobarrier" {
+		t.Errorf("a server without write barriers: %+v, report %+v", c, report)
+	}
+	view.shards[1][1] = server("c-s1-1", layoutReport)
+	if c, report := clusterStorage(rp, view); c.status != metav1.ConditionTrue || !report.measured() {
+		t.Errorf("every volume safe: %+v, report %+v", c, report)
 	}
 }
