@@ -314,6 +314,9 @@ func (r *RedisPersistenceReconciler) reconcileCluster(ctx context.Context, rp *v
 			return ctrl.Result{}, err
 		}
 	}
+	if err := r.labelClusterRoles(ctx, rp, view); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.updateClusterStatus(rp, view, step, eligible)
 	result = requeueWithin(result, clusterResync)
 	if step.requeue > 0 {
@@ -626,6 +629,31 @@ func (r *RedisPersistenceReconciler) deleteShard(ctx context.Context, rp *v1alph
 		obj.SetName(name.Name)
 		if err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting %T %s: %w", obj, name, err)
+		}
+	}
+	return nil
+}
+
+// labelClusterRoles labels every server that answered with the role it
+// reports (uringredis.io/role: primary or replica), as for a replicated
+// instance's pods, so that kubectl, dashboards and PodMonitors can tell a
+// shard's primary. The cluster decides the roles; the label follows, and a
+// replica promoted by a failover is announced in an event.
+func (r *RedisPersistenceReconciler) labelClusterRoles(ctx context.Context, rp *v1alpha1.RedisPersistence, view *clusterView) error {
+	for _, s := range view.servers() {
+		if !s.answered() {
+			continue
+		}
+		role := v1alpha1.RoleReplica
+		if s.self.Primary {
+			role = v1alpha1.RolePrimary
+		}
+		was := s.pod.Labels[specs.LabelRole]
+		if err := r.labelRole(ctx, s.pod, role); err != nil {
+			return err
+		}
+		if was == string(v1alpha1.RoleReplica) && role == v1alpha1.RolePrimary {
+			r.Recorder.Eventf(rp, corev1.EventTypeNormal, "PrimaryLabelled", "the cluster made %s the primary of shard %d", s.pod.Name, s.shard)
 		}
 	}
 	return nil

@@ -163,6 +163,16 @@ func TestClusterFormsAndScales(t *testing.T) {
 	if rp.Status.Ready != "6/6" {
 		t.Errorf("status.ready %q, want 6/6", rp.Status.Ready)
 	}
+	// The pods carry the roles the cluster gave them.
+	eventually(t, 30*time.Second, func() error {
+		for i := range 3 {
+			primary, replica := fmt.Sprintf("%s-s%d-0", name, i), fmt.Sprintf("%s-s%d-1", name, i)
+			if got := roleLabels(t, ns, primary, replica); got[primary] != "primary" || got[replica] != "replica" {
+				return fmt.Errorf("shard %d: role labels %v", i, got)
+			}
+		}
+		return nil
+	})
 
 	// The exporter, as shard 0's pods run it, reads the cluster's state.
 	sts := &appsv1.StatefulSet{}

@@ -275,31 +275,34 @@ func (r *RedisPersistenceReconciler) labelRoles(ctx context.Context, rp *v1alpha
 	if primary == "" {
 		return nil
 	}
-	label := func(pod *corev1.Pod, role v1alpha1.ServerRole) error {
-		if pod.Labels[specs.LabelRole] == string(role) || !pod.DeletionTimestamp.IsZero() {
-			return nil
-		}
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, specs.LabelRole, role)
-		if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("labelling pod %s %s: %w", pod.Name, role, err)
-		}
-		return nil
-	}
 	var promote *corev1.Pod
 	for i := range pods {
 		if pods[i].Name == primary {
 			promote = &pods[i]
-		} else if err := label(&pods[i], v1alpha1.RoleReplica); err != nil {
+		} else if err := r.labelRole(ctx, &pods[i], v1alpha1.RoleReplica); err != nil {
 			return err
 		}
 	}
 	if promote == nil || promote.Labels[specs.LabelRole] == string(v1alpha1.RolePrimary) {
 		return nil
 	}
-	if err := label(promote, v1alpha1.RolePrimary); err != nil {
+	if err := r.labelRole(ctx, promote, v1alpha1.RolePrimary); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "PrimaryLabelled", "the Sentinels' primary is %s: the Service %s selects it", primary, rp.Name)
+	return nil
+}
+
+// labelRole sets pod's role label, unless it has it already or is being
+// deleted.
+func (r *RedisPersistenceReconciler) labelRole(ctx context.Context, pod *corev1.Pod, role v1alpha1.ServerRole) error {
+	if pod.Labels[specs.LabelRole] == string(role) || !pod.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, specs.LabelRole, role)
+	if err := r.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("labelling pod %s %s: %w", pod.Name, role, err)
+	}
 	return nil
 }
 

@@ -170,6 +170,12 @@ func TestShardedClusterFailsOverAndScales(t *testing.T) {
 	if s := rp.Status.Shards[1]; s.Primary == victim || s.Servers[0].Pod != victim || s.Servers[0].Role != v1alpha1.RoleReplica {
 		t.Fatalf("shard 1 after the failover: %+v, want %s back as the replica", s, victim)
 	}
+	// The pods' role labels follow the cluster.
+	for pod, role := range map[string]v1alpha1.ServerRole{rp.Status.Shards[1].Primary: v1alpha1.RolePrimary, victim: v1alpha1.RoleReplica} {
+		if got := getPod(t, pod).Labels["uringredis.io/role"]; got != string(role) {
+			t.Errorf("pod %s is labelled role %q, want %s", pod, got, role)
+		}
+	}
 	checkClusterKeys(t, clientPod, 0, keys)
 	t.Logf("all %d acknowledged keys read back, with their TTLs, %s after %s was killed", keys, time.Since(start).Round(time.Second), victim)
 
