@@ -156,6 +156,23 @@ func (v *clusterView) formed() bool {
 	return false
 }
 
+// unassigned counts the slots that no node serves in any server's view,
+// failing nodes' included: a formation cut short (the reconcile's deadline
+// between two shards' shares, an operator restart) leaves some, which only
+// forming again assigns. A lost primary's slots stay its own until a
+// replica takes them over, so they never count here.
+func (v *clusterView) unassigned() int {
+	assigned := map[int]bool{}
+	for _, s := range v.servers() {
+		for _, n := range s.nodes {
+			for _, slot := range n.Slots {
+				assigned[slot] = true
+			}
+		}
+	}
+	return cluster.Slots - len(assigned)
+}
+
 // seed is an answering server of the formed cluster: one that sees slots
 // served, preferring a primary that serves some.
 func (v *clusterView) seed() *clusterServer {
@@ -475,14 +492,21 @@ func (r *RedisPersistenceReconciler) convergeCluster(ctx context.Context, rp *v1
 	want := specs.Shards(rp)
 	perShard := int(specs.ServersPerShard(rp))
 
-	if !view.formed() {
+	// Forming assigns each shard its share of the slots no node serves yet,
+	// so a formation cut short goes on where it stopped.
+	if !view.formed() || view.unassigned() > 0 {
 		var shards [][]string
 		for i := range want {
+			// The shard's leader first: the one Create gives the share to.
 			var addrs []string
+			leader := view.leaderOf(i)
 			for _, s := range view.shards[i] {
-				if s.answered() {
+				if s.answered() && s != leader {
 					addrs = append(addrs, s.addr)
 				}
+			}
+			if leader != nil && leader.answered() {
+				addrs = append([]string{leader.addr}, addrs...)
 			}
 			if len(addrs) < perShard {
 				return clusterStep{waiting: fmt.Sprintf("waiting for every server of every shard to answer: shard %d has %d of %d", i, len(addrs), perShard), requeue: 5 * time.Second}, nil
@@ -819,9 +843,9 @@ func shardsUpToDate(view *clusterView) condition {
 }
 
 // clusterHealthyCondition is true when every server answers and sees the
-// cluster ok.
+// cluster ok; a cluster with slots no node serves is still forming.
 func clusterHealthyCondition(view *clusterView, step clusterStep, answering, shards int) condition {
-	if !view.formed() {
+	if !view.formed() || view.unassigned() > 0 {
 		return condition{metav1.ConditionFalse, ReasonClusterForming, cmp.Or(step.waiting, "forming the cluster")}
 	}
 	if len(view.unreachable) > 0 {

@@ -505,3 +505,49 @@ func TestClusterStorage(t *testing.T) {
 		t.Errorf("every volume safe: %+v, report %+v", c, report)
 	}
 }
+
+// A formation cut short: the nodes met and shard 0 took its share, then
+// the operator stopped (its deadline, a restart) before the other shares.
+// The operator finds slots no node serves and forms on: every shard ends
+// with its even share.
+func TestClusterFinishesACutFormation(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	const name = "cut"
+	for i := range 3 {
+		createVolumeFor(t, ns, fmt.Sprintf("data-%s-s%d-0", name, i))
+	}
+	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeAOF, Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](0)},
+		Storage: &v1alpha1.StorageSpec{StorageClassName: storageClass},
+	})
+	eventually(t, 30*time.Second, func() error { return get(t, &appsv1.StatefulSet{}, ns, name+"-s2") })
+	password := instancePassword(t, ns, name)
+	var addrs []string
+	for i := range 3 {
+		config := renderedConfigOf(t, ns, name, fmt.Sprintf("%s-s%d", name, i)) + "cluster-preferred-endpoint-type ip\n"
+		addrs = append(addrs, testenv.RunClusterNode(t, t.TempDir(), config).Addr)
+	}
+	admin := &cluster.Admin{Dial: func(addr string) *redis.Client { return newClient(addr, password) }, Password: password, Log: t.Logf}
+	if err := admin.Meet(ctx, addrs[0], addrs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	first := newClient(addrs[0], password)
+	defer func() { _ = first.Close() }()
+	share := cluster.Share(0, 3)
+	if err := first.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", share.First, share.Last).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, addr := range addrs {
+		pod := fmt.Sprintf("%s-s%d-0", name, i)
+		serverAddrs.Store(ns+"/"+pod, addr)
+		actAsKubelet(t, ns, pod, "ext4")
+	}
+	rp := waitClusterHealthy(t, ns, name, 3)
+	for i, shard := range rp.Status.Shards {
+		if want := cluster.Share(i, 3); shard.Slots != want.String() {
+			t.Errorf("shard %d serves %s, want %s", i, shard.Slots, want)
+		}
+	}
+}
