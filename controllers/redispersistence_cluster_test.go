@@ -428,18 +428,7 @@ func TestClusterOverTLS(t *testing.T) {
 	}
 
 	// A new certificate reaches every node, loaded without a restart.
-	secondCert, secondKey := ca.Issue(t, 72*time.Hour, name)
-	secret := &corev1.Secret{}
-	if err := get(t, secret, ns, name+"-certs"); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = secondCert, secondKey
-	if err := k8s.Update(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WriteTLSFiles(t, files, secondCert, secondKey, ca.PEM)
-	waitEvent(t, ns, name, "RotatedCertificate")
-	waitCondition(t, ns, name, v1alpha1.ConditionTLSReady, metav1.ConditionTrue, ReasonCertificateServed)
+	secondCert := rotateServedCertificate(t, ns, name, ca, files)
 	for i := range 3 {
 		addr, _ := serverAddrs.Load(fmt.Sprintf("%s/%s-s%d-0", ns, name, i))
 		if served, err := servedCertificate(ctx, addr.(string), clientTLS); err != nil || !served.Equal(leafOf(t, secondCert)) {

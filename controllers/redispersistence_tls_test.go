@@ -370,18 +370,7 @@ requirepass %[3]q
 	})
 
 	// A new certificate reaches both servers; the Sentinels' template follows it.
-	secondCert, secondKey := ca.Issue(t, 72*time.Hour, name)
-	secret := &corev1.Secret{}
-	if err := get(t, secret, ns, name+"-certs"); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = secondCert, secondKey
-	if err := k8s.Update(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	testenv.WriteTLSFiles(t, files, secondCert, secondKey, ca.PEM)
-	waitEvent(t, ns, name, "RotatedCertificate")
-	waitCondition(t, ns, name, v1alpha1.ConditionTLSReady, metav1.ConditionTrue, ReasonCertificateServed)
+	secondCert := rotateServedCertificate(t, ns, name, ca, files)
 	for _, addr := range []string{primary, replica} {
 		if served, err := servedCertificate(ctx, addr, config2); err != nil || !served.Equal(leafOf(t, secondCert)) {
 			t.Errorf("%s presents %v (err %v), not the new certificate", addr, served, err)
@@ -431,4 +420,26 @@ func TestTLSWithoutClientCertificates(t *testing.T) {
 	if _, err := servedCertificate(ctx, addr, wrongCA); err == nil || !strings.Contains(err.Error(), "not signed by ca.crt") {
 		t.Errorf("a server whose certificate another CA signed: %v", err)
 	}
+}
+
+// rotateServedCertificate issues a new certificate for instance name, puts
+// it into the Secret <name>-certs and, as the kubelet would, into the
+// servers' files, and waits until the operator reports every running server
+// presenting it (event RotatedCertificate, TLSReady). It returns the new
+// certificate.
+func rotateServedCertificate(t *testing.T, ns, name string, ca *testenv.CA, files string) []byte {
+	t.Helper()
+	cert, key := ca.Issue(t, 72*time.Hour, name)
+	secret := &corev1.Secret{}
+	if err := get(t, secret, ns, name+"-certs"); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data[corev1.TLSCertKey], secret.Data[corev1.TLSPrivateKeyKey] = cert, key
+	if err := k8s.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WriteTLSFiles(t, files, cert, key, ca.PEM)
+	waitEvent(t, ns, name, "RotatedCertificate")
+	waitCondition(t, ns, name, v1alpha1.ConditionTLSReady, metav1.ConditionTrue, ReasonCertificateServed)
+	return cert
 }
