@@ -76,10 +76,14 @@
  * released clients into ever smaller groups, each paying an fdatasync (and
  * with one in flight, each client waiting for two per write). So after a
  * release the next submission waits until as many writes have executed as
- * clients were released, or at most a quarter of the last fsync time
- * (AOF_URING_COALESCE_MAX_US at most; a timeout on the ring wakes the event
- * loop). A lone client is never delayed (its write is the one awaited).
- * aof_uring_coalesce_waits counts the waits.
+ * writers were released (clients held for a write of their own,
+ * c->aof_uring_wrote; a reader's next command is not awaited), or at most a
+ * quarter of the last fsync time (AOF_URING_COALESCE_MAX_US at most). The
+ * bound is the event loop's own: beforeSleep shortens the next poll with
+ * aeWakeBefore (patch 0027, epoll_pwait2), so a wait whose writes arrive in
+ * time costs no wake-up, no timer on the ring. A lone client is never
+ * delayed (its write is the one awaited). aof_uring_coalesce_waits counts
+ * the waits.
  *
  * Offsets. Two are kept. aof_fed counts every byte feedAppendOnlyFile() ever
  * appended to aof_buf, and durable_fed is the prefix of it known to be
@@ -205,6 +209,12 @@
  * up with IORING_SETUP_SINGLE_ISSUER and, without SQPOLL,
  * IORING_SETUP_DEFER_TASKRUN (falling back to no flags on kernels that reject
  * them); with DEFER_TASKRUN the eventfd means "call io_uring_get_events()".
+ * The completions that call posts would signal the eventfd a second time,
+ * and the event loop would wake up twice per batch, the second time for
+ * nothing: the eventfd is switched off while it runs
+ * (IORING_CQ_EVENTFD_DISABLED), and IORING_SQ_TASKRUN (from
+ * IORING_SETUP_TASKRUN_FLAG) tells whether a completion queued meanwhile
+ * needs another call. aof_uring_wakeups counts the eventfd's wake-ups.
  * The kernel runs buffered writes and fsyncs in io-wq workers, bounded with
  * io_uring_register_iowq_max_workers (aof-uring-max-workers). The AOF fd is a
  * registered file (slot 0), updated whenever server.aof_fd changes.
@@ -282,6 +292,7 @@
  *   aof_uring_gated_pushes            pushed outputs that waited for a write
  *   aof_uring_hold_timeouts           clients closed after aof-uring-hold-timeout-ms
  *   aof_uring_coalesce_waits          submissions that waited for released clients
+ *   aof_uring_wakeups                 event-loop wake-ups by the ring's eventfd
  *   aof_uring_fed_bytes               aof_fed: AOF bytes fed, ever
  *   aof_uring_durable_bytes           durable_fed: the fdatasync'ed prefix of it
  *   aof_uring_durable_offset          fsynced replication offset
@@ -334,6 +345,7 @@ static struct {
     long long backpressure_events, short_writes, write_errors, held_events, gated_reads, coalesce_waits;
     long long gated_pushes, hold_timeouts;
     long long direct_writes, direct_padding_bytes, direct_declined;
+    long long wakeups;
 } stats;
 /* aof-uring-direct-writes: why the last batch did not go out as a direct
  * write while the option was on ("none" once one did). */
@@ -494,7 +506,7 @@ static long long last_fsync_us = 0;
 
 #ifdef HAVE_LIBURING
 
-enum { OP_FSYNC = 1, OP_DELAY = 2, OP_COALESCE = 3 };
+enum { OP_FSYNC = 1, OP_DELAY = 2 };
 /* user_data: the op in the low byte, the fdatasync's slot above it. */
 #define OP_SLOT_SHIFT 8
 #define AOF_URING_MAX_FSYNCS 8 /* aof-uring-fsyncs-in-flight's upper bound */
@@ -535,9 +547,7 @@ static struct {
         char *raw, *buf;
         size_t cap;
     } dbuf[AOF_URING_MAX_FSYNCS];
-    int coalesce_timers;       /* Wake-up timeouts of coalescing waits queued. */
-    monotime coalesce_armed;   /* Deadline the last one was queued for. */
-    struct __kernel_timespec coalesce_ts;
+    monotime coalesce_counted; /* Deadline of the last wait counted in coalesce_waits. */
     struct __kernel_timespec delay_ts;
 } U = {.efd = -1, .fixed_fd = -1, .direct_fd = -1, .direct_for = -1};
 
@@ -606,12 +616,12 @@ static int setupRing(void) {
             p.sq_thread_cpu = server.aof_uring_sqpoll_cpu;
         }
     } else {
-        p.flags |= IORING_SETUP_DEFER_TASKRUN;
+        p.flags |= IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     }
     ret = io_uring_queue_init_params(server.aof_uring_queue_depth, &U.ring, &p);
     if (ret == -EINVAL) {
         /* Kernels before 6.1 reject SINGLE_ISSUER/DEFER_TASKRUN. */
-        p.flags &= ~(IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN);
+        p.flags &= ~(IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG);
         ret = io_uring_queue_init_params(server.aof_uring_queue_depth, &U.ring, &p);
     }
     if (ret < 0) {
@@ -647,8 +657,7 @@ static int setupRing(void) {
     U.inflight = 0;
     U.inflight_bytes = 0;
     memset(U.slot, 0, sizeof(U.slot));
-    U.coalesce_timers = 0;
-    U.coalesce_armed = 0;
+    U.coalesce_counted = 0;
     snprintf(fallback_reason, sizeof(fallback_reason), "none");
     serverLog(LL_NOTICE,
               "io_uring AOF engine active: queue depth %d, ack %s, sqpoll %s, defer_taskrun %s, max workers %d.",
@@ -951,7 +960,6 @@ static void handleCqe(struct io_uring_cqe *cqe) {
     switch (data & ((1 << OP_SLOT_SHIFT) - 1)) {
     case OP_FSYNC: f->res = cqe->res; break;
     case OP_DELAY: break; /* -ETIME when it fired, -ECANCELED after a short write. */
-    case OP_COALESCE: U.coalesce_timers--; return; /* The wake-up alone is the point. */
     default: serverPanic("io_uring AOF engine: unknown completion");
     }
     if (f == NULL || !f->used) serverPanic("io_uring AOF engine: completion of an unused fdatasync slot");
@@ -971,14 +979,22 @@ static void handleCqe(struct io_uring_cqe *cqe) {
 
 /* Handle the CQEs already posted. With enter (eventfd handler) and
  * DEFER_TASKRUN, first let the kernel post them: completions are only run
- * when the issuer enters the kernel. Elsewhere a peek costs no syscall. */
+ * when the issuer enters the kernel. Posting them signals the eventfd again,
+ * which would wake the event loop once more for nothing, so the eventfd is
+ * off meanwhile; work queued in that window sets IORING_SQ_TASKRUN
+ * (IORING_SETUP_TASKRUN_FLAG) and is run here too. Elsewhere a peek costs no
+ * syscall. */
 static void reapCompletions(int enter) {
     struct io_uring_cqe *cqe;
     if (enter && U.defer_taskrun) {
-        int ret = io_uring_get_events(&U.ring);
-        if (ret < 0 && ret != -EINTR && ret != -EAGAIN) failStop("io_uring_get_events", -ret);
+        do {
+            io_uring_cq_eventfd_toggle(&U.ring, false);
+            int ret = io_uring_get_events(&U.ring);
+            io_uring_cq_eventfd_toggle(&U.ring, true);
+            if (ret < 0 && ret != -EINTR && ret != -EAGAIN) failStop("io_uring_get_events", -ret);
+        } while (IO_URING_READ_ONCE(*U.ring.sq.kflags) & IORING_SQ_TASKRUN);
     }
-    while ((U.inflight || U.coalesce_timers) && io_uring_peek_cqe(&U.ring, &cqe) == 0) {
+    while (U.inflight && io_uring_peek_cqe(&U.ring, &cqe) == 0) {
         handleCqe(cqe);
         io_uring_cqe_seen(&U.ring, cqe);
     }
@@ -1005,6 +1021,7 @@ static void eventfdReadable(aeEventLoop *el, int fd, void *privdata, int mask) {
     /* Clear the counter; EAGAIN means another reap already consumed it. */
     if (read(fd, &v, sizeof(v)) == -1 && errno != EAGAIN)
         serverLog(LL_WARNING, "io_uring AOF engine: eventfd read: %s", strerror(errno));
+    stats.wakeups++;
     if (U.active) reapCompletions(1);
 }
 
@@ -1022,8 +1039,8 @@ static void setFixedFile(int fd) {
 }
 
 /* Durable mode: should the submission of aof_buf wait for the clients the
- * last batch released? See "Coalescing" in the DESIGN comment. Queues a
- * timeout on the ring so the event loop wakes up at the deadline. */
+ * last batch released? See "Coalescing" in the DESIGN comment. Called from
+ * beforeSleep: the event loop's next poll returns by the deadline. */
 static int coalesceWait(void) {
     if (coalesce_wait == 0) return 0;
     monotime now = getMonotonicUs();
@@ -1031,18 +1048,11 @@ static int coalesceWait(void) {
         coalesce_wait = 0;
         return 0;
     }
-    if (U.coalesce_armed != coalesce_deadline) {
-        long long us = (long long)(coalesce_deadline - now);
-        struct io_uring_sqe *sqe = getSqe();
-        U.coalesce_ts.tv_sec = us / 1000000;
-        U.coalesce_ts.tv_nsec = (us % 1000000) * 1000;
-        io_uring_prep_timeout(sqe, &U.coalesce_ts, 0, 0);
-        io_uring_sqe_set_data64(sqe, OP_COALESCE);
-        U.coalesce_timers++;
-        U.coalesce_armed = coalesce_deadline;
+    if (U.coalesce_counted != coalesce_deadline) {
+        U.coalesce_counted = coalesce_deadline;
         stats.coalesce_waits++;
-        submitRing();
     }
+    aeWakeBefore(server.el, coalesce_deadline);
     return 1;
 }
 
@@ -1502,6 +1512,7 @@ static void resolveUnit(client *target) {
     if (wrote || unit_read_unresolved) need = fed;
     if (target && gatedClient(target) && need > target->aof_uring_need) {
         if (!wrote && need > releasedFed()) stats.gated_reads++;
+        if (wrote) target->aof_uring_wrote = 1;
         target->aof_uring_need = need;
         /* In the held list at once, so that its output counts as held
          * (aofUringHeldOutputMemory) before the next eviction check. */
@@ -1643,7 +1654,8 @@ void aofUringBeforeSleep(void) {
             continue;
         }
         if (clientHasPendingReplies(c)) putClientInPendingWriteQueue(c);
-        n++;
+        if (c->aof_uring_wrote) n++;
+        c->aof_uring_wrote = 0;
     }
     /* Their next writes should join one batch: see "Coalescing". A quarter
      * of the last fsync time bounds the wait. */
@@ -1693,6 +1705,7 @@ sds aofUringInfo(sds info) {
                         "aof_uring_gated_pushes:%lld\r\n"
                         "aof_uring_hold_timeouts:%lld\r\n"
                         "aof_uring_coalesce_waits:%lld\r\n"
+                        "aof_uring_wakeups:%lld\r\n"
                         "aof_uring_fed_bytes:%lld\r\n"
                         "aof_uring_durable_bytes:%lld\r\n"
                         "aof_uring_durable_offset:%lld\r\n"
@@ -1704,7 +1717,7 @@ sds aofUringInfo(sds info) {
                         server.aof_buf ? sdslen(server.aof_buf) : 0, stats.submitted_bytes, stats.written_bytes,
                         stats.backpressure_events, stats.short_writes, stats.write_errors,
                         held_clients ? listLength(held_clients) : 0UL, stats.held_events, aofUringHeldOutputMemory(), stats.gated_reads, stats.gated_pushes,
-                        stats.hold_timeouts, stats.coalesce_waits, aof_fed, durable_fed, durable,
+                        stats.hold_timeouts, stats.coalesce_waits, stats.wakeups, aof_fed, durable_fed, durable,
                         durable >= 0 ? server.primary_repl_offset - durable : 0);
     info = aofFsyncHistogramInfo(&fsyncs, info, "aof_uring_fsync");
     info = sdscatprintf(info,

@@ -9,7 +9,7 @@ set ::uring_info_fields {
     aof_uring_inflight_bytes aof_uring_pending_bytes aof_uring_submitted_bytes
     aof_uring_written_bytes aof_uring_backpressure_events aof_uring_short_writes
     aof_uring_write_errors aof_uring_held_clients aof_uring_held_events
-    aof_uring_gated_reads aof_uring_coalesce_waits aof_uring_durable_offset
+    aof_uring_gated_reads aof_uring_coalesce_waits aof_uring_wakeups aof_uring_durable_offset
     aof_uring_durable_lag_bytes
     aof_uring_fsync_count aof_uring_fsync_usec_sum aof_uring_fsync_usec_p50
     aof_uring_fsync_usec_p99 aof_uring_fsync_usec_max
@@ -83,6 +83,55 @@ start_server {overrides {appendonly yes appendfsync-engine uring aof-uring-ack d
         }
         r config set aof-uring-debug-fsync-delay-ms 0
         assert_morethan [s aof_uring_coalesce_waits] $waits0
+    }
+
+    test {uring durable: the next batch does not wait for a released reader} {
+        # c0's write is in flight (delayed 300 ms); c1 reads the key it
+        # wrote and is held; c2's write waits in aof_buf. c0 goes away, so
+        # the batch releases only the reader c1, whose next command is not
+        # awaited: c2's write goes at once, with no coalescing wait.
+        r config set aof-uring-fsyncs-in-flight 1
+        r config set aof-uring-debug-fsync-delay-ms 300
+        set c0 [valkey_deferring_client]
+        set c1 [valkey_deferring_client]
+        set c2 [valkey_deferring_client]
+        $c0 set rd-key v
+        wait_for_condition 50 10 {[s aof_uring_inflight_batches] == 1} else {
+            fail "c0's batch is not in flight"
+        }
+        set held0 [s aof_uring_held_events]
+        $c1 get rd-key
+        wait_for_condition 50 10 {[s aof_uring_held_events] > $held0} else {
+            fail "the reader was not held"
+        }
+        $c2 set rd-other v
+        wait_for_condition 50 10 {[s aof_uring_pending_bytes] > 0} else {
+            fail "c2's write is not waiting in aof_buf"
+        }
+        set clients0 [s connected_clients]
+        $c0 close
+        wait_for_condition 50 10 {[s connected_clients] < $clients0} else {
+            fail "c0 is still connected"
+        }
+        set waits0 [s aof_uring_coalesce_waits]
+        assert_equal v [$c1 read]
+        assert_equal OK [$c2 read]
+        assert_equal $waits0 [s aof_uring_coalesce_waits]
+        $c1 close
+        $c2 close
+        r config set aof-uring-debug-fsync-delay-ms 0
+    }
+
+    test {uring durable: the ring's eventfd wakes the event loop once per batch} {
+        # Reaping the completions signals the eventfd again unless it is off
+        # meanwhile: that second wake-up would find nothing.
+        set wakeups0 [s aof_uring_wakeups]
+        set batches0 [s aof_uring_completed_batches]
+        for {set i 0} {$i < 200} {incr i} { r set wake$i $i }
+        set batches [expr {[s aof_uring_completed_batches] - $batches0}]
+        set wakeups [expr {[s aof_uring_wakeups] - $wakeups0}]
+        assert_morethan_equal $batches 200
+        assert_lessthan_equal $wakeups [expr {$batches + 10}]
     }
 
     test {uring durable: with two fdatasyncs in flight, a write arriving while one runs gets its own at once} {
