@@ -674,8 +674,9 @@ err:
 
 static struct io_uring_sqe *getSqe(void) {
     struct io_uring_sqe *sqe = io_uring_get_sqe(&U.ring);
-    /* The ring has >= 8 entries and a batch uses at most 3 (fsync, debug
-     * delay, coalescing timeout), so a full SQ means a bug, not load. */
+    /* The ring has >= 8 entries and a batch uses at most 2 (its fdatasync
+     * or direct write, and the debug delay), so a full SQ means a bug, not
+     * load. */
     if (!sqe) serverPanic("io_uring AOF engine: submission queue full");
     return sqe;
 }
