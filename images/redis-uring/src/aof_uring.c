@@ -502,6 +502,7 @@ static void resetReplicaAcks(int promoted) {
  * waits for them. */
 static size_t coalesce_wait = 0;
 static monotime coalesce_deadline = 0;
+static monotime coalesce_counted = 0; /* Deadline of the last wait counted in coalesce_waits. */
 static long long last_fsync_us = 0;
 
 #ifdef HAVE_LIBURING
@@ -547,7 +548,6 @@ static struct {
         char *raw, *buf;
         size_t cap;
     } dbuf[AOF_URING_MAX_FSYNCS];
-    monotime coalesce_counted; /* Deadline of the last wait counted in coalesce_waits. */
     struct __kernel_timespec delay_ts;
 } U = {.efd = -1, .fixed_fd = -1, .direct_fd = -1, .direct_for = -1};
 
@@ -657,7 +657,6 @@ static int setupRing(void) {
     U.inflight = 0;
     U.inflight_bytes = 0;
     memset(U.slot, 0, sizeof(U.slot));
-    U.coalesce_counted = 0;
     snprintf(fallback_reason, sizeof(fallback_reason), "none");
     serverLog(LL_NOTICE,
               "io_uring AOF engine active: queue depth %d, ack %s, sqpoll %s, defer_taskrun %s, max workers %d.",
@@ -1049,8 +1048,8 @@ static int coalesceWait(void) {
         coalesce_wait = 0;
         return 0;
     }
-    if (U.coalesce_counted != coalesce_deadline) {
-        U.coalesce_counted = coalesce_deadline;
+    if (coalesce_counted != coalesce_deadline) {
+        coalesce_counted = coalesce_deadline;
         stats.coalesce_waits++;
     }
     aeWakeBefore(server.el, coalesce_deadline);
