@@ -18,12 +18,14 @@ CONTROLLER_TOOLS_VERSION ?= v0.16.5
 KUSTOMIZE_VERSION ?= v5.4.3
 GOLANGCI_LINT_VERSION ?= v2.15.0
 CRD_REF_DOCS_VERSION ?= v0.3.0
+KIND_VERSION ?= v0.30.0
 KUBERNETES_VERSION := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {print $$3}' hack/k8s/go.mod)
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
 KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
+KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 
 # What `make generate` writes; `make verify` fails when any of it differs from git.
@@ -75,9 +77,9 @@ lint: $(GOLANGCI_LINT) shellcheck ## Run golangci-lint and shellcheck.
 # The scripts the operator embeds run as `sh -c` under the image's dash: they
 # are checked as POSIX sh, and carry no shebang for shellcheck to read.
 .PHONY: shellcheck
-shellcheck: ## Run shellcheck (Debian's, pinned in hack/shellcheck.sh) on the scripts the operator runs in pods and on hack/*.sh.
+shellcheck: ## Run shellcheck (Debian's, pinned in hack/shellcheck.sh) on the scripts the operator runs in pods, hack/*.sh and e2e/kind.
 	hack/shellcheck.sh --shell=sh internal/specs/scripts/*.sh
-	hack/shellcheck.sh hack/*.sh
+	hack/shellcheck.sh hack/*.sh e2e/kind/kind.sh e2e/kind/runc-host-caps
 
 ##@ Test
 
@@ -118,6 +120,9 @@ $(GOLANGCI_LINT):
 
 $(CRD_REF_DOCS):
 	hack/go-install-tool.sh $@ github.com/elastic/crd-ref-docs $(CRD_REF_DOCS_VERSION)
+
+$(KIND):
+	hack/go-install-tool.sh $@ sigs.k8s.io/kind $(KIND_VERSION)
 
 # Each area's targets live beside the Makefile in hack/make/<area>.mk
 # (chart, e2e, observability, server); `make help` lists them too.

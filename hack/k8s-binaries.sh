@@ -3,6 +3,7 @@
 #
 #   hack/k8s-binaries.sh kube-apiserver etcd          # what envtest needs
 #   hack/k8s-binaries.sh kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl etcd
+#   hack/k8s-binaries.sh kubeadm                      # kind node images (e2e/kind)
 #
 # Binaries land in bin/k8s/<version>/ (KUBEBUILDER_ASSETS for envtest). Kubernetes
 # components are built from the k8s.io/kubernetes module pinned in hack/k8s/go.mod
@@ -52,7 +53,7 @@ for name in "$@"; do
   [[ -x $out/$name ]] && continue
   case $name in
     etcd) fetch_etcd ;;
-    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy | kubectl) build_k8s "$name" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy | kubectl | kubeadm) build_k8s "$name" ;;
     *) echo "k8s-binaries: unknown binary $name" >&2; exit 2 ;;
   esac
 done

@@ -660,8 +660,10 @@ case ${1:-} in
   up) up ;;
   down) teardown ;;
   status) status ;;
+  # The CoreDNS binary, for the kind node image (e2e/kind/kind.sh).
+  coredns) ensure_binaries && echo "$cache/bin/coredns-$coredns_version" ;;
   *)
-    echo "usage: $0 up|down|status" >&2
+    echo "usage: $0 up|down|status|coredns" >&2
     exit 2
     ;;
 esac

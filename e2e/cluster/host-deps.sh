@@ -16,6 +16,7 @@ packages=(
   debootstrap docker.io                       # image pipeline
   docker-registry                             # the registry the node pulls from (distribution)
   netcat-openbsd jq                           # readiness checks without busybox wget; JSON
+  libcap2-bin                                 # capsh: the VM's capabilities, for kind's runtime
 )
 
 missing=()

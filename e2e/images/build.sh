@@ -101,8 +101,8 @@ debian_mirror() {
   echo "${DEBIAN_MIRROR:-$(grep -m1 '/debian/\?$' <<<"$uris" || true)} ${DEBIAN_SECURITY_MIRROR:-$(grep -m1 '/debian-security/\?$' <<<"$uris" || true)}"
 }
 
-# debian:trixie-slim from a cached debootstrap rootfs tarball.
-build_base() {
+# The debootstrap rootfs tarball of debian:trixie-slim, made once and cached.
+rootfs_tarball() {
   local tarball=$cache/debian-trixie-minbase.tar
   if [[ ! -f $tarball || -n ${E2E_REFRESH_BASE:-} ]]; then
     local mirror security rootfs
@@ -135,8 +135,14 @@ build_base() {
     tar --numeric-owner -C "$rootfs" -cf "$tarball.tmp" .
     rm -rf "$rootfs"
     mv "$tarball.tmp" "$tarball"
-    "${docker[@]}" rmi "$base_image" "golang:$go_version-trixie" "$go_image" >/dev/null 2>&1 || true
+    return 1 # new
   fi
+}
+
+# debian:trixie-slim from the rootfs tarball.
+build_base() {
+  local tarball=$cache/debian-trixie-minbase.tar
+  rootfs_tarball || "${docker[@]}" rmi "$base_image" "golang:$go_version-trixie" "$go_image" >/dev/null 2>&1 || true
   has_image "$base_image" && return
   log "importing $base_image"
   "${docker[@]}" import --change 'CMD ["bash"]' "$tarball" "$base_image" >/dev/null
@@ -186,6 +192,14 @@ build() {
   log "$image ready in $((SECONDS - start))s"
 }
 
+# --rootfs: only the tarball, for images built on another daemon (e2e/kind/kind.sh).
+if [[ ${1:-} == --rootfs ]]; then
+  "$repo/e2e/cluster/host-deps.sh" >&2
+  mkdir -p "$cache"
+  rootfs_tarball || true
+  echo "$cache/debian-trixie-minbase.tar"
+  exit 0
+fi
 push_dir=
 if [[ ${1:-} == --push ]]; then
   push_dir=${2:?--push needs the directory for the digests}

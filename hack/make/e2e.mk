@@ -1,9 +1,10 @@
 ##@ End-to-end
 
 # E2E_CLUSTER=local (default): e2e/cluster, a one-node Kubernetes built from
-# source that boots offline on this machine. E2E_CLUSTER=kind: a kind cluster
-# named uring-e2e, for machines with Docker and kind (images are loaded with
-# `kind load`, volumes come from kind's local-path class).
+# source that boots offline on this machine. E2E_CLUSTER=kind: e2e/kind, a kind
+# cluster of a control plane and three workers named uring-e2e, its node image
+# built here from the same sources; its registry is kind's local-registry recipe
+# on localhost:5001 and its volumes are ext4 loop disks on every worker.
 E2E_CLUSTER ?= local
 # A release named like the chart keeps object names short (fullname = release name).
 E2E_RELEASE ?= uring-redis-operator
@@ -11,7 +12,11 @@ E2E_NAMESPACE ?= uring-redis-system
 KUBECTL ?= $(ENVTEST_ASSETS)/kubectl
 # The registry on the e2e node (e2e/cluster/cluster.sh): e2e-images releases this
 # tree there with `make release`'s script, and the chart is installed from it.
+ifeq ($(E2E_CLUSTER),kind)
+E2E_REGISTRY ?= localhost:5001
+else
 E2E_REGISTRY ?= localhost:5000
+endif
 E2E_CHART := oci://$(E2E_REGISTRY)/charts/uring-redis-operator
 E2E_DIST := $(LOCALBIN)/e2e/dist
 # The release before this one, for the lifecycle test's upgrade N-1 -> N: the same
@@ -30,8 +35,9 @@ E2E_RELEASED_VERSION ?= 0.2.0-e2e.released
 export E2E_DISKS ?= 24
 ifeq ($(E2E_CLUSTER),kind)
 E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kind.kubeconfig
-# kind's nodes have no local disks to discover: its local-path class backs local-nvme.
-E2E_HELM_ARGS ?= --set storageClasses.localNvme.create=false --set storageClasses.localNvme.name=standard
+# The workers' ext4 disks are published by the chart's localNvme preset, as on the offline cluster.
+export E2E_STORAGE ?= chart
+E2E_HELM_ARGS ?= --set global.imageRegistry=$(E2E_REGISTRY)
 else
 E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kubeconfig
 # e2e/cluster makes the node's ext4 disks; the chart's localNvme preset
@@ -44,19 +50,16 @@ endif
 e2e-up: ## Bring up the e2e cluster (binaries cached under bin/; seconds once built).
 	hack/k8s-binaries.sh kubectl >/dev/null
 ifeq ($(E2E_CLUSTER),kind)
-	grep -qx uring-e2e <<<"$$(kind get clusters)" || kind create cluster --name uring-e2e --kubeconfig $(E2E_KUBECONFIG)
+	$(MAKE) --no-print-directory $(KIND)
+	KIND=$(KIND) E2E_KUBECONFIG=$(E2E_KUBECONFIG) e2e/kind/kind.sh up
 else
 	e2e/cluster/cluster.sh up
 endif
 
 .PHONY: e2e-images
 e2e-images: ## Release this tree (as VERSION and E2E_PREVIOUS_VERSION) to the cluster's registry: images from the Dockerfiles, the chart.
-ifeq ($(E2E_CLUSTER),kind)
-	@echo "e2e-images: kind needs a registry its nodes reach (kind's local-registry recipe) and E2E_REGISTRY naming it; not set up here" >&2; exit 1
-else
 	$(MAKE) --no-print-directory release VERSION=$(E2E_PREVIOUS_VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(E2E_PREVIOUS_VERSION)
 	$(MAKE) --no-print-directory release VERSION=$(VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(VERSION)
-endif
 
 # The release namespace enforces the Pod Security level restricted, as the chart README advises: the operator passes
 # it, and the chart runs its privileged node agents in a namespace of their own.
@@ -74,6 +77,9 @@ e2e-install: $(HELM) ## Install or upgrade the operator on the e2e cluster with 
 .PHONY: e2e-fixtures
 e2e-fixtures: ## Build the fixture images the suite runs (SeaweedFS) unless bin/e2e/images has them.
 	[[ -f $(LOCALBIN)/e2e/images/seaweedfs.tar ]] || e2e/images/build.sh seaweedfs
+ifeq ($(E2E_CLUSTER),kind)
+	KIND=$(KIND) E2E_KUBECONFIG=$(E2E_KUBECONFIG) e2e/kind/kind.sh load
+endif
 
 .PHONY: e2e
 e2e: e2e-up e2e-fixtures e2e-images e2e-install ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset).
@@ -110,7 +116,7 @@ e2e-upgrade: e2e-up $(HELM) $(KUSTOMIZE) ## On a cluster without the operator: h
 .PHONY: e2e-down
 e2e-down: ## Remove the e2e cluster and everything it made (caches under bin/ stay).
 ifeq ($(E2E_CLUSTER),kind)
-	kind delete cluster --name uring-e2e
+	KIND=$(KIND) E2E_KUBECONFIG=$(E2E_KUBECONFIG) e2e/kind/kind.sh down
 else
 	e2e/cluster/cluster.sh down
 endif
