@@ -383,6 +383,13 @@ func kubectlGetRP(t *testing.T, name string) map[string]string {
 func runClient(t *testing.T, name, pod, script string) string {
 	t.Helper()
 	ctx := context.Background()
+	// A NetworkPolicy enforcer admits a new pod a moment after it starts
+	// (kube-router: about a second): applications retry their first
+	// connection, and so does this one, for up to 30 s.
+	script = `for i in $(seq 60); do
+  case $(valkey-cli -t 1 -h "$REDIS_HOST" -p "$REDIS_PORT" --no-auth-warning PING 2>&1) in "Could not connect"*) sleep 0.5 ;; *) break ;; esac
+done
+` + script
 	app := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: namespace, Labels: map[string]string{"uringredis.io/client": name}},
 		Spec: corev1.PodSpec{
@@ -417,7 +424,7 @@ func runClient(t *testing.T, name, pod, script string) string {
 	if err != nil || app.Status.Phase != corev1.PodSucceeded {
 		t.Fatalf("the application pod %s: phase %s (%v), it printed:\n%s", pod, app.Status.Phase, err, logs)
 	}
-	// Read, not tried: nothing on this test bed enforces NetworkPolicies.
+	// Read as well as tried: the offline cluster enforces no NetworkPolicy.
 	rp := &v1alpha1.RedisPersistence{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, rp); err != nil {
 		t.Fatal(err)

@@ -37,6 +37,10 @@ ifeq ($(E2E_CLUSTER),kind)
 E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kind.kubeconfig
 # The workers' ext4 disks are published by the chart's localNvme preset, as on the offline cluster.
 export E2E_STORAGE ?= chart
+# kind's nodes are containers of this daemon (e2e/kind/kind.sh): TestNodeLost stops one.
+export E2E_NODE_DOCKER ?= unix:///run/uring-kind/docker.sock
+# kube-router enforces NetworkPolicies there: TestDefaultInstanceIsClosed tries the refusal.
+export E2E_NETWORK_POLICY ?= enforced
 E2E_HELM_ARGS ?= --set global.imageRegistry=$(E2E_REGISTRY)
 else
 E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kubeconfig

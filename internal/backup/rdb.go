@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -113,13 +114,44 @@ func FetchRDB(ctx context.Context, src Source, w io.Writer) (Snapshot, error) {
 	return snap, nil
 }
 
+// dialRetry is how long dial keeps trying a server that refuses a connection
+// or does not answer it. A new pod's first connections can be refused for a
+// moment while a NetworkPolicy enforcer learns its address (kube-router: about
+// a second, measured on the kind test bed), and a server that is restarting
+// refuses them too; an agent that gave up at once would fail its Job.
+var dialRetry = 30 * time.Second
+
+// dial connects to src, retrying refusals and timeouts for dialRetry with a
+// backoff from 200 ms to 2 s. Other errors (a bad certificate, a name that
+// does not resolve) and ctx's end return at once.
 func dial(ctx context.Context, src Source) (net.Conn, error) {
+	deadline := time.Now().Add(dialRetry)
+	for wait := 200 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		conn, err := dialOnce(ctx, src)
+		if err == nil || ctx.Err() != nil || !retryable(err) || time.Now().Add(wait).After(deadline) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+	}
+}
+
+func dialOnce(ctx context.Context, src Source) (net.Conn, error) {
 	if src.TLS != nil {
 		d := &tls.Dialer{Config: src.TLS}
 		return d.DialContext(ctx, "tcp", src.Addr)
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", src.Addr)
+}
+
+func retryable(err error) bool {
+	var ne net.Error
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // deadlineReader gives every read of the connection silenceLimit to return

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -560,5 +561,49 @@ func TestFetchRDBSentinelSeesBackupsOfThePrimaryOnly(t *testing.T) {
 		if got := replicas(); !slices.Equal(got, want) {
 			t.Errorf("after a backup of %s, Sentinel knows replicas %q, want %q", addr, got, want)
 		}
+	}
+}
+
+// TestDialRetriesRefusals: a server that refuses the agent's first
+// connections (as a NetworkPolicy enforcer refuses a new pod's for a moment)
+// is reached once it listens; one that never does is given up after
+// dialRetry, with the refusal as the error.
+func TestDialRetriesRefusals(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	listening := make(chan net.Listener, 1)
+	go func() {
+		time.Sleep(700 * time.Millisecond)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Error(err)
+			close(listening)
+			return
+		}
+		listening <- l
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := dial(ctx, Source{Addr: addr})
+	if err != nil {
+		t.Fatalf("dial of a server listening 700 ms late: %v", err)
+	}
+	_ = conn.Close()
+	if l, ok := <-listening; ok {
+		_ = l.Close()
+	}
+
+	saved := dialRetry
+	dialRetry = time.Second
+	t.Cleanup(func() { dialRetry = saved })
+	if _, err := dial(ctx, Source{Addr: addr}); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial of a closed port: %v, want the refusal", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("dial of a closed port outlived its retry bound")
 	}
 }

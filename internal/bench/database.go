@@ -2,9 +2,13 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -60,10 +64,31 @@ func (r Runner) ClaimDatabase(ctx context.Context) error {
 func (r Runner) DeleteKeys(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	if err := r.eachPrimary(ctx, deleteKeys); err != nil {
+	err := r.eachPrimary(ctx, deleteKeys)
+	// After a crash check the restarted server can be out of reach for a
+	// moment although it answered WaitServing: its Service drops it as the
+	// kubelet notices the restart, and a NetworkPolicy enforcer may drop
+	// packets while it reprograms the pod (a dial timed out on the kind test
+	// bed). Deleting is idempotent: network errors are retried for the minute.
+	for err != nil && isNetworkError(err) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+			err = r.eachPrimary(ctx, deleteKeys)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("deleting the benchmark's keys from database %d: %w", r.DB, err)
 	}
 	return nil
+}
+
+// isNetworkError says whether err is the connection's (refused, reset,
+// timed out, closed), not the server's reply.
+func isNetworkError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // deleteKeys UNLINKs the keys of the server at addr that match KeyPatterns,

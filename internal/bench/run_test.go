@@ -416,3 +416,40 @@ func TestRunOverTLS(t *testing.T) {
 		t.Errorf("valkey-benchmark wrote %d keys over TLS (err %v)", keys, err)
 	}
 }
+
+// TestDeleteKeysRetriesAServerComingBack: the cleanup after a crash check can
+// find the restarted server out of reach for a moment (its Service drops it
+// as the kubelet notices the restart; a dial timed out on the kind test bed):
+// DeleteKeys retries until the server answers, and deletes the keys.
+func TestDeleteKeysRetriesAServerComingBack(t *testing.T) {
+	ctx := context.Background()
+	s := startRestartable(t, "appendonly yes\nappendfsync always\n")
+	r := Runner{Addr: s.addr, DB: 15}
+	if err := r.WaitServing(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.addr, DB: 15})
+	defer func() { _ = c.Close() }()
+	for i := range 100 {
+		if err := c.Set(ctx, fmt.Sprintf("key:%012d", i), "v", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.cmd.Wait()
+	restarted := make(chan struct{})
+	go func() {
+		defer close(restarted)
+		time.Sleep(1500 * time.Millisecond)
+		s.start()
+	}()
+	if err := r.DeleteKeys(ctx); err != nil {
+		t.Fatalf("DeleteKeys while the server restarts: %v", err)
+	}
+	<-restarted
+	if n := c.DBSize(ctx).Val(); n != 0 {
+		t.Errorf("database 15 holds %d keys after DeleteKeys", n)
+	}
+}
