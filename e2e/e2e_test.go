@@ -416,8 +416,8 @@ func TestNoEligibleNode(t *testing.T) {
 // calls, so they fail with EPERM as under containerd 2's RuntimeDefault.
 const denyProfile = "uring-redis/e2e-deny-io-uring.json"
 
-// installDenyProfile writes denyProfile into the node's kubelet seccomp
-// directory from a pod (the test bed has one node; on kind too).
+// installDenyProfile writes denyProfile into every schedulable node's kubelet
+// seccomp directory, from a pod on each.
 func installDenyProfile(t *testing.T) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "charts", "uring-redis-operator", "files", "io_uring.json"))
@@ -456,9 +456,18 @@ func installDenyProfile(t *testing.T) {
 	if err := k8s.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
+	for i, node := range schedulableNodeNames(t) {
+		installOnNode(t, fmt.Sprintf("install-deny-profile-%d", i), node, cm.Name)
+	}
+}
+
+func installOnNode(t *testing.T, name, node, configMap string) {
+	t.Helper()
+	ctx := context.Background()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "install-deny-profile", Namespace: nodeNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nodeNamespace},
 		Spec: corev1.PodSpec{
+			NodeName:      node,
 			RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{
 				Name:            "install",
@@ -472,7 +481,7 @@ func installDenyProfile(t *testing.T) {
 				},
 			}},
 			Volumes: []corev1.Volume{
-				{Name: "profile", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name}}}},
+				{Name: "profile", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: configMap}}}},
 				{Name: "seccomp", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: envOr("E2E_KUBELET_DIR", "/var/lib/kubelet") + "/seccomp"}}},
 			},
 		},
@@ -480,7 +489,7 @@ func installDenyProfile(t *testing.T) {
 	if err := k8s.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, false, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, false, func(context.Context) (bool, error) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
 			return false, err
 		}
@@ -490,7 +499,7 @@ func installDenyProfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if pod.Status.Phase != corev1.PodSucceeded {
-		t.Fatalf("installing the deny profile: pod phase %s", pod.Status.Phase)
+		t.Fatalf("installing the deny profile on %s: pod phase %s", node, pod.Status.Phase)
 	}
 }
 

@@ -131,23 +131,26 @@ func TestReplicasFailOver(t *testing.T) {
 }
 
 // schedulableNodes counts the Ready nodes without a NoSchedule taint.
-func schedulableNodes(t *testing.T) int {
+func schedulableNodes(t *testing.T) int { return len(schedulableNodeNames(t)) }
+
+// schedulableNodeNames are the Ready nodes without a NoSchedule taint.
+func schedulableNodeNames(t *testing.T) []string {
 	t.Helper()
 	nodes := &corev1.NodeList{}
 	if err := k8s.List(context.Background(), nodes); err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	var names []string
 	for _, node := range nodes.Items {
 		ready := slices.ContainsFunc(node.Status.Conditions, func(c corev1.NodeCondition) bool {
 			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
 		})
 		tainted := slices.ContainsFunc(node.Spec.Taints, func(taint corev1.Taint) bool { return taint.Effect == corev1.TaintEffectNoSchedule })
 		if ready && !tainted && !node.Spec.Unschedulable {
-			n++
+			names = append(names, node.Name)
 		}
 	}
-	return n
+	return names
 }
 
 // waitServiceSelects waits until the Service's ready endpoints are exactly pod's.
