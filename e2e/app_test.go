@@ -88,6 +88,12 @@ func TestApplicationScalesOut(t *testing.T) {
 		},
 		PodMetadata: &v1alpha1.PodMetadata{Labels: appPodLabels, Annotations: appPodAnnotations},
 		Service:     &v1alpha1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Annotations: appServiceAnnotations},
+		// A connection through a node port reaches a server on another node
+		// from that node's address (kube-proxy masquerades it), which no pod
+		// selector matches: the nodes are admitted by address, as a client
+		// outside the cluster would be, beside the labelled pods.
+		NetworkPolicy: &v1alpha1.NetworkPolicySpec{Clients: append(nodeAddressPeers(t),
+			networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"uringredis.io/client": name}}})},
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -243,6 +249,24 @@ valkey-cli -h %[1]s -p %[2]d DBSIZE
 	if want := "role:master\n" + keys; out != want {
 		t.Errorf("through the node's port %s:%d after the failover: %q, want %q", nodeIP, nodePort, out, want)
 	}
+}
+
+// nodeAddressPeers are NetworkPolicy peers for the nodes' internal addresses.
+func nodeAddressPeers(t *testing.T) []networkingv1.NetworkPolicyPeer {
+	t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := k8s.List(context.Background(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	var peers []networkingv1.NetworkPolicyPeer
+	for _, node := range nodes.Items {
+		for _, a := range node.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP && !strings.Contains(a.Address, ":") {
+				peers = append(peers, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: a.Address + "/32"}})
+			}
+		}
+	}
+	return peers
 }
 
 // checkPodOptions checks the running pods of instance name against the
