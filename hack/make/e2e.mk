@@ -41,7 +41,7 @@ export E2E_STORAGE ?= chart
 export E2E_NODE_DOCKER ?= unix:///run/uring-kind/docker.sock
 # kube-router enforces NetworkPolicies there: TestDefaultInstanceIsClosed tries the refusal.
 export E2E_NETWORK_POLICY ?= enforced
-E2E_HELM_ARGS ?= --set global.imageRegistry=$(E2E_REGISTRY)
+E2E_HELM_ARGS ?= --set global.imageRegistry=$(E2E_REGISTRY) --values $(REPO_ROOT)/e2e/kind/operator-values.yaml
 else
 E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kubeconfig
 # e2e/cluster makes the node's ext4 disks; the chart's localNvme preset
