@@ -87,9 +87,11 @@ type infoSession struct {
 	close func()
 }
 
-// connect signs in to src for INFO.
+// connect signs in to src for INFO, once: the archiver runs beside its
+// server and reads a refusal as the server being gone (its last pass, after
+// the server stopped with the pod), so it does not retry as dial does.
 func connect(ctx context.Context, src Source) (infoSession, error) {
-	conn, err := dial(ctx, src)
+	conn, err := dialOnce(ctx, src)
 	if err != nil {
 		return infoSession{}, fmt.Errorf("connecting to %s: %w", src.Addr, err)
 	}
