@@ -29,8 +29,8 @@ import (
 // server image, helm upgrade of a value, helm upgrade to this release (N),
 // whose new default server image restarts the instances one at a time, helm
 // uninstall (CRDs and instances kept), kubectl apply and delete of the
-// release's install.yaml, and helm install again. It runs last (file order)
-// and leaves release N installed as `make e2e-install` did.
+// release's install.yaml, and helm install again. It leaves release N
+// installed as `make e2e-install` did, for the tests after it (file order).
 func TestOperatorLifecycle(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the operator lifecycle reinstalls the operator; it runs in the full suite only")
@@ -68,8 +68,17 @@ func TestOperatorLifecycle(t *testing.T) {
 		t.Helper()
 		updateRP(t, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.AOF.Fsync = fsync })
 		waitReady(t, name)
-		if got := cli(t, name, "config", "get", "appendfsync"); !strings.HasSuffix(got, string(fsync)) {
-			t.Fatalf("after the change to %s the server runs appendfsync %q", fsync, got)
+		// Ready is the pod's; the option reaches the running server when the
+		// operator can connect to it (status.appliedConfigHash), which an
+		// enforcing network plugin allows a new operator pod a moment after
+		// it starts.
+		var got string
+		eventually(t, 2*time.Minute, func() bool {
+			got = cli(t, name, "config", "get", "appendfsync")
+			return strings.HasSuffix(got, string(fsync))
+		})
+		if !strings.HasSuffix(got, string(fsync)) {
+			t.Fatalf("2 min after the change to %s the server runs appendfsync %q", fsync, got)
 		}
 	}
 
