@@ -414,26 +414,10 @@ func runClient(t *testing.T, name, pod, script string) string {
   case $(valkey-cli -t 1 -h "$REDIS_HOST" -p "$REDIS_PORT" --no-auth-warning PING 2>&1) in "Could not connect"*) sleep 0.5 ;; *) break ;; esac
 done
 ` + script
-	app := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: namespace, Labels: map[string]string{"uringredis.io/client": name}},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name:            "app",
-				Image:           getPod(t, name+"-0").Spec.Containers[0].Image,
-				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         []string{"sh", "-c", script},
-				EnvFrom:         []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name + "-app"}}}},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](999),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}},
-			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-		},
-	}
+	app := restrictedPod(pod, "app", getPod(t, name+"-0").Spec.Containers[0].Image,
+		map[string]string{"uringredis.io/client": name}, "sh", "-c", script)
+	app.Spec.RestartPolicy = corev1.RestartPolicyNever
+	app.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name + "-app"}}}}
 	if err := k8s.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +432,7 @@ done
 	if err != nil || app.Status.Phase != corev1.PodSucceeded {
 		t.Fatalf("the application pod %s: phase %s (%v), it printed:\n%s", pod, app.Status.Phase, err, logs)
 	}
-	// Read as well as tried: the offline cluster enforces no NetworkPolicy.
+	// Read as well as tried: a cluster may enforce no NetworkPolicy (E2E_NETWORK_POLICY unset).
 	rp := &v1alpha1.RedisPersistence{}
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, rp); err != nil {
 		t.Fatal(err)

@@ -37,8 +37,8 @@ import (
 // it through its Service: one labelled uringredis.io/client: <name> is
 // served with the generated password and refused without it (the refusal is
 // the server's, not the network's), and on a cluster that enforces
-// NetworkPolicies (E2E_NETWORK_POLICY=enforced: the kind cluster's
-// kube-router) an unlabelled one cannot connect at all. The exporter's ACL
+// NetworkPolicies (E2E_NETWORK_POLICY=enforced: kube-router, on both of the
+// suite's clusters) an unlabelled one cannot connect at all. The exporter's ACL
 // user, from the instance's Secret <name>-acl, is served INFO and refused
 // keys.
 func TestDefaultInstanceIsClosed(t *testing.T) {
@@ -260,24 +260,7 @@ func TestPodSecurityLevels(t *testing.T) {
 // restricted container "redis" of image that sleeps; podCLI execs in it.
 func startCLIPod(t *testing.T, name, image string, labels map[string]string) *corev1.Pod {
 	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{
-				Name:            "redis",
-				Image:           image,
-				ImagePullPolicy: corev1.PullIfNotPresent,
-				Command:         []string{"sleep", "600"},
-				SecurityContext: &corev1.SecurityContext{
-					AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](999),
-					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-				},
-			}},
-			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-		},
-	}
+	pod := restrictedPod(name, "redis", image, labels, "sleep", "600")
 	if err := k8s.Create(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
@@ -289,6 +272,30 @@ func startCLIPod(t *testing.T, name, image string, labels map[string]string) *co
 		t.Fatalf("the pod %s is %s: %+v", name, pod.Status.Phase, pod.Status.ContainerStatuses)
 	}
 	return pod
+}
+
+// restrictedPod is a pod of one container, of the suite's namespace, that the
+// Pod Security level restricted admits: it runs command as the server image's
+// user (999), with no token and no grace period.
+func restrictedPod(name, container, image string, labels map[string]string, command ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name:            container,
+				Image:           image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         command,
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false), RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](999),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+			SecurityContext:               &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+		},
+	}
 }
 
 // podCLI runs valkey-cli in a pod of startCLIPod; it returns what the command
