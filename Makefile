@@ -77,9 +77,9 @@ lint: $(GOLANGCI_LINT) shellcheck ## Run golangci-lint and shellcheck.
 # The scripts the operator embeds run as `sh -c` under the image's dash: they
 # are checked as POSIX sh, and carry no shebang for shellcheck to read.
 .PHONY: shellcheck
-shellcheck: ## Run shellcheck (Debian's, pinned in hack/shellcheck.sh) on the scripts the operator runs in pods, hack/*.sh and e2e/kind.
+shellcheck: ## Run shellcheck (Debian's, pinned in hack/shellcheck.sh) on the scripts the operator runs in pods and the test bed's.
 	hack/shellcheck.sh --shell=sh internal/specs/scripts/*.sh
-	hack/shellcheck.sh hack/*.sh e2e/kind/kind.sh e2e/kind/runc-host-caps
+	hack/shellcheck.sh hack/*.sh e2e/cluster/*.sh e2e/images/*.sh e2e/kind/kind.sh e2e/kind/runc-host-caps
 
 ##@ Test
 

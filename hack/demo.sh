@@ -5,10 +5,12 @@
 #                       # -> Prometheus -> RedisBenchmark -> comparison table + PNG -> dashboard queries
 #   hack/demo.sh down   # remove what it made (the cluster included); caches under bin/ stay
 #
-# The cluster is the offline one-node cluster of e2e/cluster (E2E_CLUSTER=local), which
-# runs its own registry; E2E_CLUSTER=kind is not picked on its own since images reach
-# the cluster through a registry and kind has none here (make e2e-images says so). DEMO_REQUESTS (default 50000) sizes each command of the benchmark,
-# DEMO_REPETITIONS (default 3) how many interleaved rounds it runs.
+# The cluster is the offline one-node cluster of e2e/cluster (E2E_CLUSTER=local, the
+# default) or the kind cluster of e2e/kind (E2E_CLUSTER=kind: a control plane and
+# three workers); each runs its own registry, which `make release` pushes to.
+# DEMO_REQUESTS (default 50000) sizes each command of the benchmark, DEMO_REPETITIONS
+# (default 3) how many interleaved rounds it runs, DEMO_PROMETHEUS_PORT (9090) where
+# this machine reaches the demo's Prometheus.
 # Every step logs to bin/demo/logs/<step>.log; a failure names the step and its log.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,8 +30,7 @@ kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
 
 start=$SECONDS
 elapsed() { local s=$((SECONDS - ${1:-$start})); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
-total_steps=6 # 8 on the local cluster: Prometheus and the dashboard queries
-[[ $E2E_CLUSTER != local ]] || total_steps=8
+total_steps=8
 n=0
 # step NAME COMMAND...: runs COMMAND with its output in bin/demo/logs/NAME.log,
 # saying every 30 s that it is still at it.
@@ -121,25 +122,25 @@ report() {
   cat "$work/table.txt"
 }
 
-# A Prometheus (Debian's build, as in the tests) on this machine, discovering the
-# exporters and the operator through the API server. Pod IPs are routable from
-# the host only on the local cluster.
+# A Prometheus (Debian's build, as in the tests: e2e/images/prometheus) in the
+# demo's namespace, as a user would run one: it discovers the exporters and the
+# operator through the API server, the instances' NetworkPolicies admit it by its
+# label app.kubernetes.io/name: prometheus (the chart's networkPolicy.prometheus),
+# and it reads the operator's HTTPS metrics with its ServiceAccount's token, which
+# the chart's metrics-reader ClusterRole allows. This machine reaches it through
+# kubectl port-forward on 127.0.0.1:$prom_port (on kind the host has no route to
+# pod IPs).
 prometheus() {
-  local dir
-  dir=$(hack/prometheus-tools.sh)
   stop_prometheus
+  "${make[@]}" e2e-fixtures E2E_FIXTURES=prometheus
   mkdir -p "$work/prometheus"
-  # The operator serves its metrics over HTTPS to a token allowed to get
-  # /metrics: a ServiceAccount bound to the chart's metrics-reader ClusterRole.
-  kubectl -n uring-redis-system create serviceaccount demo-prometheus --dry-run=client -o yaml | kubectl apply -f -
-  kubectl create clusterrolebinding demo-prometheus-metrics-reader --clusterrole=uring-redis-operator-metrics-reader \
-    --serviceaccount=uring-redis-system:demo-prometheus --dry-run=client -o yaml | kubectl apply -f -
-  kubectl -n uring-redis-system create token demo-prometheus --duration=24h >"$work/prometheus/operator-token"
-  cat >"$work/prometheus/prometheus.yml" <<EOF
+  local config
+  config=$(
+    cat <<EOF
 global: {scrape_interval: 5s}
 scrape_configs:
   - job_name: redis
-    kubernetes_sd_configs: [{role: pod, kubeconfig_file: $kubeconfig, namespaces: {names: [$ns]}}]
+    kubernetes_sd_configs: [{role: pod, namespaces: {names: [$ns]}}]
     relabel_configs:
       - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}
       - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
@@ -148,20 +149,78 @@ scrape_configs:
     honor_labels: true # its benchmark metrics carry the benchmark's namespace
     scheme: https
     tls_config: {insecure_skip_verify: true} # a self-signed certificate; the token is what is checked
-    authorization: {credentials_file: $work/prometheus/operator-token}
-    kubernetes_sd_configs: [{role: pod, kubeconfig_file: $kubeconfig, namespaces: {names: [uring-redis-system]}}]
+    authorization: {credentials_file: /var/run/secrets/kubernetes.io/serviceaccount/token}
+    kubernetes_sd_configs: [{role: pod, namespaces: {names: [uring-redis-system]}}]
     relabel_configs:
       - {source_labels: [__meta_kubernetes_pod_container_port_name], regex: metrics, action: keep}
       - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
 EOF
-  "$dir/promtool" check config "$work/prometheus/prometheus.yml"
-  setsid "$dir/prometheus" --config.file="$work/prometheus/prometheus.yml" --storage.tsdb.path="$work/prometheus/data" \
-    --web.listen-address="127.0.0.1:$prom_port" >"$logs/prometheus-server.log" 2>&1 </dev/null &
+  )
+  cat <<EOF | tee "$work/prometheus/prometheus.yaml" | kubectl apply -f -
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: demo-prometheus, namespace: $ns}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: demo-prometheus}
+rules:
+  - {apiGroups: [""], resources: [pods], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: demo-prometheus}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: demo-prometheus}
+subjects: [{kind: ServiceAccount, name: demo-prometheus, namespace: $ns}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: demo-prometheus-metrics-reader}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: uring-redis-operator-metrics-reader}
+subjects: [{kind: ServiceAccount, name: demo-prometheus, namespace: $ns}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: demo-prometheus, namespace: $ns}
+data:
+  prometheus.yml: |
+    ${config//$'\n'/$'\n    '}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: demo-prometheus, namespace: $ns}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: prometheus, app.kubernetes.io/instance: demo}}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: prometheus, app.kubernetes.io/instance: demo}
+      # A new configuration rolls the pod, which reads it at start.
+      annotations: {demo.uringredis.io/config-hash: "$(sha256sum <<<"$config" | cut -c1-16)"}
+    spec:
+      serviceAccountName: demo-prometheus
+      securityContext: {runAsNonRoot: true, runAsUser: 65534, runAsGroup: 65534, seccompProfile: {type: RuntimeDefault}}
+      containers:
+        - name: prometheus
+          image: prometheus:e2e
+          imagePullPolicy: Never # a fixture of the test bed, imported into the nodes
+          args: [--config.file=/etc/prometheus/prometheus.yml, --storage.tsdb.path=/prometheus]
+          ports: [{name: web, containerPort: 9090}]
+          readinessProbe: {httpGet: {path: /-/ready, port: web}, periodSeconds: 2}
+          securityContext: {allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: {drop: [ALL]}}
+          volumeMounts:
+            - {name: config, mountPath: /etc/prometheus}
+            - {name: data, mountPath: /prometheus}
+      volumes:
+        - {name: config, configMap: {name: demo-prometheus}}
+        - {name: data, emptyDir: {}}
+EOF
+  kubectl -n "$ns" rollout status deployment/demo-prometheus --timeout=3m
+  setsid "$kubectl_bin" --kubeconfig "$kubeconfig" -n "$ns" port-forward deployment/demo-prometheus \
+    "$prom_port:9090" --address 127.0.0.1 >"$logs/prometheus-port-forward.log" 2>&1 </dev/null &
   echo $! >"$work/prometheus/pid"
   prom_has_data "count(up{job=\"redis\"} == 1) == ${#targets[@]}"
   prom_has_data 'count(up{job="uring-redis-operator"} == 1)'
 }
-
 prom_has_data() {
   local result
   for _ in $(seq 60); do
@@ -215,10 +274,10 @@ step cluster "${make[@]}" e2e-up
 step images "${make[@]}" e2e-images
 step operator "${make[@]}" e2e-install
 step instances instances
-[[ $E2E_CLUSTER != local ]] || step prometheus prometheus
+step prometheus prometheus
 step benchmark benchmark
 step report report
-[[ $E2E_CLUSTER != local ]] || step dashboards dashboards
+step dashboards dashboards
 
 cat <<EOF
 
@@ -232,14 +291,10 @@ $(cat "$work/table.txt")
 Report:      $work/bench-report.png
 Results:     kubectl --kubeconfig $kubeconfig -n $ns get redisbenchmark modes -o yaml
 EOF
-if [[ $E2E_CLUSTER == local ]]; then
-  cat <<EOF
-Prometheus:  http://127.0.0.1:$prom_port (scrapes the exporters in $ns and the operator;
-             $(tail -n 1 "$logs/dashboards.log"))
-             e.g. uringredis_benchmark_ops_per_second, redis_script_values{key="aof_uring_active"}
-EOF
-fi
 cat <<EOF
+Prometheus:  http://127.0.0.1:$prom_port (deployment/demo-prometheus in $ns, port-forwarded; it scrapes
+             the exporters in $ns and the operator; $(tail -n 1 "$logs/dashboards.log"))
+             e.g. uringredis_benchmark_ops_per_second, redis_script_values{key="aof_uring_active"}
 Dashboards:  charts/uring-redis-operator/dashboards/*.json. With the chart's grafana.dashboards.enabled
              a Grafana sidecar loads them (label grafana_dashboard: "1"); else import each file in
              Grafana (Dashboards > New > Import) and pick the Prometheus data source.

@@ -11,6 +11,11 @@
 # bridge it creates: node IP, API server and DNS are 10.244.0.1, so none of the host's
 # own interfaces or addresses is used.
 #
+# NetworkPolicies are enforced, as a user's network plugin would: kube-router
+# (hack/kube-router.sh, built from its Go module) runs on the node as its firewall
+# only (iptables and ipsets on the host, KUBE-ROUTER-* chains); the bridge stays
+# the pod network and kube-proxy the Services.
+#
 # Storage is the product's production path: the StorageClass uring-local-ext4
 # (no-provisioner, WaitForFirstConsumer) is served by sig-storage-local-static-provisioner
 # running as a DaemonSet, which turns ext4 filesystems on loop devices, mounted under
@@ -54,7 +59,8 @@ pod_cidr=10.244.0.0/24
 service_cidr=10.96.0.0/16
 api_server=https://$node_ip:6443
 storage_class=uring-local-ext4
-components=(registry etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns)
+router_health_port=20244
+components=(registry etcd containerd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns kube-router)
 
 # The first kubectl found, read with awk: under pipefail, `head -1` quitting
 # before `command -v` wrote its second line failed the script with SIGPIPE (141).
@@ -67,6 +73,7 @@ log() { echo "cluster: $*" >&2; }
 ensure_binaries() {
   "$here/host-deps.sh" >&2
   "$repo/hack/k8s-binaries.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy >/dev/null
+  kube_router=$("$repo/hack/kube-router.sh")
   mkdir -p "$cache/bin"
   if [[ ! -x $cache/bin/coredns-$coredns_version ]]; then
     log "building CoreDNS $coredns_version (cold: minutes)"
@@ -165,9 +172,10 @@ subjectAltName=IP:$node_ip,DNS:$node"
   cert scheduler "/CN=system:kube-scheduler"
   cert kubelet "/O=system:nodes/CN=system:node:$node"
   cert kube-proxy "/CN=system:kube-proxy"
+  cert kube-router "/CN=system:kube-router"
   openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
-  for user in admin controller-manager scheduler kubelet kube-proxy; do
+  for user in admin controller-manager scheduler kubelet kube-proxy kube-router; do
     kubeconfig_for "$user" "$pki/$user.kubeconfig"
   done
   cp "$pki/admin.kubeconfig" "$kubeconfig"
@@ -441,6 +449,29 @@ EOF
   wait_for "node $node to be Ready" 60 node_ready
   kubectl taint node "$node" node.kubernetes.io/not-ready- >/dev/null 2>&1 || true
   log "node Ready after ${SECONDS}s"
+
+  # The NetworkPolicy enforcer reads the node, pods, namespaces and policies (its
+  # informers watch Services and endpoints too).
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: uring-e2e:kube-router}
+rules:
+  - {apiGroups: [""], resources: [namespaces, pods, services, nodes, endpoints], verbs: [get, list, watch]}
+  - {apiGroups: [networking.k8s.io], resources: [networkpolicies], verbs: [get, list, watch]}
+  - {apiGroups: [discovery.k8s.io], resources: [endpointslices], verbs: [get, list, watch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: uring-e2e:kube-router}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: uring-e2e:kube-router}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: system:kube-router}]
+EOF
+  start kube-router "$kube_router" --kubeconfig "$pki/kube-router.kubeconfig" --hostname-override "$node" \
+    --run-firewall=true --run-router=false --run-service-proxy=false --service-cluster-ip-range "$service_cidr" \
+    --metrics-port 0 --health-port "$router_health_port"
+  wait_for "kube-router's NetworkPolicy controller" 60 curl -sf "http://127.0.0.1:$router_health_port/healthz"
+  log "NetworkPolicies enforced after ${SECONDS}s"
 }
 
 node_ready() {
@@ -464,15 +495,15 @@ deploy_storage() {
 }
 
 # The test bed's own images built earlier by e2e/images/build.sh (the local volume
-# provisioner, the io_uring probe, smoke.sh's exporter, the suite's object store:
-# fixtures of this node, not part of a release, needed before anything is pushed), so
-# a re-created cluster has them (runs while the control plane boots). The project's
-# images are never imported: the node pulls them from the registry. Not unpacked:
-# containerd unpacks an image when a container first uses it.
+# provisioner, the io_uring probe, smoke.sh's exporter, the suite's object store and
+# the demo's Prometheus: fixtures of this node, not part of a release, needed before
+# anything is pushed), so a re-created cluster has them (runs while the control plane
+# boots). The project's images are never imported: the node pulls them from the
+# registry. Not unpacked: containerd unpacks an image when a container first uses it.
 import_images() {
   local archive
   for archive in "$repo"/bin/e2e/images/*.tar; do
-    case ${archive##*/} in local-volume-provisioner.tar | uring-probe.tar | redis-exporter.tar | seaweedfs.tar) ;; *) continue ;; esac
+    case ${archive##*/} in local-volume-provisioner.tar | uring-probe.tar | redis-exporter.tar | seaweedfs.tar | prometheus.tar) ;; *) continue ;; esac
     ctr --address "$containerd_sock" -n k8s.io images import --all-platforms --no-unpack "$archive" >/dev/null
   done
 }
@@ -512,7 +543,7 @@ stop_containers() {
     done
   fi
   for pidfile in "$run"/containerd/io.containerd.runtime.v2.task/*/*/shim.pid; do
-    [[ -f $pidfile ]] && kill -9 "$(cat "$pidfile")" 2>/dev/null || true
+    if [[ -f $pidfile ]]; then kill -9 "$(cat "$pidfile")" 2>/dev/null || true; fi
   done
 }
 
@@ -549,6 +580,12 @@ clean_iptables() {
   done
 }
 
+# kube-router's ipsets (KUBE-SRC-*, KUBE-DST-*; inet6: for IPv6), once no rule uses them.
+clean_ipsets() {
+  command -v ipset >/dev/null || return 0
+  ipset list -n 2>/dev/null | grep -E '^(inet6:)?KUBE-' | xargs -r -n1 ipset destroy 2>/dev/null || true
+}
+
 # kubepods cgroups, deepest first (they are empty once the containers are gone).
 clean_cgroups() {
   local dir
@@ -561,7 +598,7 @@ clean_cgroups() {
 teardown() {
   log "stopping"
   local name
-  for name in coredns kube-proxy kubelet kube-scheduler kube-controller-manager; do stop "$name"; done
+  for name in kube-router coredns kube-proxy kubelet kube-scheduler kube-controller-manager; do stop "$name"; done
   stop_containers
   for name in containerd kube-apiserver etcd registry; do stop "$name"; done
   unmount_under "$kubelet_root" "$run" "$state" "${disks%/*}"
@@ -574,8 +611,13 @@ teardown() {
     losetup -j "$img" -O NAME -n | xargs -r -n1 losetup -d
   done
   ip link del cni0 2>/dev/null || true
-  if [[ -f $state/sysctl.saved ]]; then sysctl -qw $(cat "$state/sysctl.saved"); fi
+  if [[ -f $state/sysctl.saved ]]; then
+    local saved
+    mapfile -t saved <"$state/sysctl.saved" # one key=value a line
+    sysctl -qw "${saved[@]}"
+  fi
   clean_iptables
+  clean_ipsets
   clean_cgroups
   # --one-file-system: a mount that survived the unmounts is skipped, never emptied.
   rm -rf --one-file-system "$state" "$run" "$kubelet_root" "${disks%/*}" "$pki" "$kubeconfig"
@@ -600,6 +642,7 @@ leftovers() {
   for family in iptables ip6tables; do
     "$family-save" 2>/dev/null | awk -v f="$family" '/^:(KUBE|CNI)-/ { print f " chain " substr($1, 2) }'
   done
+  if command -v ipset >/dev/null; then ipset list -n 2>/dev/null | awk '/^(inet6:)?KUBE-/ { print "ipset " $0 }'; fi
   find /sys/fs/cgroup -maxdepth 2 -name 'kubepods*' -printf 'cgroup %p\n' 2>/dev/null
   pgrep -a -f "containerd-shim-runc-v2 .*-address $containerd_sock" | sed 's/^/process /' || true
 }

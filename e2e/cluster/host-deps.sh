@@ -10,6 +10,7 @@ set -euo pipefail
 packages=(
   containerd runc containernetworking-plugins # node runtime
   iptables conntrack iproute2 kmod            # kube-proxy, CNI bridge, br_netfilter
+  ipset                                       # kube-router's NetworkPolicies
   openssl                                     # PKI
   e2fsprogs util-linux mount                  # ext4 volumes on loop devices
   gcc libc6-dev                               # static pause and io_uring probe

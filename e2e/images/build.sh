@@ -55,42 +55,18 @@ declare -A images=(
   [local-volume-provisioner]="registry.k8s.io/sig-storage/local-volume-provisioner:v2.7.0|e2e/images/local-volume-provisioner/Dockerfile|e2e/images/local-volume-provisioner"
   [uring-probe]="uring-probe:e2e|e2e/images/uring-probe/Dockerfile|e2e/images/uring-probe"
   [seaweedfs]="seaweedfs:e2e|e2e/images/seaweedfs/Dockerfile|e2e/images/seaweedfs"
+  [prometheus]="prometheus:e2e|e2e/images/prometheus/Dockerfile|bin/prometheus"
 )
-order=(local-volume-provisioner redis-exporter uring-probe seaweedfs redis-uring uring-redis-operator uring-redis-bench)
+order=(local-volume-provisioner redis-exporter uring-probe seaweedfs prometheus redis-uring uring-redis-operator uring-redis-bench)
 
 log() { echo "images: $*" >&2; }
 
 start_docker() {
-  mkdir -p "$run" "$cache"
-  if [[ -S $run/docker.sock ]] && "${docker[@]}" version >/dev/null 2>&1; then return; fi
-  log "starting a private dockerd"
-  # The VM cannot lower oom_score_adj (no CAP_SYS_RESOURCE) and caps nofile at 20000.
-  setsid /usr/sbin/dockerd \
-    --host "unix://$run/docker.sock" --pidfile "$run/dockerd.pid" \
-    --data-root "$repo/bin/e2e/docker" --exec-root "$run/exec" \
-    --iptables=false --ip-masq=false --bridge=none --oom-score-adjust=0 --cgroup-parent=/uring-e2e-docker \
-    --default-ulimit nofile=20000:20000 --log-level=warn \
-    >"$cache/dockerd.log" 2>&1 </dev/null 9>&- &
-  for _ in $(seq 100); do
-    "${docker[@]}" version >/dev/null 2>&1 && return
-    sleep 0.2
-  done
-  log "dockerd did not start; see $cache/dockerd.log"
-  exit 1
+  mkdir -p "$cache"
+  "$here/dockerd.sh" start "$run" "$repo/bin/e2e/docker" uring-e2e-docker "$cache/dockerd.log"
 }
 
-stop_docker() {
-  local pid
-  pid=$(cat "$run/dockerd.pid" 2>/dev/null) || return 0
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  findmnt -rn -o TARGET | grep "^$run/" | sort -ru | xargs -r -n1 umount -l 2>/dev/null || true
-  rm -rf --one-file-system "$run"
-  rmdir /sys/fs/cgroup/*/uring-e2e-docker 2>/dev/null || true
-}
+stop_docker() { "$here/dockerd.sh" stop "$run" uring-e2e-docker; }
 
 has_image() { "${docker[@]}" image inspect "$1" >/dev/null 2>&1; }
 
@@ -171,8 +147,10 @@ build() {
   local name=$1 image dockerfile context
   IFS='|' read -r image dockerfile context <<<"${images[$name]}"
   log "building $image"
-  local start=$SECONDS
-  "${docker[@]}" build --progress plain --network host \
+  local start=$SECONDS args=()
+  # The demo's Prometheus is Debian's binary, as the tests run it (hack/prometheus-tools.sh).
+  [[ $name != prometheus ]] || args=(--build-arg "PROMETHEUS_DIR=$(basename "$("$repo/hack/prometheus-tools.sh")")")
+  "${docker[@]}" build --progress plain --network host "${args[@]}" \
     --build-arg "BASE_IMAGE=$base_image" --build-arg "GO_IMAGE=$go_image" \
     --build-arg "REDIS_IMAGE=${images[redis-uring]%%|*}" --build-arg "GOPROXY=$(go env GOPROXY)" \
     -t "$image" -f "$repo/$dockerfile" "$repo/$context" >"$cache/$name.build.log" 2>&1 ||

@@ -64,37 +64,14 @@ kubectl_bin=$("$repo/hack/k8s-binaries.sh" kubectl)/kubectl
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
 log() { echo "kind: $*" >&2; }
 
+# kind's daemon (e2e/images/dockerd.sh), whose OCI runtime is runc-host-caps.
 start_docker() {
-  mkdir -p "$run" "$cache"
-  if [[ -S $run/docker.sock ]] && "${docker[@]}" version >/dev/null 2>&1; then return; fi
-  log "starting kind's dockerd"
-  setsid /usr/sbin/dockerd \
-    --host "unix://$run/docker.sock" --pidfile "$run/dockerd.pid" \
-    --data-root "$cache/docker" --exec-root "$run/exec" \
-    --iptables=false --ip-masq=false --bridge=none --oom-score-adjust=0 --cgroup-parent=/uring-kind-docker \
-    --add-runtime "host-caps=$here/runc-host-caps" --default-runtime host-caps \
-    --default-ulimit nofile=20000:20000 --log-level=warn \
-    >"$cache/dockerd.log" 2>&1 </dev/null 9>&- &
-  for _ in $(seq 100); do
-    "${docker[@]}" version >/dev/null 2>&1 && return
-    sleep 0.2
-  done
-  log "dockerd did not start; see $cache/dockerd.log"
-  exit 1
+  mkdir -p "$cache"
+  "$repo/e2e/images/dockerd.sh" start "$run" "$cache/docker" uring-kind-docker "$cache/dockerd.log" \
+    --add-runtime "host-caps=$here/runc-host-caps" --default-runtime host-caps
 }
 
-stop_docker() {
-  local pid
-  pid=$(cat "$run/dockerd.pid" 2>/dev/null) || return 0
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 150); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  findmnt -rn -o TARGET | grep "^$run/" | sort -ru | xargs -r -n1 umount -l 2>/dev/null || true
-  rm -rf --one-file-system "$run"
-  rmdir /sys/fs/cgroup/uring-kind-docker 2>/dev/null || true
-}
+stop_docker() { "$repo/e2e/images/dockerd.sh" stop "$run" uring-kind-docker; }
 
 has_image() { "${docker[@]}" image inspect "$1" >/dev/null 2>&1; }
 
@@ -106,13 +83,7 @@ stage_node() {
   bins=$("$repo/hack/k8s-binaries.sh" kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd)
   coredns=$("$repo/e2e/cluster/cluster.sh" coredns)
   local router
-  router=$cache/bin/kube-router-$(awk '$1 == "require" && $2 ~ /kube-router/ {print $3}' "$here/kube-router/go.mod")
-  if [[ ! -x $router ]]; then
-    log "building kube-router (cold: minutes)"
-    mkdir -p "$cache/bin"
-    (cd "$here/kube-router" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$router.tmp" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router)
-    mv "$router.tmp" "$router"
-  fi
+  router=$("$repo/hack/kube-router.sh")
   rm -rf "$ctx"
   mkdir -p "$ctx/bin" "$ctx/kind/manifests" "$ctx/images"
   for b in kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd; do

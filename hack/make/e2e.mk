@@ -30,6 +30,9 @@ E2E_PREVIOUS_VERSION ?= $(VERSION)-e2e.previous
 E2E_RELEASED_COMMIT ?= 2662d2362a0774eb9445c5e88b528562448277ac
 E2E_RELEASED_FIXES ?= cf9d381c5d8a5247e47e7949f97a2e57e5da8cac a20ca09d454afa678d3438e62e2329c40a616552
 E2E_RELEASED_VERSION ?= 0.2.0-e2e.released
+# kube-router enforces NetworkPolicies on both clusters: TestDefaultInstanceIsClosed
+# tries the refusal (E2E_NETWORK_POLICY= on a cluster that enforces none).
+export E2E_NETWORK_POLICY ?= enforced
 # Local ext4 volumes on the offline cluster: the full suite holds up to 12 at once, the
 # sharded cluster test 8 (4 shards of 2 servers).
 export E2E_DISKS ?= 24
@@ -39,8 +42,6 @@ E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kind.kubeconfig
 export E2E_STORAGE ?= chart
 # kind's nodes are containers of this daemon (e2e/kind/kind.sh): TestNodeLost stops one.
 export E2E_NODE_DOCKER ?= unix:///run/uring-kind/docker.sock
-# kube-router enforces NetworkPolicies there: TestDefaultInstanceIsClosed tries the refusal.
-export E2E_NETWORK_POLICY ?= enforced
 E2E_HELM_ARGS ?= --set global.imageRegistry=$(E2E_REGISTRY) --values $(REPO_ROOT)/e2e/kind/operator-values.yaml
 else
 E2E_KUBECONFIG ?= $(LOCALBIN)/e2e/kubeconfig
@@ -75,12 +76,14 @@ e2e-install: $(HELM) ## Install or upgrade the operator on the e2e cluster with 
 		--namespace $(E2E_NAMESPACE) --create-namespace --values charts/uring-redis-operator/ci/e2e-values.yaml \
 		$(E2E_HELM_ARGS) --wait --timeout 5m
 
-# The suite's own fixtures, not part of a release: SeaweedFS, the object store the
-# backup tests write to. Built once into bin/e2e/images (which `cluster.sh up`
-# imports into a re-created node) and imported into the running node.
+# The test bed's own fixtures, not part of a release: SeaweedFS, the object store
+# the backup tests write to, and Prometheus, which the demo runs in the cluster
+# (make demo passes E2E_FIXTURES=prometheus). Built once into bin/e2e/images (which
+# `cluster.sh up` imports into a re-created node) and imported into the running node.
+E2E_FIXTURES ?= seaweedfs
 .PHONY: e2e-fixtures
-e2e-fixtures: ## Build the fixture images the suite runs (SeaweedFS) unless bin/e2e/images has them.
-	[[ -f $(LOCALBIN)/e2e/images/seaweedfs.tar ]] || e2e/images/build.sh seaweedfs
+e2e-fixtures: ## Build the fixture images E2E_FIXTURES names (SeaweedFS for the suite) unless bin/e2e/images has them.
+	for f in $(E2E_FIXTURES); do [[ -f $(LOCALBIN)/e2e/images/$$f.tar ]] || e2e/images/build.sh $$f; done
 ifeq ($(E2E_CLUSTER),kind)
 	KIND=$(KIND) E2E_KUBECONFIG=$(E2E_KUBECONFIG) e2e/kind/kind.sh load
 endif

@@ -1,4 +1,4 @@
-module github.com/uring-redis/uring-redis-operator/e2e/kind/kube-router
+module github.com/uring-redis/uring-redis-operator/e2e/kube-router
 
 go 1.26.0
 
