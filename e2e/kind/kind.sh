@@ -64,8 +64,10 @@ kubectl_bin=$("$repo/hack/k8s-binaries.sh" kubectl)/kubectl
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
 log() { echo "kind: $*" >&2; }
 
-# kind's daemon (e2e/images/dockerd.sh), whose OCI runtime is runc-host-caps.
+# kind's daemon (e2e/images/dockerd.sh), whose OCI runtime is runc-host-caps. Debian's
+# docker.io is among the host packages: on a new machine it is installed here, first.
 start_docker() {
+  "$repo/e2e/cluster/host-deps.sh" >&2
   mkdir -p "$cache"
   "$repo/e2e/images/dockerd.sh" start "$run" "$cache/docker" uring-kind-docker "$cache/dockerd.log" \
     --add-runtime "host-caps=$here/runc-host-caps" --default-runtime host-caps
@@ -79,7 +81,6 @@ has_image() { "${docker[@]}" image inspect "$1" >/dev/null 2>&1; }
 # tag is a digest of them, so an unchanged tree reuses the image.
 stage_node() {
   local ctx=$cache/node-context bins coredns
-  "$repo/e2e/cluster/host-deps.sh" >&2
   bins=$("$repo/hack/k8s-binaries.sh" kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd)
   coredns=$("$repo/e2e/cluster/cluster.sh" coredns)
   local router
