@@ -219,6 +219,7 @@ func targetAvailable(rb *v1alpha1.RedisBenchmark, run specs.BenchmarkRun, rp *v1
 	access := rp.Spec.Benchmark
 	ready := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionReady)
 	upToDate := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionUpToDate)
+	configApplied := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionConfigApplied)
 	switch {
 	case access == nil:
 		return ReasonTargetNotOptedIn, fmt.Sprintf("RedisPersistence %s does not allow benchmarks: set its spec.benchmark (a benchmark writes to a database of its own, %d by default, and empties it)", rp.Name, specs.DefaultBenchmarkDatabase), false
@@ -230,6 +231,9 @@ func targetAvailable(rb *v1alpha1.RedisBenchmark, run specs.BenchmarkRun, rp *v1
 		return ReasonTargetNotReady, fmt.Sprintf("waiting for RedisPersistence %s to be Ready, %s", rp.Name, runOf(rb, run)), false
 	case upToDate == nil || upToDate.Status != metav1.ConditionTrue:
 		return ReasonTargetNotReady, fmt.Sprintf("waiting for RedisPersistence %s to roll out its pod template (UpToDate), %s", rp.Name, runOf(rb, run)), false
+	case configApplied == nil || configApplied.Status != metav1.ConditionTrue:
+		// Its servers would be measured with the options they had.
+		return ReasonTargetNotReady, fmt.Sprintf("waiting for RedisPersistence %s's servers to take its runtime options (ConfigApplied), %s", rp.Name, runOf(rb, run)), false
 	}
 	return "", "", true
 }

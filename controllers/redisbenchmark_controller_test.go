@@ -626,3 +626,24 @@ func TestBenchmarkSignsInAsItsUser(t *testing.T) {
 		return hasCondition(rb, v1alpha1.ConditionComplete, metav1.ConditionTrue, ReasonBenchmarkSucceeded)
 	})
 }
+
+// A target whose servers have not taken its runtime options (an appendfsync
+// change that did not reach them) would be measured with the old ones.
+func TestTargetWaitsForItsRuntimeOptions(t *testing.T) {
+	rb := &v1alpha1.RedisBenchmark{Spec: v1alpha1.RedisBenchmarkSpec{Targets: []string{"cache"}}}
+	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "cache", Generation: 2},
+		Spec: v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Benchmark: &v1alpha1.BenchmarkAccessSpec{}}}
+	rp.Status.ObservedGeneration = 2
+	rp.Status.Conditions = []metav1.Condition{
+		{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReady},
+		{Type: v1alpha1.ConditionUpToDate, Status: metav1.ConditionTrue, Reason: ReasonUpToDate},
+		{Type: v1alpha1.ConditionConfigApplied, Status: metav1.ConditionFalse, Reason: ReasonServerUnreachable},
+	}
+	if reason, msg, ok := targetAvailable(rb, specs.BenchmarkRun{Repetition: 1}, rp); ok || reason != ReasonTargetNotReady || !strings.Contains(msg, "ConfigApplied") {
+		t.Errorf("ConfigApplied False: available %v, %s: %s", ok, reason, msg)
+	}
+	meta.SetStatusCondition(&rp.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionConfigApplied, Status: metav1.ConditionTrue, Reason: ReasonConfigApplied})
+	if reason, msg, ok := targetAvailable(rb, specs.BenchmarkRun{Repetition: 1}, rp); !ok {
+		t.Errorf("every condition True: not available, %s: %s", reason, msg)
+	}
+}

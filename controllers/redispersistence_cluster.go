@@ -300,9 +300,11 @@ func (r *RedisPersistenceReconciler) reconcileCluster(ctx context.Context, rp *v
 	} else if rotating > 0 {
 		result = requeueWithin(result, max(rotating, time.Second))
 	}
+	var configErr error
 	if rp.Status.AppliedConfigHash != specs.RuntimeConfigHash(rp) {
-		r.applyClusterRuntimeConfig(serverCtx, rp, creds.server)
+		configErr = r.applyClusterRuntimeConfig(serverCtx, rp, creds.server)
 	}
+	r.setCondition(rp, v1alpha1.ConditionConfigApplied, configAppliedCondition(rp, observation{}, configErr))
 	if expiry := r.convergeUsers(serverCtx, rp, creds); !expiry.IsZero() {
 		result = requeueWithin(result, max(time.Until(expiry), time.Second))
 	}
@@ -345,7 +347,7 @@ func (r *RedisPersistenceReconciler) reconcileCluster(ctx context.Context, rp *v
 // applyClusterRuntimeConfig sets the runtime options on every running
 // server and records them in status.appliedConfigHash once all took them.
 // A server that starts later reads them from the ConfigMap.
-func (r *RedisPersistenceReconciler) applyClusterRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials) {
+func (r *RedisPersistenceReconciler) applyClusterRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials) error {
 	changed, err := r.applyRuntimeConfigToReplicas(ctx, rp, creds, "")
 	slices.Sort(changed)
 	if changed = slices.Compact(changed); len(changed) > 0 {
@@ -353,9 +355,10 @@ func (r *RedisPersistenceReconciler) applyClusterRuntimeConfig(ctx context.Conte
 	}
 	if err != nil {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApplyConfig", "setting runtime options on the running servers: %v", err)
-		return
+		return err
 	}
 	rp.Status.AppliedConfigHash = specs.RuntimeConfigHash(rp)
+	return nil
 }
 
 // shardStatefulSets are the instance's shard StatefulSets by shard index,

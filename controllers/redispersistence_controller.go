@@ -190,7 +190,11 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	r.convergeRuntimeConfig(serverCtx, rp, creds.server, obs)
+	if obs.configErr = r.convergeRuntimeConfig(serverCtx, rp, creds.server, obs); obs.configErr != nil && !refusedByServer(obs.configErr) {
+		// A server that did not answer is asked again soon; one that
+		// refused an option waits for the next spec change or resync.
+		defer func() { result = requeueWithin(result, configRetry) }()
+	}
 	if expiry := r.convergeUsers(serverCtx, rp, creds); !expiry.IsZero() {
 		// A previous password stops working then (wall-clock time, see readUsers).
 		defer func() { result = requeueWithin(result, max(time.Until(expiry), time.Second)) }()

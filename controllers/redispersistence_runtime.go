@@ -234,7 +234,7 @@ func applyRuntimeSettings(ctx context.Context, addr string, creds serverCredenti
 		case !known && s.Implicit:
 			continue
 		case !known:
-			return changed, fmt.Errorf("the server does not know the option %s", s.Name)
+			return changed, fmt.Errorf("%w %s", errUnknownOption, s.Name)
 		case current == s.Value:
 			continue
 		}
@@ -315,24 +315,70 @@ func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alph
 	return claim.Status.Phase == corev1.ClaimBound, nil
 }
 
+// ConfigApplied reasons; ServerUnreachable as for the other conditions.
+const (
+	ReasonConfigApplied = "Applied"
+	// A server refused a runtime option; the message is its error.
+	ReasonConfigRefused = "ConfigRefused"
+	// No server of the current configuration is ready to take them yet.
+	ReasonConfigWaiting = "WaitingForServers"
+)
+
+// configRetry is how soon runtime options a server did not take, because it
+// did not answer, are tried again.
+const configRetry = 10 * time.Second
+
+// errUnknownOption: the server answers CONFIG GET with nothing for an option
+// it does not know.
+var errUnknownOption = errors.New("the server does not know the option")
+
+// refusedByServer is true for an error the server answered with, false for
+// one of the network (it did not answer, or not in time).
+func refusedByServer(err error) bool {
+	var serverErr redis.Error
+	return errors.As(err, &serverErr) || errors.Is(err, errUnknownOption)
+}
+
+// configAppliedCondition says whether the running servers have the spec's
+// runtime options, from status.appliedConfigHash and what applying them
+// returned this reconcile (applyErr). Until they do, Ready may well be True:
+// the servers serve, with the options they had.
+func configAppliedCondition(rp *v1alpha1.RedisPersistence, obs observation, applyErr error) condition {
+	switch {
+	case rp.Status.AppliedConfigHash == specs.RuntimeConfigHash(rp):
+		return condition{metav1.ConditionTrue, ReasonConfigApplied, "the running servers have the spec's runtime options"}
+	case obs.modeChange != nil:
+		return condition{metav1.ConditionFalse, ReasonConfigWaiting, "the new mode's runtime options take effect once the mode change is done"}
+	case applyErr != nil && refusedByServer(applyErr):
+		return condition{metav1.ConditionFalse, ReasonConfigRefused, "a running server refused the spec's runtime options and keeps the ones it had: " + applyErr.Error()}
+	case applyErr != nil:
+		return condition{metav1.ConditionFalse, ReasonServerUnreachable, "the spec's runtime options wait for a running server that does not answer: " + applyErr.Error()}
+	case obs.infoErr != nil:
+		return condition{metav1.ConditionFalse, ReasonServerUnreachable, "the spec's runtime options wait for the running server, whose INFO could not be read: " + obs.infoErr.Error()}
+	}
+	return condition{metav1.ConditionFalse, ReasonConfigWaiting, "no server of the current configuration is ready yet; one that starts reads the options from the ConfigMap"}
+}
+
 // convergeRuntimeConfig sets the runtime options on a server of the current
 // revision (a pod about to be replaced starts from the new ConfigMap anyway),
-// when they changed or the server process is one they were not applied to.
-func (r *RedisPersistenceReconciler) convergeRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, obs observation) {
+// when they changed or the server process is one they were not applied to,
+// and returns why it could not.
+func (r *RedisPersistenceReconciler) convergeRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, obs observation) error {
 	if obs.info == nil || !runsCurrentRevision(obs.pod, obs.statefulSet) {
-		return
+		return nil
 	}
 	if rp.Status.AppliedConfigHash != specs.RuntimeConfigHash(rp) || !r.probes.appliedOn(client.ObjectKeyFromObject(rp), obs.info.runID) {
-		r.applyRuntimeConfig(ctx, rp, creds, obs.pod, obs.info.runID)
+		return r.applyRuntimeConfig(ctx, rp, creds, obs.pod, obs.info.runID)
 	}
+	return nil
 }
 
 // applyRuntimeConfig sets the runtime options on the running server process
 // runID and, for a replicated instance, on the other running servers, and
 // records them in status.appliedConfigHash. A server that cannot be reached
-// leaves the hash as it was, so the next reconcile tries again; one that
-// starts later reads them from the ConfigMap.
-func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pod *corev1.Pod, runID string) {
+// or refuses an option leaves the hash as it was, so the next reconcile tries
+// again; one that starts later reads them from the ConfigMap.
+func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pod *corev1.Pod, runID string) error {
 	key := client.ObjectKeyFromObject(rp)
 	changed, err := applyRuntimeSettings(ctx, r.ServerAddress(pod), creds, specs.RuntimeSettings(rp))
 	if err == nil && specs.Replicated(rp) {
@@ -349,10 +395,11 @@ func (r *RedisPersistenceReconciler) applyRuntimeConfig(ctx context.Context, rp 
 	if err != nil {
 		log.FromContext(ctx).Info("applying runtime options failed", "pod", klogRef(pod), "err", err)
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApplyConfig", "setting runtime options on the running server: %v", err)
-		return
+		return err
 	}
 	rp.Status.AppliedConfigHash = specs.RuntimeConfigHash(rp)
 	r.probes.setAppliedOn(key, runID)
+	return nil
 }
 
 // applyRuntimeConfigToReplicas sets the runtime options on every running

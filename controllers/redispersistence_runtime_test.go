@@ -346,6 +346,58 @@ func TestModeChangeWaitsForTheServer(t *testing.T) {
 	}
 }
 
+// A spec change that cannot reach the running server is said, not only
+// retried: ConfigApplied goes False, the phase Degraded, while Ready stays
+// True (the server serves, with the options it had); the server that
+// answers again gets the change without a restart.
+func TestSpecChangeWaitsForAnUnreachableServer(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	createRP(t, ns, "away", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
+	waitCondition(t, ns, "away", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	server := testenv.StartServer(t, renderedConfig(t, ns, "away"))
+	serverAddrs.Store(ns+"/away-0", server)
+	actAsKubelet(t, ns, "away-0", "ext4")
+	waitCondition(t, ns, "away", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	waitCondition(t, ns, "away", v1alpha1.ConditionConfigApplied, metav1.ConditionTrue, ReasonConfigApplied)
+
+	serverAddrs.Store(ns+"/away-0", "127.0.0.1:1") // the pod stays Ready; nothing answers
+	updateRP(t, ns, "away", func(rp *v1alpha1.RedisPersistence) { rp.Spec.AOF.Fsync = v1alpha1.FsyncAlways })
+	rp := waitCondition(t, ns, "away", v1alpha1.ConditionConfigApplied, metav1.ConditionFalse, ReasonServerUnreachable)
+	if !meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionReady) || rp.Status.Phase != v1alpha1.PhaseDegraded {
+		t.Errorf("the server serves with its old options: want Ready True and phase Degraded, got %+v, phase %s", rp.Status.Conditions, rp.Status.Phase)
+	}
+	if msg := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionConfigApplied).Message; !strings.Contains(msg, "connection refused") {
+		t.Errorf("ConfigApplied's message %q does not say why", msg)
+	}
+	if rp.Status.AppliedConfigHash == specs.RuntimeConfigHash(rp) {
+		t.Error("status.appliedConfigHash claims options no server took")
+	}
+
+	serverAddrs.Store(ns+"/away-0", server)
+	rp = waitCondition(t, ns, "away", v1alpha1.ConditionConfigApplied, metav1.ConditionTrue, ReasonConfigApplied)
+	if rp.Status.Phase != v1alpha1.PhaseReady {
+		t.Errorf("phase %s once the server took the change", rp.Status.Phase)
+	}
+	c := newClient(server, instancePassword(t, ns, "away"))
+	defer func() { _ = c.Close() }()
+	if got, err := c.ConfigGet(context.Background(), "appendfsync").Result(); err != nil || got["appendfsync"] != "always" {
+		t.Errorf("appendfsync %v (%v) on the server, want always", got, err)
+	}
+
+	// An option the server refuses is its own error, and no retry fixes it.
+	updateRP(t, ns, "away", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory-policy": "keep-everything"}
+	})
+	rp = waitCondition(t, ns, "away", v1alpha1.ConditionConfigApplied, metav1.ConditionFalse, ReasonConfigRefused)
+	if msg := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionConfigApplied).Message; !strings.Contains(msg, "maxmemory-policy") {
+		t.Errorf("ConfigApplied's message %q does not name the option", msg)
+	}
+	if rp.Status.Phase != v1alpha1.PhaseDegraded {
+		t.Errorf("phase %s with a refused option, want Degraded", rp.Status.Phase)
+	}
+}
+
 func appliedModeOf(t *testing.T, ns, name string) v1alpha1.PersistenceMode {
 	t.Helper()
 	cm := &corev1.ConfigMap{}

@@ -73,6 +73,7 @@ type observation struct {
 	info          *serverInfo   // nil when the server was not asked
 	infoErr       error
 	modeChange    *condition // set while a mode change holds the old configuration
+	configErr     error      // why the runtime options could not be applied this reconcile
 	// appliedMode is the mode of the ConfigMap last applied: the mode whose
 	// files hold the data, "" for a new instance.
 	appliedMode v1alpha1.PersistenceMode
@@ -317,6 +318,7 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionUringActive)
 	}
 	r.setCondition(rp, v1alpha1.ConditionReady, readyCondition(scheduled, storage, obs))
+	r.setCondition(rp, v1alpha1.ConditionConfigApplied, configAppliedCondition(rp, obs, obs.configErr))
 	r.setCondition(rp, v1alpha1.ConditionUpToDate, upToDateCondition(obs.upgradePending, obs.statefulSet, r.Clock.Now()))
 	if obs.replication != nil {
 		r.setCondition(rp, v1alpha1.ConditionReplicating, obs.replication.condition)
@@ -408,12 +410,15 @@ func phaseOf(conds []metav1.Condition) v1alpha1.InstancePhase {
 func impaired(conds []metav1.Condition) bool {
 	upToDate := meta.FindStatusCondition(conds, v1alpha1.ConditionUpToDate)
 	users := meta.FindStatusCondition(conds, v1alpha1.ConditionUsersReady)
+	config := meta.FindStatusCondition(conds, v1alpha1.ConditionConfigApplied)
 	return meta.IsStatusConditionTrue(conds, v1alpha1.ConditionDegraded) ||
 		meta.IsStatusConditionFalse(conds, v1alpha1.ConditionReplicating) ||
 		meta.IsStatusConditionFalse(conds, v1alpha1.ConditionUringActive) ||
 		(upToDate != nil && upToDate.Reason == ReasonUpgradeStalled) ||
 		// Some application cannot sign in as asked.
-		(users != nil && users.Status == metav1.ConditionFalse && users.Reason != ReasonUsersWaiting)
+		(users != nil && users.Status == metav1.ConditionFalse && users.Reason != ReasonUsersWaiting) ||
+		// A spec change has not reached a server that serves.
+		(config != nil && config.Status == metav1.ConditionFalse && config.Reason != ReasonConfigWaiting)
 }
 
 // reportStorage records a new measurement of the data volume in

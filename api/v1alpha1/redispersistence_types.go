@@ -907,6 +907,11 @@ const (
 	// Secret or cert-manager's Certificate is missing, or while a new
 	// certificate waits for the kubelet to update the server's files.
 	ConditionTLSReady = "TLSReady"
+	// ConditionConfigApplied is true when every running server has the
+	// runtime options of the spec (status.appliedConfigHash is the
+	// ConfigMap's): false while a server that runs does not answer or
+	// refuses one, so a spec change that has not reached the servers shows.
+	ConditionConfigApplied = "ConfigApplied"
 )
 
 // ServerTermination is how the server container last ended.
@@ -1065,12 +1070,14 @@ const (
 // RedisPersistenceStatus is what the operator observed.
 type RedisPersistenceStatus struct {
 	// conditions: Ready, Scheduled, StorageReady, Degraded, UpToDate,
-	// StorageResized (claimed volumes), for mode: uring, UringActive, for
-	// spec.replicas above 1, Replicating and, for spec.tls, TLSReady.
+	// ConfigApplied, StorageResized (claimed volumes), for mode: uring,
+	// UringActive, for spec.replicas above 1, Replicating, for spec.cluster,
+	// ClusterHealthy and SlotsCovered, for spec.users, UsersReady and, for
+	// spec.tls, TLSReady.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
-	// +kubebuilder:validation:MaxItems=12
+	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// observedGeneration is the generation the status describes.
