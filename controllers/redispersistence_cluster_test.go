@@ -67,7 +67,7 @@ func waitClusterHealthy(t *testing.T, ns, name string, shards int) *v1alpha1.Red
 		if err := get(t, rp, ns, name); err != nil {
 			return err
 		}
-		for _, cond := range []string{v1alpha1.ConditionClusterHealthy, v1alpha1.ConditionSlotsCovered, v1alpha1.ConditionReady, v1alpha1.ConditionUpToDate} {
+		for _, cond := range []string{v1alpha1.ConditionClusterHealthy, v1alpha1.ConditionSlotsCovered, v1alpha1.ConditionReady, v1alpha1.ConditionUpToDate, v1alpha1.ConditionConfigApplied} {
 			c := findCondition(rp, cond)
 			if c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != rp.Generation {
 				return fmt.Errorf("%s is %+v", cond, c)
