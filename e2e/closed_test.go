@@ -18,6 +18,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -365,9 +366,15 @@ func serviceAccountToken(t *testing.T, name string) string {
 	return tr.Status.Token
 }
 
+// operatorLeaseName is the operator's leader election Lease (cmd/operator).
+const operatorLeaseName = "uring-redis-operator.uringredis.io"
+
 // scrapeOperator GETs the operator's /metrics through a port-forward to its
 // pod, with token as bearer token unless it is empty. The API server's pod
-// proxy would not do: it drops the Authorization header.
+// proxy would not do: it drops the Authorization header. With a standby
+// (kind's operator-values.yaml) it scrapes the leader: only the leader runs
+// the controllers and exports what they measure, as a Prometheus scraping
+// both pods sees.
 func scrapeOperator(t *testing.T, token string) (int, string) {
 	t.Helper()
 	operatorNS := envOr("E2E_NAMESPACE", "uring-redis-system")
@@ -375,9 +382,18 @@ func scrapeOperator(t *testing.T, token string) (int, string) {
 	if err := k8s.List(context.Background(), pods, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/name": "uring-redis-operator"}); err != nil {
 		t.Fatal(err)
 	}
+	lease := &coordinationv1.Lease{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: operatorNS, Name: operatorLeaseName}, lease); client.IgnoreNotFound(err) != nil {
+		t.Fatal(err)
+	}
+	// client-go's leader election holds the Lease as <hostname>_<uuid>, and a pod's hostname is its name.
+	holder := ptr.Deref(lease.Spec.HolderIdentity, "")
 	var pod string
 	for _, p := range pods.Items {
-		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			continue
+		}
+		if pod == "" || strings.HasPrefix(holder, p.Name+"_") {
 			pod = p.Name
 		}
 	}
