@@ -300,11 +300,11 @@ func (r *RedisPersistenceReconciler) reconcileCluster(ctx context.Context, rp *v
 	} else if rotating > 0 {
 		result = requeueWithin(result, max(rotating, time.Second))
 	}
-	var configErr error
+	var applied observation
 	if rp.Status.AppliedConfigHash != specs.RuntimeConfigHash(rp) {
-		configErr = r.applyClusterRuntimeConfig(serverCtx, rp, creds.server)
+		applied.configErr = r.applyClusterRuntimeConfig(serverCtx, rp, creds.server)
 	}
-	r.setCondition(rp, v1alpha1.ConditionConfigApplied, configAppliedCondition(rp, observation{}, configErr))
+	r.setCondition(rp, v1alpha1.ConditionConfigApplied, configAppliedCondition(rp, applied))
 	if expiry := r.convergeUsers(serverCtx, rp, creds); !expiry.IsZero() {
 		result = requeueWithin(result, max(time.Until(expiry), time.Second))
 	}

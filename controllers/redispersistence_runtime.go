@@ -341,9 +341,10 @@ func refusedByServer(err error) bool {
 
 // configAppliedCondition says whether the running servers have the spec's
 // runtime options, from status.appliedConfigHash and what applying them
-// returned this reconcile (applyErr). Until they do, Ready may well be True:
-// the servers serve, with the options they had.
-func configAppliedCondition(rp *v1alpha1.RedisPersistence, obs observation, applyErr error) condition {
+// returned this reconcile (obs.configErr). Until they do, Ready may well be
+// True: the servers serve, with the options they had.
+func configAppliedCondition(rp *v1alpha1.RedisPersistence, obs observation) condition {
+	applyErr := obs.configErr
 	switch {
 	case rp.Status.AppliedConfigHash == specs.RuntimeConfigHash(rp):
 		return condition{metav1.ConditionTrue, ReasonConfigApplied, "the running servers have the spec's runtime options"}

@@ -318,7 +318,7 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionUringActive)
 	}
 	r.setCondition(rp, v1alpha1.ConditionReady, readyCondition(scheduled, storage, obs))
-	r.setCondition(rp, v1alpha1.ConditionConfigApplied, configAppliedCondition(rp, obs, obs.configErr))
+	r.setCondition(rp, v1alpha1.ConditionConfigApplied, configAppliedCondition(rp, obs))
 	r.setCondition(rp, v1alpha1.ConditionUpToDate, upToDateCondition(obs.upgradePending, obs.statefulSet, r.Clock.Now()))
 	if obs.replication != nil {
 		r.setCondition(rp, v1alpha1.ConditionReplicating, obs.replication.condition)
