@@ -321,6 +321,22 @@ func TestTuningWithoutRestart(t *testing.T) {
 	if active := infoField(cli(t, "tuned", "info", "persistence"), "aof_uring_active"); active != "1" {
 		t.Errorf("aof_uring_active %q after the live change", active)
 	}
+	waitFor(t, "tuned", time.Minute, hasCondition(v1alpha1.ConditionConfigApplied, metav1.ConditionTrue, "Applied"))
+
+	// A value the server refuses is said in ConfigApplied, with the server's
+	// error; the server keeps the value it had, and taking it back clears it.
+	updateRP(t, "tuned", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"maxmemory-policy": "keep-everything"}
+	})
+	waitFor(t, "tuned", 2*time.Minute, hasCondition(v1alpha1.ConditionConfigApplied, metav1.ConditionFalse, "ConfigRefused"))
+	if got := cli(t, "tuned", "config", "get", "maxmemory-policy"); !strings.HasSuffix(got, "noeviction") {
+		t.Errorf("CONFIG GET maxmemory-policy after a refused value: %q", got)
+	}
+	updateRP(t, "tuned", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Config = nil })
+	waitFor(t, "tuned", 2*time.Minute, hasCondition(v1alpha1.ConditionConfigApplied, metav1.ConditionTrue, "Applied"))
+	if after := getPod(t, "tuned-0"); after.UID != before.UID || serverRestarts(after) != restarts {
+		t.Errorf("a refused option restarted the pod: restarts %d -> %d", restarts, serverRestarts(after))
+	}
 }
 
 func serverRestarts(pod *corev1.Pod) int32 {
