@@ -60,15 +60,19 @@
  * fdatasync way, and INFO aof_uring_direct_declined_reason says why, when:
  * a write failed and is being retried
  * (write_error), bytes written by write(2) are not fdatasync'ed yet
- * (unsynced_bytes; only an fdatasync covers them), the file refused O_DIRECT
+ * (unsynced_bytes; only an fdatasync covers them), the file's filesystem is
+ * not on the allow-list of those whose RWF_DSYNC an asynchronous direct write
+ * honours (fs_<name>_not_allowed: only ext4 and XFS are; on FUSE the kernel
+ * sends no fsync after such a write, and a FUSE filesystem that makes data
+ * durable at fsync only loses it at a power cut), the file refused O_DIRECT
  * (open_<errno>, no_direct_io), the batch would pass the preallocated region
  * (past_preallocated: a fresh INCR file before its first chunk of zeros, the
  * preallocation off or failing), or the log does not end on a block
  * (unaligned_tail: the first batch after a load or a switch, which is then
  * written padded so that the next one is direct). The O_DIRECT descriptor is
  * closed whenever the engine drains for good (rotation, shutdown, stop), so a
- * deleted INCR file is never kept allocated. On a copy-on-write filesystem an
- * overwrite allocates: the operator places the server on ext4 volumes.
+ * deleted INCR file is never kept allocated. Copy-on-write filesystems
+ * (btrfs, ZFS), where an overwrite allocates, are not on the allow-list.
  *
  * Coalescing (durable mode). When a batch becomes durable its clients are
  * released and send their next commands about one round trip later;
@@ -329,6 +333,7 @@
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 
 #ifdef HAVE_LIBURING
 #include <liburing.h>
@@ -787,9 +792,50 @@ static void directClose(void) {
     U.direct_for = -1;
 }
 
+/* Filesystems whose O_DIRECT writes with RWF_DSYNC are durable when they
+ * complete, also when issued asynchronously from io_uring: ext4 and XFS
+ * (iomap completes such a write with FUA or a cache flush). FUSE is the
+ * counterexample: the kernel follows a synchronous RWF_DSYNC write with an
+ * fsync request but not an asynchronous one inside the file's size, so a
+ * FUSE filesystem that makes data durable at fsync only (LazyFS, and
+ * tests/tools/fusedisk.c) loses it at a power cut. Every other filesystem
+ * gets write(2) + fdatasync until it is shown to belong here. */
+static const struct {
+    long magic;
+    const char *name;
+    int direct_sync; /* On the allow-list. */
+} filesystems[] = {
+    {0xEF53, "ext4", 1},       {0x58465342, "xfs", 1},       {0x65735546, "fuse", 0},  {0x9123683E, "btrfs", 0},
+    {0x01021994, "tmpfs", 0},  {0x794C7630, "overlayfs", 0}, {0x6969, "nfs", 0},       {0x2FC12FC1, "zfs", 0},
+    {0xFF534D42, "cifs", 0},   {0xFE534D42, "smb2", 0},      {0x00C36400, "ceph", 0},
+};
+
+/* Whether fd's filesystem is on the allow-list; else the reason, naming it. */
+static int directSyncHonoured(int fd) {
+    struct statfs sfs;
+    char hex[24];
+    const char *name = hex;
+
+    if (fstatfs(fd, &sfs) == -1) {
+        snprintf(direct_open_reason, sizeof(direct_open_reason), "statfs_%s", errnoName(errno));
+        return 0;
+    }
+    snprintf(hex, sizeof(hex), "0x%lx", (unsigned long)sfs.f_type);
+    for (size_t i = 0; i < sizeof(filesystems) / sizeof(filesystems[0]); i++) {
+        if ((long)sfs.f_type != filesystems[i].magic) continue;
+        if (filesystems[i].direct_sync) return 1;
+        name = filesystems[i].name;
+    }
+    snprintf(direct_open_reason, sizeof(direct_open_reason), "fs_%s_not_allowed", name);
+    serverLog(LL_WARNING, "io_uring AOF engine: the AOF is on %s, where an O_DIRECT write with RWF_DSYNC is not "
+              "known to reach the device: batches are written with write(2) and fdatasync'ed.", name);
+    return 0;
+}
+
 /* server.aof_fd opened again with O_DIRECT (through /proc/self/fd, so it is
  * the same inode whatever its name), and its direct-I/O alignment. A file
- * that refused it is not asked again until server.aof_fd changes. */
+ * that refused it, or whose filesystem is not on the allow-list, is not
+ * asked again until server.aof_fd changes. */
 static int directOpen(void) {
     char path[64];
     int fd;
@@ -797,6 +843,7 @@ static int directOpen(void) {
     if (U.direct_for == server.aof_fd) return U.direct_fd != -1;
     directClose();
     U.direct_for = server.aof_fd;
+    if (!directSyncHonoured(server.aof_fd)) return 0;
     snprintf(path, sizeof(path), "/proc/self/fd/%d", server.aof_fd);
     fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
     if (fd == -1) {
