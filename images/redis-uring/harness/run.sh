@@ -7,9 +7,9 @@
 # every exit it sees (return, failed check, panic in main, SIGINT/SIGTERM).
 # The sweep covers the rest (SIGKILL, a panic in another goroutine): under the
 # run's scratch directory WORK_DIR/run-<harness pid> only, it kills what still
-# uses a mount, unmounts it and detaches loop devices backed by its image
-# files. Concurrent runs (other pids) are left alone. Exits with the
-# harness' status.
+# uses a mount, unmounts it, detaches loop devices backed by its image files
+# and stops the fusedisk daemons serving it. Concurrent runs (other pids) are
+# left alone. Exits with the harness' status.
 set -uo pipefail
 
 work=$1
@@ -39,6 +39,9 @@ while read -r dev back; do
   left=1
   losetup -d "$dev"
 done < <(losetup --list --noheadings --raw --output NAME,BACK-FILE)
+# fusedisk daemons serving the run's fuse and gp3 volumes (their backing
+# directories are under it); unmounted above, they may still be exiting.
+pkill -KILL -f -- " $dir/[^ ]*\.backing " && left=1
 rm -rf "$dir"
 [[ $left -eq 0 ]] || echo "run.sh: removed mounts/loop devices the harness left under $dir" >&2
 exit "$rc"

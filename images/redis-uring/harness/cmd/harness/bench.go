@@ -26,7 +26,7 @@ func benchFlags(fs *flag.FlagSet) *benchOpts {
 	o := &b.opts
 	b.modes = fs.String("modes", modeNames(server.AllModes), "modes to compare")
 	b.tests = fs.String("tests", defaultTests, "tests: valkey-benchmark tests, each with optional -c<clients>, -p<pipeline>, -n<requests> suffixes; mixed; read-heavy")
-	b.volumes = fs.String("volumes", "root,loop", "volumes: root (a directory on the root disk) and/or loop (ext4 on a loop device)")
+	b.volumes = fs.String("volumes", "loop,gp3", "volumes: root (a directory on the root disk), loop (ext4 on a loop device), gp3 (ext4 on a loop device over fusedisk with a 1.5 ms serial flush: gp3-like, emulated)")
 	b.baseline = fs.String("baseline-bin-dir", "", "a second server build: every mode also runs on it, as <mode>@baseline, and the report sets the two builds side by side")
 	fs.IntVar(&o.Clients, "clients", 50, "valkey-benchmark clients (C) of tests without -c")
 	fs.IntVar(&o.Requests, "requests", 20000, "requests per 50-client run, scaled for other client counts and pipelines (the thesis used 4000000)")
@@ -62,7 +62,7 @@ func runBench(e *env, b *benchOpts) error {
 		return err
 	}
 	o.Volumes = strings.Split(*b.volumes, ",")
-	o.Bin, o.WorkDir, o.LogDir, o.UringSkip = e.bin, e.work, e.logs, e.caps.UringSkip
+	o.Bin, o.WorkDir, o.LogDir, o.UringSkip, o.FuseDisk = e.bin, e.work, e.logs, e.caps.UringSkip, e.fuseDisk
 	o.TLS = server.ServeTLS != nil
 	if e.bin.Benchmark == "" {
 		return fmt.Errorf("no valkey-benchmark or redis-benchmark in %s", e.bin.Dir)

@@ -26,6 +26,7 @@ import (
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/cleanup"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/suite"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/volume"
 )
 
 func main() {
@@ -48,6 +49,8 @@ type env struct {
 	logs    string
 	rnd     *rand.Rand
 	rep     *suite.Report
+	// fuseDisk is the fusedisk binary: the fuse and gp3 volumes.
+	fuseDisk string
 }
 
 type common struct {
@@ -55,6 +58,7 @@ type common struct {
 	seed                  *int64
 	uringFsync            *string
 	tls                   *bool
+	fuseDisk              *string
 }
 
 func commonFlags(fs *flag.FlagSet) common {
@@ -65,6 +69,7 @@ func commonFlags(fs *flag.FlagSet) common {
 		seed:       fs.Int64("seed", 0, "random seed (0: from the clock; the seed used is printed)"),
 		uringFsync: fs.String("uring-appendfsync", server.UringAppendfsync, "appendfsync rendered with appendfsync-engine uring"),
 		tls:        fs.Bool("tls", false, "servers serve TLS only, require client certificates and replicate over TLS; every client speaks TLS"),
+		fuseDisk:   fs.String("fusedisk", os.Getenv("FUSEDISK"), "the fusedisk binary (tests/tools/fusedisk.c) for the fuse and gp3 volumes (default: fusedisk two directories above -bin-dir, where make -C images/redis-uring builds it)"),
 	}
 }
 
@@ -100,7 +105,10 @@ func (c common) env(sub string) (*env, error) {
 			return nil, fmt.Errorf("generating certificates: %w", err)
 		}
 	}
-	e := &env{bin: bin, work: scratch, results: *c.results, rnd: rand.New(rand.NewSource(seed)), rep: suite.New(os.Stdout)}
+	e := &env{bin: bin, work: scratch, results: *c.results, rnd: rand.New(rand.NewSource(seed)), rep: suite.New(os.Stdout), fuseDisk: *c.fuseDisk}
+	if e.fuseDisk == "" {
+		e.fuseDisk = filepath.Join(*c.binDir, "..", "..", "fusedisk")
+	}
 	if e.results == "" {
 		e.results = filepath.Join(*c.work, "results", sub+"-"+time.Now().UTC().Format("20060102T150405Z"))
 	}
@@ -162,6 +170,9 @@ func run(args []string) int {
 		body = func(e *env) error {
 			pc := defaultPowercut(*trials)
 			pc.run(e, powercutModes)
+			fuseTrials := defaultPowercut(max(*trials/2, 1))
+			fuseTrials.on(volume.Fuse).run(e, fuseDiskModes)
+			fuseTrials.on(volume.GP3).run(e, fuseDiskModes)
 			defaultPowercut(*failoverTrials).failover(e)
 			runDiskfull(e, diskfullModes)
 			runCorrectness(e, correctnessModes, *requests)
@@ -180,12 +191,19 @@ func run(args []string) int {
 		fs.IntVar(&pc.clients, "clients", pc.clients, "concurrent writers")
 		fs.DurationVar(&pc.loadMin, "load-min", pc.loadMin, "shortest load before the cut")
 		fs.DurationVar(&pc.loadMax, "load-max", pc.loadMax, "longest load before the cut")
+		volumes := fs.String("volumes", string(volume.Loop), "volumes to cut on: loop, gp3, fuse")
 		body = func(e *env) error {
 			ms, err := parseModes(*modes)
 			if err != nil {
 				return err
 			}
-			pc.run(e, ms)
+			vs, err := volume.Parse(*volumes)
+			if err != nil {
+				return err
+			}
+			for _, v := range vs {
+				pc.on(v).run(e, ms)
+			}
 			return nil
 		}
 	case "failover":

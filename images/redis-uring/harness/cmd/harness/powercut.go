@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/powercut"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/suite"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/volume"
 )
 
 // Durable modes first: their zero-loss assertion is what matters most.
@@ -15,15 +17,35 @@ var (
 	powercutModes = []server.Mode{server.Always, server.UringDurable, server.UringDurable2, server.Everysec,
 		server.No, server.UringFast, server.UringDurableFdatasync, server.UringDurableNoPrealloc}
 	durableModes = []server.Mode{server.Always, server.UringDurable, server.UringDurable2, server.UringDurableFdatasync}
+	// On the fusedisk volumes: the durable modes as users run them, and
+	// `no` to show the cut discards what was never flushed there too.
+	fuseDiskModes = []server.Mode{server.Always, server.UringDurable, server.No}
 )
 
 type powercutRun struct {
 	trials, clients  int
 	loadMin, loadMax time.Duration
+	volume           volume.Kind
 }
 
 func defaultPowercut(trials int) *powercutRun {
-	return &powercutRun{trials: trials, clients: 50, loadMin: 500 * time.Millisecond, loadMax: 2500 * time.Millisecond}
+	return &powercutRun{trials: trials, clients: 50, loadMin: 500 * time.Millisecond, loadMax: 2500 * time.Millisecond, volume: volume.Loop}
+}
+
+// on is p with the trials on another volume kind.
+func (p *powercutRun) on(v volume.Kind) *powercutRun {
+	q := *p
+	q.volume = v
+	return &q
+}
+
+// checkName is "powercut/<mode>" on the loop volume (as it always was) and
+// "powercut/<volume>/<mode>" on the others.
+func (p *powercutRun) checkName(what string) string {
+	if p.volume == volume.Loop {
+		return "powercut/" + what
+	}
+	return "powercut/" + string(p.volume) + "/" + what
 }
 
 // run cuts the power `trials` times per mode. Durable modes must lose
@@ -32,7 +54,7 @@ func defaultPowercut(trials int) *powercutRun {
 func (p *powercutRun) run(e *env, modes []server.Mode) {
 	var noModeLost, noModeRan bool
 	for _, m := range modes {
-		name := "powercut/" + m.Name
+		name := p.checkName(m.Name)
 		if m.Uring && e.caps.UringSkip != "" {
 			e.rep.Add(suite.Result{Name: name, Status: suite.Skip, Detail: e.caps.UringSkip})
 			continue
@@ -47,11 +69,11 @@ func (p *powercutRun) run(e *env, modes []server.Mode) {
 	// must lose something there; if not, the cut did not cut and the
 	// zero-loss results above prove nothing.
 	if noModeRan {
-		res := suite.Result{Name: "powercut/cut-is-effective", Status: suite.Pass,
-			Detail: "appendfsync no lost acknowledged writes, so the cut discards unsynced data"}
+		res := suite.Result{Name: p.checkName("cut-is-effective"), Status: suite.Pass,
+			Detail: "appendfsync no lost acknowledged writes, so the cut discards unsynced data on " + p.volume.Describe()}
 		if !noModeLost {
 			res.Status = suite.Fail
-			res.Detail = "appendfsync no lost nothing: the power cut did not discard unsynced data"
+			res.Detail = "appendfsync no lost nothing: the power cut did not discard unsynced data on " + p.volume.Describe()
 		}
 		e.rep.Add(res)
 	}
@@ -78,6 +100,7 @@ func (p *powercutRun) config(e *env, m server.Mode) powercut.Config {
 	return powercut.Config{
 		Bin: e.bin, WorkDir: e.work, LogDir: e.logs, Mode: m, Clients: p.clients, Observers: 5,
 		LoadMin: p.loadMin, LoadMax: p.loadMax, ValueSize: 64, FSSizeMiB: 256, Rand: e.rnd,
+		Volume: p.volume, FuseDisk: e.fuseDisk,
 	}
 }
 
@@ -89,7 +112,7 @@ func (p *powercutRun) series(e *env, name, label string, cfg powercut.Config, du
 		t := powercut.Run(cfg, i)
 		trials = append(trials, t)
 		line := fmt.Sprintf("%s trial %d/%d: cut after %.2fs, %d acked (%.0f/s, %d after the cut), lost %d",
-			label, i, p.trials, t.LoadSeconds, t.Acked, t.AckedPerSec, t.AckedAfterCut, t.Lost)
+			label+" on "+string(p.volume), i, p.trials, t.LoadSeconds, t.Acked, t.AckedPerSec, t.AckedAfterCut, t.Lost)
 		if t.Lost > 0 {
 			line += fmt.Sprintf(" (oldest lost ack %.0f ms before the cut)", t.LossWindowMs)
 		}
@@ -130,6 +153,9 @@ func (p *powercutRun) series(e *env, name, label string, cfg powercut.Config, du
 	if s.DirectWrites > 0 {
 		detail += fmt.Sprintf("; %d batches written as direct writes", s.DirectWrites)
 	}
+	if cfg.Mode.DirectWrites() && !cfg.Volume.HonoursDirectSync() {
+		detail += fmt.Sprintf("; direct writes declined: %s", strings.Join(s.DirectDeclined, ", "))
+	}
 	switch {
 	case s.Errors > 0:
 		res.Status = suite.Fail
@@ -143,9 +169,14 @@ func (p *powercutRun) series(e *env, name, label string, cfg powercut.Config, du
 	case durable && s.NotifiedLost > 0:
 		res.Status = suite.Fail
 		detail = "durable mode notified subscribers of writes the cut erased: " + detail
-	case cfg.Mode.DirectWrites() && s.DirectWrites == 0:
+	case cfg.Mode.DirectWrites() && cfg.Volume.HonoursDirectSync() && s.DirectWrites == 0:
 		res.Status = suite.Fail
 		detail = "no batch was written as a direct write (INFO aof_uring_direct_writes stayed 0): the path under test never ran; " + detail
+	case cfg.Mode.DirectWrites() && !cfg.Volume.HonoursDirectSync() &&
+		(s.DirectWrites > 0 || !slices.Equal(s.DirectDeclined, []string{cfg.Volume.DirectDeclinedReason()})):
+		res.Status = suite.Fail
+		detail = fmt.Sprintf("on a filesystem where an asynchronous RWF_DSYNC write is not followed by an fsync, the server must decline direct writes and say %q (INFO aof_uring_direct_declined_reason: %v); ",
+			cfg.Volume.DirectDeclinedReason(), s.DirectDeclined) + detail
 	case durable:
 		detail = "0 acknowledged or observed writes lost: " + detail
 	default:

@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/fsprobe"
-	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/loopfs"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/volume"
 	"github.com/uring-redis/uring-redis-operator/internal/benchparse"
 )
 
@@ -54,6 +54,7 @@ type Options struct {
 	// ReadHeavySetClients write while the read-heavy run's GETs run.
 	ReadHeavySetClients int                              `json:"read_heavy_set_clients"`
 	LoopSizeMiB         int                              `json:"loop_size_mib"`
+	FuseDisk            string                           `json:"-"` // the fusedisk binary (gp3)
 	FsyncSamples        int                              `json:"fsync_samples"`
 	Log                 func(format string, args ...any) `json:"-"`
 }
@@ -161,15 +162,16 @@ func Execute(o Options, version, command string) (*Report, error) {
 				return nil, err
 			}
 			defer func() { _ = os.RemoveAll(v.Dir) }()
-		case "loop":
-			fs, err := loopfs.Create(o.WorkDir, "bench-loop", o.LoopSizeMiB)
+		case string(volume.Loop), string(volume.GP3):
+			vol, err := volume.Create(volume.Options{Kind: volume.Kind(name), WorkDir: o.WorkDir, Name: "bench-" + name,
+				SizeMiB: o.LoopSizeMiB, FuseDisk: o.FuseDisk})
 			if err != nil {
 				return nil, err
 			}
-			defer func() { _ = fs.Close() }()
-			v.Dir = fs.Mount
+			defer func() { _ = vol.Close() }()
+			v.Dir = vol.Dir()
 		default:
-			return nil, fmt.Errorf("unknown volume %q (root, loop)", name)
+			return nil, fmt.Errorf("unknown volume %q (root, loop, gp3)", name)
 		}
 		var err error
 		if v.devPath, err = DevicePath(v.Dir); err == nil {

@@ -42,11 +42,17 @@ type FS struct {
 // Create makes an image of sizeMiB under workDir, formats it ext4, attaches
 // it and mounts it. Close (or cleanup.All) undoes all of it.
 func Create(workDir, name string, sizeMiB int) (*FS, error) {
+	return CreateOn(workDir, workDir, name, sizeMiB)
+}
+
+// CreateOn is Create with the image in imageDir (the disk under the loop
+// device, e.g. a fusedisk mount) and the mount point in workDir.
+func CreateOn(imageDir, workDir, name string, sizeMiB int) (*FS, error) {
 	if err := os.MkdirAll(workDir, 0o755); err != nil {
 		return nil, err
 	}
 	fs := &FS{
-		Image: filepath.Join(workDir, name+".img"),
+		Image: filepath.Join(imageDir, name+".img"),
 		Mount: filepath.Join(workDir, name+".mnt"),
 	}
 	fs.mu.Lock()
@@ -72,11 +78,9 @@ func (fs *FS) setup(sizeMiB int) error {
 	if err != nil {
 		return fmt.Errorf("fallocate %s: %w", fs.Image, err)
 	}
-	out, err := exec.Command("losetup", "--find", "--show", fs.Image).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("losetup: %v: %s", err, out)
+	if err := fs.Attach(); err != nil {
+		return err
 	}
-	fs.Device = strings.TrimSpace(string(out))
 	if out, err := exec.Command("mkfs.ext4", "-q", "-F", "-E", "nodiscard", fs.Device).CombinedOutput(); err != nil {
 		return fmt.Errorf("mkfs.ext4 %s: %v: %s", fs.Device, err, out)
 	}
@@ -84,6 +88,32 @@ func (fs *FS) setup(sizeMiB int) error {
 		return err
 	}
 	return fs.Remount()
+}
+
+// Attach attaches the image to a free loop device (after Detach).
+func (fs *FS) Attach() error {
+	if fs.Device != "" {
+		return nil
+	}
+	out, err := exec.Command("losetup", "--find", "--show", fs.Image).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("losetup %s: %v: %s", fs.Image, err, out)
+	}
+	fs.Device = strings.TrimSpace(string(out))
+	return nil
+}
+
+// Detach releases the loop device (unmount first): the image file is then
+// closed, so the disk under it can be unmounted too.
+func (fs *FS) Detach() error {
+	if fs.Device == "" {
+		return nil
+	}
+	if out, err := exec.Command("losetup", "--detach", fs.Device).CombinedOutput(); err != nil {
+		return fmt.Errorf("losetup -d %s: %v: %s", fs.Device, err, out)
+	}
+	fs.Device = ""
+	return nil
 }
 
 // Remount mounts the filesystem again (after Unmount); ext4 replays its
@@ -162,10 +192,8 @@ func (fs *FS) teardown() error {
 		errs = append(errs, err, unix.Unmount(fs.Mount, unix.MNT_DETACH))
 		fs.mounted = false
 	}
-	if fs.Device != "" {
-		if out, err := exec.Command("losetup", "--detach", fs.Device).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("losetup -d %s: %v: %s", fs.Device, err, out))
-		}
+	if err := fs.Detach(); err != nil {
+		errs = append(errs, err)
 	}
 	os.Remove(fs.Mount)
 	if err := os.Remove(fs.Image); err != nil && !os.IsNotExist(err) {

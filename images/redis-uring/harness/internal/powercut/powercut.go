@@ -1,13 +1,14 @@
 // Package powercut cuts the power under a loaded server and checks which
 // acknowledged writes survive.
 //
-// One trial: fresh ext4 on a loop device; server with its AOF on it; Clients
-// goroutines, each on its own connection, write distinct keys one at a time
-// and record the instant every acknowledgement arrives; after a random load
-// time the filesystem is shut down with EXT4_IOC_SHUTDOWN(NOLOGFLUSH) and the
-// server SIGKILLed; unmount, mount (journal replay), restart the server on the
-// same directory, read every key back. An acknowledged key that is missing is
-// a lost write; a key present with a value we never wrote, or present in only
+// One trial: a fresh volume (Config.Volume: ext4 on a loop device by
+// default; package volume); server with its AOF on it; Clients goroutines,
+// each on its own connection, write distinct keys one at a time and record
+// the instant every acknowledgement arrives; after a random load time the
+// volume loses power (on ext4, EXT4_IOC_SHUTDOWN(NOLOGFLUSH)) and the server
+// is SIGKILLed; the volume is mounted again (journal replay), the server
+// restarted on the same directory, and every key read back. An acknowledged
+// key that is missing is a lost write; a key present with a value we never wrote, or present in only
 // some of the dbs its write puts it in, is corruption.
 //
 // Writers cycle through write kinds by key index (workload.go): plain SET, a
@@ -44,16 +45,17 @@ import (
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/loopfs"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/resp"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/server"
 	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/stats"
+	"github.com/uring-redis/uring-redis-operator/images/redis-uring/harness/internal/volume"
 )
 
 // Config of a series of trials.
@@ -69,6 +71,10 @@ type Config struct {
 	ValueSize int
 	FSSizeMiB int
 	Rand      *rand.Rand
+	// Volume is the disk under the server (and its replica), FuseDisk the
+	// fusedisk binary the fuse and gp3 volumes need.
+	Volume   volume.Kind
+	FuseDisk string
 	// Replica makes the trial a failover (see the package comment), with
 	// aof-uring-ack-replicas AckReplicas on the primary.
 	Replica     bool
@@ -105,6 +111,9 @@ type Trial struct {
 	// DirectWrites is INFO aof_uring_direct_writes just before the cut: the
 	// batches the server wrote as O_DIRECT writes with RWF_DSYNC.
 	DirectWrites int64 `json:"direct_writes"`
+	// DirectDeclined is INFO aof_uring_direct_declined_reason then: why the
+	// last batch was not a direct write ("none" after one).
+	DirectDeclined string `json:"direct_declined_reason,omitempty"`
 	// LossWindowMs: cut minus the acknowledgement time of the oldest lost
 	// write — how far back in time the cut reached. 0 when nothing was lost.
 	LossWindowMs float64 `json:"loss_window_ms"`
@@ -162,15 +171,15 @@ func Run(cfg Config, n int) Trial {
 }
 
 func run(cfg Config, n int, t *Trial) error {
-	name := fmt.Sprintf("powercut-%s-%d", cfg.Mode.Name, n)
-	fs, err := loopfs.Create(cfg.WorkDir, name, cfg.FSSizeMiB)
+	name := fmt.Sprintf("powercut-%s-%s-%d", cfg.Volume, cfg.Mode.Name, n)
+	fs, err := cfg.volume(name)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = fs.Close() }()
 	opts := server.Options{
 		Bin: cfg.Bin, Mode: cfg.Mode, Name: name,
-		DataDir:  filepath.Join(fs.Mount, "data"),
+		DataDir:  filepath.Join(fs.Dir(), "data"),
 		StateDir: filepath.Join(cfg.LogDir, name),
 	}
 	if cfg.Replica {
@@ -186,16 +195,16 @@ func run(cfg Config, n int, t *Trial) error {
 	}
 	// Failover: the replica, on its own volume; it is what survives.
 	var replica *server.Server
-	var replicaFS *loopfs.FS
+	var replicaFS volume.Volume
 	var replicaOpts server.Options
 	if cfg.Replica {
-		if replicaFS, err = loopfs.Create(cfg.WorkDir, name+"-replica", cfg.FSSizeMiB); err != nil {
+		if replicaFS, err = cfg.volume(name + "-replica"); err != nil {
 			return err
 		}
 		defer func() { _ = replicaFS.Close() }()
 		replicaOpts = server.Options{
 			Bin: cfg.Bin, Mode: cfg.Mode, Name: name + "-replica",
-			DataDir:  filepath.Join(replicaFS.Mount, "data"),
+			DataDir:  filepath.Join(replicaFS.Dir(), "data"),
 			StateDir: filepath.Join(cfg.LogDir, name),
 		}
 		if replica, err = server.StartReplica(replicaOpts, srv); err != nil {
@@ -264,6 +273,7 @@ func run(cfg Config, n int, t *Trial) error {
 	// cut can produce. Frozen, the server cannot act on such a result.
 	if info, err := srv.Info("persistence"); err == nil {
 		t.DirectWrites, _ = strconv.ParseInt(info["aof_uring_direct_writes"], 10, 64)
+		t.DirectDeclined = info["aof_uring_direct_declined_reason"]
 	}
 	cut := time.Since(start)
 	var freezeErr error
@@ -313,10 +323,7 @@ func run(cfg Config, n int, t *Trial) error {
 		// as the new primary.
 		back, backOpts = replicaFS, replicaOpts
 	}
-	if err := back.Unmount(); err != nil {
-		return err
-	}
-	if err := back.Remount(); err != nil {
+	if err := back.Reboot(); err != nil {
 		return err
 	}
 	backOpts.Name += "-restart"
@@ -326,6 +333,14 @@ func run(cfg Config, n int, t *Trial) error {
 	}
 	defer srv2.Kill()
 	return verify(cfg, srv2, workers, cut, t)
+}
+
+func (cfg Config) volume(name string) (volume.Volume, error) {
+	kind := cfg.Volume
+	if kind == "" {
+		kind = volume.Loop
+	}
+	return volume.Create(volume.Options{Kind: kind, WorkDir: cfg.WorkDir, Name: name, SizeMiB: cfg.FSSizeMiB, FuseDisk: cfg.FuseDisk})
 }
 
 // withoutTTL reports, for keys[j] (key index lo+j) present in db 0, whether
@@ -568,7 +583,9 @@ type Summary struct {
 	LossWindowP99Ms float64 `json:"loss_window_p99_ms"`
 	MeanAckedPerSec float64 `json:"mean_acked_per_second"`
 	DirectWrites    int64   `json:"direct_writes"`
-	Trial           []Trial `json:"trial"`
+	// DirectDeclined lists the distinct declined reasons the trials ended with.
+	DirectDeclined []string `json:"direct_declined_reasons,omitempty"`
+	Trial          []Trial  `json:"trial"`
 }
 
 // Summarize folds trials into a Summary.
@@ -595,6 +612,9 @@ func Summarize(mode server.Mode, trials []Trial) Summary {
 			s.TrialsRewriting++
 		}
 		s.DirectWrites += t.DirectWrites
+		if t.DirectDeclined != "" && !slices.Contains(s.DirectDeclined, t.DirectDeclined) {
+			s.DirectDeclined = append(s.DirectDeclined, t.DirectDeclined)
+		}
 		if t.Lost > 0 {
 			s.TrialsWithLoss++
 		}
