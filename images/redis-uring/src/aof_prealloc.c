@@ -36,14 +36,13 @@
  * Cached zeros. The log's appends are buffered writes of less than a page
  * (the io_uring engine's direct writes aside): a write into a page the page
  * cache does not hold makes ext4 read the block first, on the event loop.
- * Zeros written with O_DIRECT are not cached, so every 4 KiB of log cost a
- * synchronous read (659 reads for 2.7 MB of log in 'everysec' and uring
- * fast alike; on a volume whose flushes are slow, a read queued behind one
- * blocked the event loop for up to 5 ms: docs/measurements.md). So once a
- * chunk is durable the worker has it read back (POSIX_FADV_WILLNEED): the
- * pages are then cached and clean, and the log's writes into them read
- * nothing. ('everysec' drops the file's cache after each of its fsyncs, as
- * upstream does, and reads the pages again.)
+ * Zeros written with O_DIRECT are not cached, and every 4 KiB of log would
+ * cost a synchronous read, slowest on the volumes whose flushes are slow
+ * (docs/measurements.md). So once a chunk is durable the worker has it read
+ * back (POSIX_FADV_WILLNEED): the pages are then cached and clean, and the
+ * log's writes into them read nothing. 'everysec''s fsync job keeps the
+ * cache of a preallocated file (patch 0029), where upstream drops it after
+ * every fsync.
  *
  * Threading. One worker thread, started on first use, is the only one that
  * writes zeros. The main thread writes the log and never writes at or past
