@@ -6,6 +6,7 @@
 //	harness powercut     power-cut trials for chosen modes
 //	harness failover     primary lost, replica power-cut: ack-replicas 1 vs 0
 //	harness diskfull     disk-full checks
+//	harness logreads     appending the log reads nothing from the device
 //	harness correctness  the thesis' correctness checks
 //	harness bench        the mode benchmark table
 //	harness bench-report re-render a bench.json (no root, no server)
@@ -37,7 +38,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: harness test|durability|powercut|failover|diskfull|correctness|bench|bench-report [flags]  (harness CMD -h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: harness test|durability|powercut|failover|diskfull|logreads|correctness|bench|bench-report [flags]  (harness CMD -h for flags)")
 }
 
 // env is what every subcommand shares.
@@ -175,6 +176,7 @@ func run(args []string) int {
 			fuseTrials.on(volume.GP3).run(e, fuseDiskModes)
 			defaultPowercut(*failoverTrials).failover(e)
 			runDiskfull(e, diskfullModes)
+			runLogreads(e, logreadsModes)
 			runCorrectness(e, correctnessModes, *requests)
 			return nil
 		}
@@ -221,6 +223,16 @@ func run(args []string) int {
 				return err
 			}
 			runDiskfull(e, ms)
+			return nil
+		}
+	case "logreads":
+		modes := fs.String("modes", modeNames(logreadsModes), "modes to check")
+		body = func(e *env) error {
+			ms, err := parseModes(*modes)
+			if err != nil {
+				return err
+			}
+			runLogreads(e, ms)
 			return nil
 		}
 	case "correctness":
