@@ -36,7 +36,11 @@
  * cut. A flush makes the file's writes durable when it takes
  * the device, not when it returns (a device may persist early; an
  * acknowledgement waits for the return either way). Flushes of
- * different files are serial (one device); writes proceed during a flush.
+ * different files are serial (one device). This program lets writes
+ * proceed during a flush, but the kernel's FUSE client holds a file's inode
+ * lock through its fsync: a loop device over one image file writes nothing
+ * while the image is flushed, and a read it queued behind a write waits too
+ * (a real volume may overlap them).
  * The backing file is never fsync'ed itself: its durability is the host's,
  * and the power cut is this program's.
  *

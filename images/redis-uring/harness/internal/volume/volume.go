@@ -31,7 +31,8 @@ const (
 	Fuse Kind = "fuse"
 	// GP3 is ext4 on a loop device whose backing file is on fusedisk with a
 	// serial cache flush of GP3FlushDelay: a volume with a slow flush, like
-	// EBS gp3 (emulated: writes are not slowed, flushes never overlap). The
+	// EBS gp3 (emulated: flushes never overlap, and the loop device's writes
+	// wait while one runs, as FUSE holds the image's inode lock). The
 	// cut shuts ext4 down and drops what ext4 never flushed to the device.
 	GP3 Kind = "gp3"
 )
