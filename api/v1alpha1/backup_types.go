@@ -334,8 +334,9 @@ type RecoverySpec struct {
 
 // ArchiveRecovery is an archive and the point to recover it to.
 type ArchiveRecovery struct {
-	// path is the archived instance's prefix in this instance's bucket: its
-	// spec.backup.destination.s3.path, by default `<namespace>/<name>`. The
+	// path is the archived instance's prefix in this instance's bucket, and
+	// has no default: give that instance's spec.backup.destination.s3.path,
+	// or `<namespace>/<name>` of that instance where it set none. The
 	// archived instance may be gone; its archive stays in the store.
 	// +required
 	// +kubebuilder:validation:MinLength=1
