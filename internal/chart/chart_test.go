@@ -564,11 +564,12 @@ func TestDashboardConfigMaps(t *testing.T) {
 
 func TestSchemaRejectsUnknownKeys(t *testing.T) {
 	for doc, want := range map[string]string{
-		"replicas: 2":                                "Additional property replicas is not allowed",
-		"image: {tagg: v1}":                          "Additional property tagg is not allowed",
-		"seccomp: {provider: apparmor}":              "seccomp.provider must be one of",
-		"storageClasses: {gp3: {iops: fast}}":        "Invalid type",
-		"prometheus: {serviceMonitor: {lables: {}}}": "Additional property lables is not allowed",
+		"replicas: 2":                                                   "Additional property replicas is not allowed",
+		"image: {tagg: v1}":                                             "Additional property tagg is not allowed",
+		"seccomp: {provider: apparmor}":                                 "seccomp.provider must be one of",
+		"storageClasses: {gp3: {iops: fast}}":                           "Invalid type",
+		"prometheus: {serviceMonitor: {lables: {}}}":                    "Additional property lables is not allowed",
+		"prometheus: {prometheusRule: {runbookBaseURL: docs/runbooks}}": "runbookBaseURL: Does not match pattern",
 	} {
 		_, err := Render(loadChart(t), values(t, doc))
 		if err == nil || !strings.Contains(err.Error(), want) {
