@@ -765,7 +765,6 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 	default:
 		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonPodNotReady, "the cluster is not serving every slot yet"})
 	}
-	exportInstanceMetrics(rp)
 }
 
 // clusterStorage is StorageReady of a sharded instance: every server's

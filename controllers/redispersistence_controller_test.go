@@ -466,8 +466,14 @@ func TestPodMonitorOnlyWhenServed(t *testing.T) {
 	if podMonitor.Labels["release"] != "kube-prometheus-stack" {
 		t.Errorf("PodMonitor labels %v lack the release label", podMonitor.Labels)
 	}
-	if endpoints := podMonitor.Spec.PodMetricsEndpoints; len(endpoints) != 1 || endpoints[0].Port != "metrics" || endpoints[0].Interval != "30s" {
-		t.Errorf("PodMonitor endpoints %+v", endpoints)
+	endpoints := podMonitor.Spec.PodMetricsEndpoints
+	if len(endpoints) != 1 || endpoints[0].Port != "metrics" || endpoints[0].Interval != "30s" {
+		t.Fatalf("PodMonitor endpoints %+v", endpoints)
+	}
+	// Every exporter series, up included, names its instance (the chart's RedisExporterDown selects on it).
+	if relabel := endpoints[0].RelabelConfigs; len(relabel) != 1 || relabel[0].TargetLabel != "redispersistence" ||
+		len(relabel[0].SourceLabels) != 1 || relabel[0].SourceLabels[0] != "__meta_kubernetes_pod_label_app_kubernetes_io_instance" {
+		t.Errorf("PodMonitor relabelings %+v", relabel)
 	}
 	if selector := podMonitor.Spec.Selector.MatchLabels; selector[specs.LabelInstance] != "monitored" {
 		t.Errorf("PodMonitor selects %v", selector)

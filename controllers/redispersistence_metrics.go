@@ -22,11 +22,18 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
-// What a RedisPersistence's status says about its server process and its
-// data volume, as operator metrics for the chart's RedisServerRestarting and
-// RedisStorageWriteBarrierDisabled alerts and the instance dashboard.
+// What a RedisPersistence's status says about its readiness, its server
+// process, its data volume and its certificate, as operator metrics for the
+// chart's alerts (RedisPersistenceNotReady, RedisServerRestarting,
+// RedisStorageWriteBarrierDisabled, RedisCertificateExpiring) and the instance
+// dashboard.
 var (
 	instanceLabels = []string{"namespace", "redispersistence"}
+
+	instanceReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_redispersistence_ready",
+		Help: "1 while the RedisPersistence's Ready condition is true, else 0; the condition's reason says why not.",
+	}, instanceLabels)
 
 	instanceRestarts = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "uringredis_redispersistence_restarts",
@@ -43,6 +50,12 @@ var (
 	storageBarrierDisabled = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "uringredis_storage_write_barrier_disabled",
 		Help: "1 while a durable mode runs on a data volume without write barriers over a volatile cache (StorageReady=False WriteBarrierDisabled), else 0.",
+	}, instanceLabels)
+	// From status.tls, not from the Secret: a renewed certificate the
+	// servers have not loaded yet does not hide the one they present.
+	tlsNotAfter = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_tls_certificate_expiration_timestamp_seconds",
+		Help: "When the certificate the RedisPersistence's servers present expires (status.tls.notAfter), as a Unix time.",
 	}, instanceLabels)
 	archiveLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "uringredis_archive_last_archived_timestamp_seconds",
@@ -68,13 +81,15 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(instanceRestarts, instanceDegraded, storageFsync, storageBarrierDisabled, archiveLast, archiveFirst, archiveInterval,
-		shardSlots, shardLag)
+	metrics.Registry.MustRegister(instanceReady, instanceRestarts, instanceDegraded, storageFsync, storageBarrierDisabled, archiveLast, archiveFirst, archiveInterval,
+		tlsNotAfter, shardSlots, shardLag)
 }
 
-// exportInstanceMetrics sets the instance's series from its status.
+// exportInstanceMetrics sets the instance's series from its status, as the
+// deferred status patch is about to write it.
 func exportInstanceMetrics(rp *v1alpha1.RedisPersistence) {
 	l := prometheus.Labels{"namespace": rp.Namespace, "redispersistence": rp.Name}
+	instanceReady.With(l).Set(boolGauge(meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionReady)))
 	instanceRestarts.With(l).Set(float64(rp.Status.Restarts))
 	instanceDegraded.With(l).Set(boolGauge(meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionDegraded)))
 	storage := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionStorageReady)
@@ -88,6 +103,10 @@ func exportInstanceMetrics(rp *v1alpha1.RedisPersistence) {
 	}
 	for _, v := range archiveVecs {
 		v.Delete(l)
+	}
+	tlsNotAfter.Delete(l)
+	if st := rp.Status.TLS; st != nil && st.NotAfter != nil {
+		tlsNotAfter.With(l).Set(float64(st.NotAfter.Unix()))
 	}
 	shardSlots.DeletePartialMatch(l)
 	shardLag.DeletePartialMatch(l)
@@ -111,6 +130,7 @@ func exportInstanceMetrics(rp *v1alpha1.RedisPersistence) {
 
 func forgetInstanceMetrics(namespace, name string) {
 	l := prometheus.Labels{"namespace": namespace, "redispersistence": name}
+	instanceReady.Delete(l)
 	instanceRestarts.Delete(l)
 	instanceDegraded.Delete(l)
 	storageBarrierDisabled.Delete(l)
@@ -118,6 +138,7 @@ func forgetInstanceMetrics(namespace, name string) {
 	for _, v := range archiveVecs {
 		v.Delete(l)
 	}
+	tlsNotAfter.Delete(l)
 	shardSlots.DeletePartialMatch(l)
 	shardLag.DeletePartialMatch(l)
 }

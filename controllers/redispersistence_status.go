@@ -295,6 +295,7 @@ func (r *RedisPersistenceReconciler) patchStatus(ctx context.Context, rp, origin
 		rp.Status.ObservedGeneration = rp.Generation
 	}
 	summarize(rp)
+	exportInstanceMetrics(rp)
 	patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
 	defer cancel()
 	if err := r.Status().Patch(patchCtx, rp, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
@@ -358,7 +359,6 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	if image, ok := runningImage(obs.pod, specs.ContainerExporter); ok {
 		st.ExporterImage = image
 	}
-	exportInstanceMetrics(rp)
 }
 
 // summarize writes the status fields that only restate others, for kubectl

@@ -14,8 +14,8 @@ type BackupSpec struct {
 	Destination BackupDestination `json:"destination"`
 	// schedule is when the operator takes a backup by itself: a cron
 	// expression of five fields in UTC ("0 3 * * *"), or @hourly, @daily,
-	// @weekly, @monthly or @every <duration>. Each run is a RedisBackup named
-	// <name>-<yyyymmddhhmm> (the instance's name cut to 43 characters) with
+	// @weekly, @monthly or `@every <duration>`. Each run is a RedisBackup named
+	// `<name>-<yyyymmddhhmm>` (the instance's name cut to 43 characters) with
 	// the label uringredis.io/scheduled-for. Empty: only the RedisBackups you
 	// create.
 	// +optional
@@ -115,7 +115,7 @@ type S3Destination struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9][a-z0-9.-]*[a-z0-9]$`
 	Bucket string `json:"bucket"`
 	// path is the prefix of every object of this instance in the bucket;
-	// by default <namespace>/<name>. Two instances must not share one.
+	// by default `<namespace>/<name>`. Two instances must not share one.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.endsWith('/') && !self.contains('//')",message="path is a prefix like team/cache: no leading or trailing '/' and no empty segment"
@@ -253,7 +253,7 @@ type RedisBackupStatus struct {
 	// every write acknowledged before it and none after.
 	// +optional
 	Point *metav1.Time `json:"point,omitempty"`
-	// location is the snapshot's object, s3://<bucket>/<key>.
+	// location is the snapshot's object, `s3://<bucket>/<key>`.
 	// +optional
 	Location string `json:"location,omitempty"`
 	// size of the snapshot in bytes.
@@ -334,8 +334,9 @@ type RecoverySpec struct {
 
 // ArchiveRecovery is an archive and the point to recover it to.
 type ArchiveRecovery struct {
-	// path is the archived instance's prefix in this instance's bucket: its
-	// spec.backup.destination.s3.path, by default <namespace>/<name>. The
+	// path is the archived instance's prefix in this instance's bucket, and
+	// has no default: give that instance's spec.backup.destination.s3.path,
+	// or `<namespace>/<name>` of that instance where it set none. The
 	// archived instance may be gone; its archive stays in the store.
 	// +required
 	// +kubebuilder:validation:MinLength=1
@@ -364,7 +365,7 @@ type RecoveryStatus struct {
 	Location string `json:"location,omitempty"`
 	// +optional
 	SHA256 string `json:"sha256,omitempty"`
-	// archive is the archive replayed, s3://<bucket>/<path>.
+	// archive is the archive replayed, `s3://<bucket>/<path>`.
 	// +optional
 	Archive string `json:"archive,omitempty"`
 	// targetTime is the point it is replayed to; the latest point the

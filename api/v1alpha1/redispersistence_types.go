@@ -91,8 +91,8 @@ type RedisPersistenceSpec struct {
 	// replicas is how many servers run: 1 is a single server; N > 1 is one
 	// primary and N-1 replicas of it, each pod on its own volume with the same
 	// persistence mode, and Sentinels (spec.sentinel) that promote a replica
-	// when the primary fails. The Service <name> follows the primary,
-	// <name>-replicas the replicas, <name>-sentinel the Sentinels. Replication
+	// when the primary fails. The Service `<name>` follows the primary,
+	// `<name>-replicas` the replicas, `<name>-sentinel` the Sentinels. Replication
 	// is asynchronous: a failover can lose acknowledged writes that had not
 	// reached the replica it promotes.
 	// +optional
@@ -171,7 +171,7 @@ type RedisPersistenceSpec struct {
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
-	// config sets server options, as redis.conf lines "<name> <value>". The
+	// config sets server options, as redis.conf lines `<name> <value>`. The
 	// operator sets the ones the running server can change with CONFIG SET,
 	// without a restart, and restarts the server for the others (such as
 	// databases or io-threads). The options the operator owns are rejected:
@@ -193,7 +193,7 @@ type RedisPersistenceSpec struct {
 	Config map[string]ServerOptionValue `json:"config,omitempty"`
 
 	// auth is how clients authenticate. Without it the operator generates a
-	// random password into the Secret <name>-auth (key password), which it
+	// random password into the Secret `<name>-auth` (key password), which it
 	// keeps when the RedisPersistence is deleted, as it keeps the data volume.
 	// An instance that ran without a password under an operator older than
 	// generated passwords keeps running without one (the annotation
@@ -207,7 +207,7 @@ type RedisPersistenceSpec struct {
 	// SETUSER, live, never by a restart. The operator owns the servers' ACL
 	// users: one removed from this list is removed from the servers (ACL
 	// DELUSER, which disconnects its clients), and so is one made by hand.
-	// A server that starts reads them from the Secret <name>-users.
+	// A server that starts reads them from the Secret `<name>-users`.
 	// +optional
 	// +listType=map
 	// +listMapKey=name
@@ -357,7 +357,7 @@ type RDBSpec struct {
 	Save []SaveRule `json:"save"`
 }
 
-// SaveRule is one "save <seconds> <changes>" line.
+// SaveRule is one `save <seconds> <changes>` line.
 type SaveRule struct {
 	// seconds since the last snapshot.
 	// +required
@@ -457,7 +457,7 @@ type UringSpec struct {
 
 	// localhostProfile is the pod's Localhost seccomp profile, relative to the
 	// kubelet's seccomp directory, for clusters where profiles differ per
-	// namespace (the Security Profiles Operator's operator/<namespace>/<name>.json).
+	// namespace (the Security Profiles Operator's `operator/<namespace>/<name>.json`).
 	// Empty means the operator's --uring-seccomp-profile, which the chart installs.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
@@ -556,7 +556,7 @@ type PlacementSpec struct {
 	// zones; a replicated instance's servers also keep the anti-affinity that
 	// puts them on different nodes. A constraint without labelSelector gets
 	// the instance's own server selector (app.kubernetes.io/name: redis,
-	// app.kubernetes.io/instance: <name>): spreading this instance's
+	// `app.kubernetes.io/instance: <name>`): spreading this instance's
 	// servers is what a constraint written here means, and the user cannot
 	// know the selector's labels from the API alone. The Sentinels are not
 	// constrained: they spread over nodes where they can on their own.
@@ -613,7 +613,7 @@ type AnnotationValue string
 
 // ServiceSpec is how the client-facing Services are exposed: the one named
 // after the instance (the server, or a replicated instance's primary) and,
-// for a replicated instance, <name>-replicas. Both take the type and the
+// for a replicated instance, `<name>-replicas`. Both take the type and the
 // annotations, since a client that can reach the primary from outside the
 // cluster expects to reach the replicas the same way. The headless Service
 // never does: it only gives each pod its DNS name inside the cluster. The
@@ -669,7 +669,7 @@ type UserSpec struct {
 
 	// passwordSecretRef names the Secret key holding the user's password.
 	// Without it the operator generates one into the Secret
-	// <name>-user-<user> (key password), kept when the RedisPersistence is
+	// `<name>-user-<user>` (key password), kept when the RedisPersistence is
 	// deleted, as the generated default password is. Changing the password
 	// (or deleting the generated Secret) rotates it: see passwordGracePeriod.
 	// +optional
@@ -741,7 +741,7 @@ type TLSSpec struct {
 	SecretName string `json:"secretName,omitempty"`
 
 	// issuerRef is a cert-manager issuer: the operator creates the
-	// Certificate <name>-tls (Secret <name>-tls) for the instance's Service
+	// Certificate `<name>-tls` (Secret `<name>-tls`) for the instance's Service
 	// and pod names, which cert-manager issues and renews. It needs
 	// cert-manager's CRDs in the cluster; the TLSReady condition says when
 	// they are missing. The issuer must put ca.crt into the Secret (a CA or
@@ -805,7 +805,7 @@ type NetworkPolicySpec struct {
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// clients may connect to the server port. Empty means the pods of the
-	// instance's namespace labelled uringredis.io/client: <name>.
+	// instance's namespace labelled `uringredis.io/client: <name>`.
 	// +optional
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
@@ -999,9 +999,9 @@ type StorageStatus struct {
 type ServerRole string
 
 const (
-	// RolePrimary takes writes; the Service <name> selects it.
+	// RolePrimary takes writes; the Service `<name>` selects it.
 	RolePrimary ServerRole = "primary"
-	// RoleReplica copies the primary; the Service <name>-replicas selects it.
+	// RoleReplica copies the primary; the Service `<name>-replicas` selects it.
 	RoleReplica ServerRole = "replica"
 )
 
@@ -1029,7 +1029,7 @@ type ReplicaStatus struct {
 }
 
 // ShardStatus is one shard of a cluster: the servers of the StatefulSet
-// <name>-s<index>.
+// `<name>-s<index>`.
 type ShardStatus struct {
 	// index of the shard.
 	// +required
@@ -1160,7 +1160,7 @@ type RedisPersistenceStatus struct {
 
 	// primary is the pod of the current primary of a replicated instance: the
 	// one the Sentinels name, once it confirms the role itself. The operator
-	// labels it uringredis.io/role: primary, which the Service <name> selects;
+	// labels it uringredis.io/role: primary, which the Service `<name>` selects;
 	// it never chooses a primary itself.
 	// +optional
 	Primary string `json:"primary,omitempty"`

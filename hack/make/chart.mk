@@ -5,20 +5,21 @@ HELM ?= $(LOCALBIN)/helm-$(HELM_VERSION)
 CHART_DIR := charts/uring-redis-operator
 
 # The chart's copies of config/ (CRDs, ClusterRole rules, and those rules split
-# by scope for watchNamespaces), its seccomp profile, README and values schema
-# are all generated; `make verify` checks them.
+# by scope for watchNamespaces), its seccomp profile, README (values reference
+# and alert list) and values schema are all generated; `make verify` checks them.
 GENERATED += $(CHART_DIR)
 
 generate: chart-generate
 
 .PHONY: chart-generate
-chart-generate: manifests ## Sync the chart's CRDs and RBAC from config/ (and split the RBAC by scope), generate its seccomp profile, README and values schema.
+chart-generate: manifests ## Sync the chart's CRDs and RBAC from config/ (and split the RBAC by scope), generate its seccomp profile, README (values, alerts with their runbooks) and values schema.
 	rm -f $(CHART_DIR)/files/crds/*.yaml
 	cp config/crd/bases/*.yaml $(CHART_DIR)/files/crds/
 	cp config/rbac/role.yaml config/rbac/node_labeler_role.yaml config/rbac/metrics_reader_role.yaml $(CHART_DIR)/files/rbac/
 	go run ./hack/chart-rbac config/rbac/role.yaml $(CHART_DIR)/files/rbac
 	cd hack/seccomp-profile && go run . $(REPO_ROOT)/$(CHART_DIR)/files/io_uring.json
 	go run ./hack/values-doc $(CHART_DIR)/values.yaml $(CHART_DIR)/README.md $(CHART_DIR)/values.schema.json
+	go run ./hack/alerts-doc $(CHART_DIR)/files/prometheus-rules.yaml docs/runbooks $(CHART_DIR)/README.md
 
 .PHONY: chart-lint
 chart-lint: $(HELM) ## Lint the chart with every ci/*-values.yaml.

@@ -499,6 +499,38 @@ func TestMonitoringOnlyWhereTheCRDsAreServed(t *testing.T) {
 	if len(file.Groups) == 0 || !reflect.DeepEqual(gotGroups, wantGroups) {
 		t.Errorf("PrometheusRule groups %q, want %q", gotGroups, wantGroups)
 	}
+	// Every chart alert links its runbook under runbookBaseURL, the extra groups' are left as given.
+	runbooks := func(rule *unstructured.Unstructured) map[string]string {
+		out := map[string]string{}
+		groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+		for _, g := range groups {
+			for _, r := range g.(map[string]any)["rules"].([]any) {
+				r := r.(map[string]any)
+				url, _, _ := unstructured.NestedString(r, "annotations", "runbook_url")
+				out[r["alert"].(string)] = url
+			}
+		}
+		return out
+	}
+	for base, want := range map[string]string{
+		"":                                "https://github.com/uring-redis/uring-redis-operator/blob/main/docs/runbooks/",
+		"https://wiki.example.com/redis/": "https://wiki.example.com/redis/",
+	} {
+		v := maps.Clone(vals)
+		if base != "" {
+			v = values(t, "prometheus: {prometheusRule: {enabled: true, runbookBaseURL: "+base+"}}\nglobal: {imageRegistry: "+testRegistry+"}")
+		}
+		for alert, url := range runbooks(one(t, render(t, v, servedAPIVersions...), "PrometheusRule", "uring-redis-operator")) {
+			switch {
+			case alert == "UringRedisOperatorDown":
+				if url != "" {
+					t.Errorf("the extra group's alert got runbook_url %q", url)
+				}
+			case !strings.HasPrefix(url, want) || !strings.Contains(url, ".md#"+strings.ToLower(alert)):
+				t.Errorf("runbookBaseURL %q: %s links %q", base, alert, url)
+			}
+		}
+	}
 
 	// The ServiceMonitor selects the metrics Service, which selects the operator pods.
 	sm := one(t, with, "ServiceMonitor", "uring-redis-operator")
@@ -532,11 +564,12 @@ func TestDashboardConfigMaps(t *testing.T) {
 
 func TestSchemaRejectsUnknownKeys(t *testing.T) {
 	for doc, want := range map[string]string{
-		"replicas: 2":                                "Additional property replicas is not allowed",
-		"image: {tagg: v1}":                          "Additional property tagg is not allowed",
-		"seccomp: {provider: apparmor}":              "seccomp.provider must be one of",
-		"storageClasses: {gp3: {iops: fast}}":        "Invalid type",
-		"prometheus: {serviceMonitor: {lables: {}}}": "Additional property lables is not allowed",
+		"replicas: 2":                                                   "Additional property replicas is not allowed",
+		"image: {tagg: v1}":                                             "Additional property tagg is not allowed",
+		"seccomp: {provider: apparmor}":                                 "seccomp.provider must be one of",
+		"storageClasses: {gp3: {iops: fast}}":                           "Invalid type",
+		"prometheus: {serviceMonitor: {lables: {}}}":                    "Additional property lables is not allowed",
+		"prometheus: {prometheusRule: {runbookBaseURL: docs/runbooks}}": "runbookBaseURL: Does not match pattern",
 	} {
 		_, err := Render(loadChart(t), values(t, doc))
 		if err == nil || !strings.Contains(err.Error(), want) {
