@@ -38,7 +38,8 @@ type Admin struct {
 	// Log reports each step; nothing when nil.
 	Log func(format string, args ...any)
 	// Wait bounds each wait for the cluster to agree (a handshake, the
-	// state turning ok): 60 s when zero.
+	// state turning ok), and the retries of a read from a server that
+	// times out: 60 s when zero.
 	Wait time.Duration
 }
 
@@ -72,13 +73,42 @@ type Node struct {
 
 // Nodes reads CLUSTER NODES from the server at addr.
 func (a *Admin) Nodes(ctx context.Context, addr string) ([]Node, error) {
-	c := a.Dial(addr)
-	defer func() { _ = c.Close() }()
-	text, err := c.ClusterNodes(ctx).Result()
+	var text string
+	err := a.read(ctx, addr, func(ctx context.Context, c *redis.Client) (err error) {
+		text, err = c.ClusterNodes(ctx).Result()
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("CLUSTER NODES on %s: %w", addr, err)
 	}
 	return ParseNodes(text)
+}
+
+// read sends the server at addr the requests of do, which change nothing,
+// over a connection of its own, and sends them again while they time out
+// (the dial included): a node that is briefly slow, on a loaded machine or
+// behind a long fsync or a blocking MIGRATE, answers a moment later, and
+// failing the whole step for it would leave a rebalance half done until
+// the next reconcile. It gives up when ctx ends, or after Wait. Any other
+// error (a refused connection: no server listens) is returned at once.
+func (a *Admin) read(ctx context.Context, addr string, do func(context.Context, *redis.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(a.Wait, time.Minute))
+	defer cancel()
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
+		c := a.Dial(addr)
+		err := do(ctx, c)
+		_ = c.Close()
+		var netErr net.Error
+		if err == nil || !errors.As(err, &netErr) || !netErr.Timeout() {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		a.logf("%s timed out, asking again: %v", addr, err)
+	}
 }
 
 // ParseNodes parses a CLUSTER NODES reply.
@@ -229,9 +259,11 @@ func (a *Admin) Meet(ctx context.Context, via string, addrs []string) error {
 
 // myID is the node ID of the server at addr.
 func (a *Admin) myID(ctx context.Context, addr string) (string, error) {
-	c := a.Dial(addr)
-	defer func() { _ = c.Close() }()
-	id, err := c.Do(ctx, "CLUSTER", "MYID").Text()
+	var id string
+	err := a.read(ctx, addr, func(ctx context.Context, c *redis.Client) (err error) {
+		id, err = c.Do(ctx, "CLUSTER", "MYID").Text()
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("CLUSTER MYID on %s: %w", addr, err)
 	}
@@ -260,9 +292,11 @@ func (a *Admin) busAddr(ctx context.Context, addr string) (ip string, port, bus 
 		}
 		ip = ips[0]
 	}
-	c := a.Dial(addr)
-	defer func() { _ = c.Close() }()
-	conf, err := c.ConfigGet(ctx, "cluster-port").Result()
+	var conf map[string]string
+	err = a.read(ctx, addr, func(ctx context.Context, c *redis.Client) (err error) {
+		conf, err = c.ConfigGet(ctx, "cluster-port").Result()
+		return err
+	})
 	if err != nil {
 		return "", 0, 0, fmt.Errorf("CONFIG GET cluster-port on %s: %w", addr, err)
 	}
@@ -340,9 +374,11 @@ func (a *Admin) Replicate(ctx context.Context, primary string, replicas []string
 func (a *Admin) WaitHealthy(ctx context.Context, addrs []string) error {
 	return a.waitFor(ctx, "cluster_state:ok", func(ctx context.Context) (string, error) {
 		for _, addr := range addrs {
-			c := a.Dial(addr)
-			info, err := c.ClusterInfo(ctx).Result()
-			_ = c.Close()
+			var info string
+			err := a.read(ctx, addr, func(ctx context.Context, c *redis.Client) (err error) {
+				info, err = c.ClusterInfo(ctx).Result()
+				return err
+			})
 			if err != nil {
 				return "", fmt.Errorf("CLUSTER INFO on %s: %w", addr, err)
 			}
