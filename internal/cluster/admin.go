@@ -764,12 +764,18 @@ func (a *Admin) RemoveShard(ctx context.Context, remaining, shard []string) erro
 func (a *Admin) waitFor(ctx context.Context, what string, check func(context.Context) (pending string, err error)) error {
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(a.Wait, time.Minute))
 	defer cancel()
+	var pending string
 	for {
-		pending, err := check(ctx)
+		p, err := check(ctx)
+		if err != nil && ctx.Err() != nil && pending != "" {
+			// The wait ran out during a check: what it waited for says
+			// more than the deadline.
+			return fmt.Errorf("waiting for %s: %s (%w)", what, pending, err)
+		}
 		if err != nil {
 			return err
 		}
-		if pending == "" {
+		if pending = p; pending == "" {
 			return nil
 		}
 		select {
