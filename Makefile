@@ -79,15 +79,22 @@ lint: $(GOLANGCI_LINT) shellcheck ## Run golangci-lint and shellcheck.
 .PHONY: shellcheck
 shellcheck: ## Run shellcheck (Debian's, pinned in hack/shellcheck.sh) on the scripts the operator runs in pods and the test bed's.
 	hack/shellcheck.sh --shell=sh internal/specs/scripts/*.sh
-	hack/shellcheck.sh hack/*.sh e2e/cluster/*.sh e2e/images/*.sh e2e/kind/kind.sh e2e/kind/runc-host-caps
+	hack/shellcheck.sh .ci/run hack/*.sh e2e/cluster/*.sh e2e/images/*.sh e2e/kind/kind.sh e2e/kind/runc-host-caps
 
 ##@ Test
 
+# hack/testtimes prints go test's output as go test does, keeps its -json
+# stream in bin/<suite>/go-test.json and writes where the time went (packages
+# and top-level tests, slowest first) to bin/<suite>/times.txt, a failed run's too.
+TESTTIMES := go run ./hack/testtimes
+
 .PHONY: test
-test: envtest-assets server-build ## Run every test: unit, envtest against a real kube-apiserver and etcd, backups against a real SeaweedFS S3.
+test: envtest-assets server-build ## Run every test: unit, envtest against a real kube-apiserver and etcd, backups against a real SeaweedFS S3 (times: bin/test/times.txt).
+	mkdir -p $(LOCALBIN)/test
 	KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) PROMETHEUS_OPERATOR_CRDS=$$(hack/prometheus-operator-crds.sh) \
 		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) SEAWEEDFS_BIN=$$(hack/seaweedfs.sh) \
-		go test ./... -count=1 -timeout 25m -coverprofile=bin/cover.out
+		go test ./... -count=1 -timeout 25m -coverprofile=bin/cover.out -json \
+		| $(TESTTIMES) -json $(LOCALBIN)/test/go-test.json -table $(LOCALBIN)/test/times.txt
 
 .PHONY: envtest-assets
 envtest-assets: ## Build kube-apiserver, kube-controller-manager, kube-scheduler from source and fetch etcd into bin/k8s/<version> (cached).

@@ -181,14 +181,19 @@ func TestRecoverFromArchive(t *testing.T) {
 			Path: ns + "/source", TargetTime: &metav1.Time{Time: target}}}}})
 	copySts := &appsv1.StatefulSet{}
 	eventually(t, 60*time.Second, func() error { return get(t, copySts, ns, "copy") })
+	// The StatefulSet is applied in the reconcile whose deferred status
+	// patch writes status.recovery: the status may come a moment later.
 	rp := &v1alpha1.RedisPersistence{}
-	if err := get(t, rp, ns, "copy"); err != nil {
-		t.Fatal(err)
-	}
 	wantArchive := "s3://" + store.Bucket + "/" + ns + "/source"
-	if rec := rp.Status.Recovery; rec == nil || rec.Archive != wantArchive || rec.TargetTime == nil || !rec.TargetTime.Equal(&metav1.Time{Time: target.Truncate(time.Second)}) {
-		t.Fatalf("status.recovery %+v, want the archive %s up to %s", rp.Status.Recovery, wantArchive, target.UTC().Format(time.RFC3339))
-	}
+	eventually(t, 30*time.Second, func() error {
+		if err := get(t, rp, ns, "copy"); err != nil {
+			return err
+		}
+		if rec := rp.Status.Recovery; rec == nil || rec.Archive != wantArchive || rec.TargetTime == nil || !rec.TargetTime.Equal(&metav1.Time{Time: target.Truncate(time.Second)}) {
+			return fmt.Errorf("status.recovery %+v, want the archive %s up to %s", rp.Status.Recovery, wantArchive, target.UTC().Format(time.RFC3339))
+		}
+		return nil
+	})
 	cm := &corev1.ConfigMap{}
 	if err := get(t, cm, ns, specs.RecoveryConfigMapName(rp)); err != nil {
 		t.Fatal(err)

@@ -217,8 +217,21 @@ func TestNodeRelabellingKeepsThePodTemplate(t *testing.T) {
 	t.Cleanup(func() { relabel(false) })
 	for _, nfd := range []bool{true, false} {
 		relabel(nfd)
-		// The node watch reconciles every instance; one more, to be sure it ran after the relabelling.
-		time.Sleep(time.Second)
+		// The node watch reconciles every instance; one more, once the
+		// operator's cache holds the new labels, to be sure one ran after
+		// the relabelling.
+		eventually(t, 30*time.Second, func() error {
+			for name := range nodesOnce {
+				node := &corev1.Node{}
+				if err := reconciler.Get(context.Background(), client.ObjectKey{Name: name}, node); err != nil {
+					return err
+				}
+				if _, labelled := node.Labels[specs.NFDKernelLabels.Major]; labelled != nfd {
+					return fmt.Errorf("the operator's cache holds node %s with the labels %v", name, node.Labels)
+				}
+			}
+			return nil
+		})
 		reconcileNow(t, ns, "steady")
 		if err := get(t, sts, ns, "steady"); err != nil {
 			t.Fatal(err)

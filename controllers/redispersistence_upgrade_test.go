@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -107,14 +109,54 @@ func startOperator(t *testing.T, ns string, opts specs.Options, maxConcurrentUpg
 	return op
 }
 
-// reconcile runs one reconcile of name now, beside the operator's own.
+// reconcile runs one reconcile of name now, beside the operator's own, once
+// the operator's cache holds the test's last writes: the reconciler reads
+// through it.
 func (op *testOperator) reconcile(t *testing.T, ns, name string) {
 	t.Helper()
-	// The reconciler reads through the cache: give it the last writes.
-	time.Sleep(500 * time.Millisecond)
+	eventually(t, 30*time.Second, func() error { return op.cacheCaughtUp(ns) })
 	if _, err := op.reconciler.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// cacheCaughtUp says whether the operator's cache holds the
+// RedisPersistences, StatefulSets and pods of ns at the resource versions
+// the API server holds, as many as its informers select.
+func (op *testOperator) cacheCaughtUp(ns string) error {
+	ctx := context.Background()
+	managed := client.MatchingLabels{specs.LabelManagedBy: specs.FieldOwner}
+	for _, kind := range []struct {
+		newList func() client.ObjectList
+		opts    []client.ListOption
+	}{
+		{func() client.ObjectList { return &v1alpha1.RedisPersistenceList{} }, []client.ListOption{client.InNamespace(ns), client.MatchingLabels{upgradeTestOperator: ns}}},
+		{func() client.ObjectList { return &appsv1.StatefulSetList{} }, []client.ListOption{client.InNamespace(ns), managed}},
+		{func() client.ObjectList { return &corev1.PodList{} }, []client.ListOption{client.InNamespace(ns), managed}},
+	} {
+		server, cached := kind.newList(), kind.newList()
+		if err := k8s.List(ctx, server, kind.opts...); err != nil {
+			return err
+		}
+		if err := op.reconciler.List(ctx, cached, kind.opts...); err != nil {
+			return err
+		}
+		if want, got := resourceVersions(server), resourceVersions(cached); !maps.Equal(want, got) {
+			return fmt.Errorf("the operator's cache holds %T %v, the API server %v", server, got, want)
+		}
+	}
+	return nil
+}
+
+// resourceVersions maps each object of list to its resource version.
+func resourceVersions(list client.ObjectList) map[string]string {
+	versions := map[string]string{}
+	_ = meta.EachListItem(list, func(obj runtime.Object) error {
+		o := obj.(client.Object)
+		versions[o.GetName()] = o.GetResourceVersion()
+		return nil
+	})
+	return versions
 }
 
 func versionOptions(redisImage string) specs.Options {

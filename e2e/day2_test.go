@@ -120,12 +120,24 @@ func TestModeChangesKeepTheData(t *testing.T) {
 		checkSteps(t, name, steps, perStep)
 		t.Logf("%s -> %s: Ready with all %d keys after %s", from, to, len(steps)*perStep, time.Since(started).Round(time.Second))
 	}
-	// A last restart in the final mode keeps the data too.
-	if err := k8s.Delete(context.Background(), getPod(t, name+"-0")); err != nil {
+	// A last restart in the final mode keeps the data too. The instance
+	// is Ready from before the deletion until the operator sees the new
+	// pod: its server must be Ready too.
+	deleted := getPod(t, name+"-0")
+	if err := k8s.Delete(context.Background(), deleted); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Second)
-	waitReady(t, name)
+	ready := hasCondition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Ready")
+	waitFor(t, name, 4*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
+		pod := &corev1.Pod{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name + "-0"}, pod); err != nil {
+			return err
+		}
+		if pod.UID == deleted.UID || !podReady(pod) {
+			return fmt.Errorf("%s-0 is not a new Ready pod yet", name)
+		}
+		return ready(rp)
+	})
 	// mode none too: it restarts from the snapshot taken when it became none,
 	// and nothing was written since.
 	checkSteps(t, name, steps, perStep)

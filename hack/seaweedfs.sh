@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build SeaweedFS's weed at the commit pinned in e2e/images/seaweedfs/go.mod into
 # bin/seaweedfs/<version>/ for the tests that need a real S3 endpoint
-# (internal/testenv.StartObjectStore). Prints the binary's path.
+# (internal/testenv.StartObjectStore) and for the e2e suite's SeaweedFS image
+# (e2e/images/seaweedfs), stripped as an image's binary is. Prints its path.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 module=$repo/e2e/images/seaweedfs
@@ -10,7 +11,7 @@ out=$repo/bin/seaweedfs/$version/weed
 if [[ ! -x $out ]]; then
   mkdir -p "$(dirname "$out")"
   (cd "$module" && CGO_ENABLED=0 go build -trimpath -o "$out.tmp" \
-    -ldflags "-X github.com/seaweedfs/seaweedfs/weed/util/version.COMMIT=${version##*-}" \
+    -ldflags "-s -w -X github.com/seaweedfs/seaweedfs/weed/util/version.COMMIT=${version##*-}" \
     github.com/seaweedfs/seaweedfs/weed)
   mv "$out.tmp" "$out"
 fi

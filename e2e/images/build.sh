@@ -54,7 +54,7 @@ declare -A images=(
   [redis-exporter]="${EXPORTER_IMG:-oliver006/redis_exporter:$(awk '$1 == "require" {print $3}' "$here/redis-exporter/go.mod")}|e2e/images/redis-exporter/Dockerfile|e2e/images/redis-exporter"
   [local-volume-provisioner]="registry.k8s.io/sig-storage/local-volume-provisioner:v2.7.0|e2e/images/local-volume-provisioner/Dockerfile|e2e/images/local-volume-provisioner"
   [uring-probe]="uring-probe:e2e|e2e/images/uring-probe/Dockerfile|e2e/images/uring-probe"
-  [seaweedfs]="seaweedfs:e2e|e2e/images/seaweedfs/Dockerfile|e2e/images/seaweedfs"
+  [seaweedfs]="seaweedfs:e2e|e2e/images/seaweedfs/Dockerfile|bin/seaweedfs"
   [prometheus]="prometheus:e2e|e2e/images/prometheus/Dockerfile|bin/prometheus"
 )
 order=(local-volume-provisioner redis-exporter uring-probe seaweedfs prometheus redis-uring uring-redis-operator uring-redis-bench)
@@ -148,8 +148,10 @@ build() {
   IFS='|' read -r image dockerfile context <<<"${images[$name]}"
   log "building $image"
   local start=$SECONDS args=()
-  # The demo's Prometheus is Debian's binary, as the tests run it (hack/prometheus-tools.sh).
+  # The demo's Prometheus is Debian's binary, as the tests run it (hack/prometheus-tools.sh);
+  # SeaweedFS's weed is the one the tests run too (hack/seaweedfs.sh builds it if missing).
   [[ $name != prometheus ]] || args=(--build-arg "PROMETHEUS_DIR=$(basename "$("$repo/hack/prometheus-tools.sh")")")
+  [[ $name != seaweedfs ]] || args=(--build-arg "WEED_DIR=$(basename "$(dirname "$("$repo/hack/seaweedfs.sh")")")")
   "${docker[@]}" build --progress plain --network host "${args[@]}" \
     --build-arg "BASE_IMAGE=$base_image" --build-arg "GO_IMAGE=$go_image" \
     --build-arg "REDIS_IMAGE=${images[redis-uring]%%|*}" --build-arg "GOPROXY=$(go env GOPROXY)" \

@@ -89,11 +89,17 @@ ifeq ($(E2E_CLUSTER),kind)
 endif
 
 .PHONY: e2e
-e2e: e2e-up e2e-fixtures e2e-images e2e-install ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset).
+e2e: e2e-up e2e-fixtures e2e-images e2e-install ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset; times: bin/e2e/times.txt).
+	$(MAKE) --no-print-directory e2e-suite
+
+.PHONY: e2e-suite
+e2e-suite: $(HELM) ## Run the e2e suite on the cluster as `make e2e` left it, without bringing anything up first.
+	mkdir -p $(LOCALBIN)/e2e
 	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) E2E_HELM=$(HELM) E2E_RELEASE=$(E2E_RELEASE) \
 		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_INSTALL_YAML=$(E2E_DIST)/$(VERSION)/install.yaml \
 		E2E_CHART=$(E2E_CHART) E2E_VERSION=$(VERSION) E2E_PREVIOUS_VERSION=$(E2E_PREVIOUS_VERSION) \
-		go test -tags e2e ./e2e -count=1 -v -timeout 60m $(E2E_ARGS)
+		go test -tags e2e ./e2e -count=1 -v -timeout 60m -json $(E2E_ARGS) \
+		| $(TESTTIMES) -v -tests -1 -json $(LOCALBIN)/e2e/go-test.json -table $(LOCALBIN)/e2e/times.txt
 
 # Not part of `make e2e` (nor CI): RedisBenchmarks of a uring durable server with
 # a dataset, alone and during back-to-back RedisBackups, side by side; the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -350,5 +351,45 @@ func TestFinishMovesCutShort(t *testing.T) {
 	}
 	if open := OpenMoves(views()); len(open) > 0 {
 		t.Fatalf("MoveSlots out of time left moves open: %+v", open)
+	}
+}
+
+// A server that stops answering for a moment (CLIENT PAUSE stands in for a
+// long fsync or a starved process) is asked again until it answers, within
+// Wait; one where nothing listens is an error at once.
+func TestReadAsksASlowServerAgain(t *testing.T) {
+	ctx := context.Background()
+	server := testenv.RunClusterNode(t, t.TempDir(), "")
+	admin := &Admin{
+		Dial: func(addr string) *redis.Client {
+			return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
+		},
+		Log:  t.Logf,
+		Wait: 20 * time.Second,
+	}
+	pauser := redis.NewClient(&redis.Options{Addr: server.Addr})
+	defer func() { _ = pauser.Close() }()
+	start := time.Now()
+	if err := pauser.Do(ctx, "CLIENT", "PAUSE", 2000, "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.myID(ctx, server.Addr); err != nil {
+		t.Fatalf("CLUSTER MYID during CLIENT PAUSE 2000: %v", err)
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("CLUSTER MYID answered %s after CLIENT PAUSE 2000, within the pause", took)
+	}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	_ = l.Close()
+	start = time.Now()
+	if _, err := admin.Nodes(ctx, closed); err == nil {
+		t.Fatalf("CLUSTER NODES on %s, where nothing listens, succeeded", closed)
+	} else if took := time.Since(start); took > time.Second {
+		t.Errorf("CLUSTER NODES on %s, where nothing listens, took %s to fail: %v", closed, took, err)
 	}
 }
