@@ -153,7 +153,8 @@ func (p *powercutRun) series(e *env, name, label string, cfg powercut.Config, du
 	if s.DirectWrites > 0 {
 		detail += fmt.Sprintf("; %d batches written as direct writes", s.DirectWrites)
 	}
-	if cfg.Mode.DirectWrites() && !cfg.Volume.HonoursDirectSync() {
+	declined := cfg.Volume.DirectDeclined()
+	if cfg.Mode.DirectWrites() && declined != "" {
 		detail += fmt.Sprintf("; direct writes declined: %s", strings.Join(s.DirectDeclined, ", "))
 	}
 	switch {
@@ -169,14 +170,13 @@ func (p *powercutRun) series(e *env, name, label string, cfg powercut.Config, du
 	case durable && s.NotifiedLost > 0:
 		res.Status = suite.Fail
 		detail = "durable mode notified subscribers of writes the cut erased: " + detail
-	case cfg.Mode.DirectWrites() && cfg.Volume.HonoursDirectSync() && s.DirectWrites == 0:
+	case cfg.Mode.DirectWrites() && declined == "" && s.DirectWrites == 0:
 		res.Status = suite.Fail
 		detail = "no batch was written as a direct write (INFO aof_uring_direct_writes stayed 0): the path under test never ran; " + detail
-	case cfg.Mode.DirectWrites() && !cfg.Volume.HonoursDirectSync() &&
-		(s.DirectWrites > 0 || !slices.Equal(s.DirectDeclined, []string{cfg.Volume.DirectDeclinedReason()})):
+	case cfg.Mode.DirectWrites() && declined != "" && (s.DirectWrites > 0 || !slices.Equal(s.DirectDeclined, []string{declined})):
 		res.Status = suite.Fail
 		detail = fmt.Sprintf("on a filesystem where an asynchronous RWF_DSYNC write is not followed by an fsync, the server must decline direct writes and say %q (INFO aof_uring_direct_declined_reason: %v); ",
-			cfg.Volume.DirectDeclinedReason(), s.DirectDeclined) + detail
+			declined, s.DirectDeclined) + detail
 	case durable:
 		detail = "0 acknowledged or observed writes lost: " + detail
 	default:

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,12 +50,10 @@ func Parse(list string) ([]Kind, error) {
 	var ks []Kind
 	for _, s := range strings.Split(list, ",") {
 		k := Kind(strings.TrimSpace(s))
-		switch k {
-		case Loop, Fuse, GP3:
-			ks = append(ks, k)
-		default:
-			return nil, fmt.Errorf("unknown volume %q (known: loop, gp3, fuse)", s)
+		if !slices.Contains(Kinds, k) {
+			return nil, fmt.Errorf("unknown volume %q (known: %v)", s, Kinds)
 		}
+		ks = append(ks, k)
 	}
 	return ks, nil
 }
@@ -72,18 +71,16 @@ func (k Kind) Describe() string {
 	return string(k)
 }
 
-// HonoursDirectSync says whether the server should write batches there as
-// O_DIRECT writes with RWF_DSYNC: the filesystem is on its allow-list (ext4).
-// On fusedisk itself the write reaches the daemon with no fsync after it.
-func (k Kind) HonoursDirectSync() bool { return k != Fuse }
-
-// DirectDeclinedReason is what INFO aof_uring_direct_declined_reason must say
-// on a volume that does not honour it.
-func (k Kind) DirectDeclinedReason() string {
+// DirectDeclined is what INFO aof_uring_direct_declined_reason must end
+// with on this volume: "" where the server should write batches as O_DIRECT
+// writes with RWF_DSYNC (ext4, on its allow-list), the reason where it must
+// not (on fusedisk itself the write reaches the daemon with no fsync after
+// it).
+func (k Kind) DirectDeclined() string {
 	if k == Fuse {
 		return "fs_fuse_not_allowed"
 	}
-	return "none"
+	return ""
 }
 
 // Volume is a mounted volume of some kind.
