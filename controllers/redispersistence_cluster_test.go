@@ -410,9 +410,13 @@ func TestClusterOverTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// ForEachMaster calls fn on every primary at once: the map needs a lock.
+	var mu sync.Mutex
 	perShard := map[string]int64{}
 	if err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		n, err := m.DBSize(ctx).Result()
+		mu.Lock()
+		defer mu.Unlock()
 		perShard[m.Options().Addr] = n
 		return err
 	}); err != nil {
