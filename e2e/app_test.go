@@ -202,8 +202,7 @@ valkey-cli -h %s -p %d DBSIZE
 			nodeIP, nodePort, out, want)
 	}
 
-	if testing.Short() {
-		t.Log("-short: the primary's pod deletion and the options after it are checked in the full suite only")
+	if ciForm(t) {
 		return
 	}
 	lost := getPod(t, name+"-0")

@@ -33,9 +33,6 @@ import (
 // second benchmark of a busy target, and leaves an application's keys in db 0
 // as they were and its own database empty.
 func TestBenchmarkComparesModes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the benchmark runs four targets one after another; it runs in the full suite only")
-	}
 	ctx := context.Background()
 	targets := []struct {
 		name, mode string

@@ -73,7 +73,7 @@ var modeTour = []v1alpha1.PersistenceMode{
 	v1alpha1.ModeRDB, v1alpha1.ModeUring, v1alpha1.ModeAOF, v1alpha1.ModeNone, v1alpha1.ModeUring, v1alpha1.ModeRDB, v1alpha1.ModeNone,
 }
 
-// quickTour is the scenario, for -short.
+// quickTour is the ci tier's: every mode's conversion in and out once.
 var quickTour = []v1alpha1.PersistenceMode{v1alpha1.ModeRDB, v1alpha1.ModeAOF, v1alpha1.ModeUring, v1alpha1.ModeRDB}
 
 // TestModeChangesKeepTheData writes keys, changes the mode, waits for the
@@ -81,7 +81,7 @@ var quickTour = []v1alpha1.PersistenceMode{v1alpha1.ModeRDB, v1alpha1.ModeAOF, v
 // changed), and checks every key written so far, through every mode pair.
 func TestModeChangesKeepTheData(t *testing.T) {
 	tour := modeTour
-	if testing.Short() {
+	if ciForm(t) {
 		tour = quickTour
 	}
 	const name, perStep = "tour", 300

@@ -3,14 +3,15 @@
 // Package e2e drives the operator on a real cluster: pods really run, volumes
 // are ext4, io_uring runs under the seccomp profile the chart installs. `make
 // e2e` brings the cluster up (e2e/cluster, or kind with E2E_CLUSTER=kind),
-// builds and loads the images, installs the chart and runs this suite; `go test
-// -tags e2e -short ./e2e` is the quick subset.
+// builds and loads the images, installs the chart and runs this suite's full
+// tier; E2E_TIER=ci runs the tier .ci/run runs (tiers_test.go).
 package e2e
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math/rand"
 	"os"
@@ -79,6 +80,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	kubectl = []string{envOr("KUBECTL", "kubectl"), "--kubeconfig", kubeconfig}
+	if err := selectTier(); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
 
 	// Every instance, benchmark and client pod of the suite runs under the
 	// Pod Security level restricted.
@@ -105,6 +110,28 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// selectTier leaves the full tier's scenarios out of a ci run (with -skip,
+// beside any the caller gave), and prints which and why.
+func selectTier() error {
+	current, err := suiteTier()
+	if err != nil || current != tierCI {
+		return err
+	}
+	flag.Parse()
+	lines, skip := fullOnly()
+	if given := flag.Lookup("test.skip").Value.String(); given != "" {
+		skip += "|" + given
+	}
+	if err := flag.Set("test.skip", skip); err != nil {
+		return err
+	}
+	fmt.Println("E2E_TIER=ci: the scenarios of the full tier are left out (make e2e runs them):")
+	for _, l := range lines {
+		fmt.Println("  " + l)
+	}
+	return nil
 }
 
 func envOr(key, def string) string {
@@ -269,31 +296,24 @@ type modeCase struct {
 	name   string
 	spec   v1alpha1.RedisPersistenceSpec
 	engine string // status.engine once Ready
-	quick  bool
 }
 
 var everyMode = []modeCase{
-	{"none", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}, "", true},
-	{"rdb", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeRDB, RDB: &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 60, Changes: 1}}}}, "", false},
-	{"aof-always", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}}, "posix", true},
-	{"aof-everysec", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}}, "posix", false},
-	{"aof-no", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncNo}}, "posix", false},
-	{"uring-durable", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}}, "uring", true},
-	{"uring-fast", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast}}, "uring", false},
-	{"uring-sqpoll", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{SQPoll: &v1alpha1.SQPollSpec{Enabled: true}}}, "uring", false},
+	{"none", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeNone}, ""},
+	{"rdb", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeRDB, RDB: &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 60, Changes: 1}}}}, ""},
+	{"aof-always", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}}, "posix"},
+	{"aof-everysec", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}}, "posix"},
+	{"aof-no", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncNo}}, "posix"},
+	{"uring-durable", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}}, "uring"},
+	{"uring-fast", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckFast}}, "uring"},
+	{"uring-sqpoll", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{SQPoll: &v1alpha1.SQPollSpec{Enabled: true}}}, "uring"},
 }
 
 func TestEveryModeBecomesReady(t *testing.T) {
-	var cases []modeCase
 	for _, c := range everyMode {
-		if c.quick || !testing.Short() {
-			cases = append(cases, c)
-		}
-	}
-	for _, c := range cases {
 		create(t, "mode-"+c.name, c.spec)
 	}
-	for _, c := range cases {
+	for _, c := range everyMode {
 		t.Run(c.name, func(t *testing.T) {
 			rp := waitReady(t, "mode-"+c.name)
 			st := rp.Status
@@ -330,7 +350,11 @@ func TestUringPodRunsUnderLocalhostSeccomp(t *testing.T) {
 }
 
 func TestDataSurvivesPodDeletion(t *testing.T) {
-	for _, mode := range []modeCase{everyMode[2], everyMode[5]} { // aof always, uring durable
+	modes := []modeCase{everyMode[2], everyMode[5]} // aof always, uring durable
+	if ciForm(t) {
+		modes = modes[1:]
+	}
+	for _, mode := range modes {
 		t.Run(mode.name, func(t *testing.T) {
 			name := "survive-" + mode.name
 			create(t, name, mode.spec)

@@ -32,9 +32,6 @@ import (
 // release's install.yaml, and helm install again. It leaves release N
 // installed as `make e2e-install` did, for the tests after it (file order).
 func TestOperatorLifecycle(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the operator lifecycle reinstalls the operator; it runs in the full suite only")
-	}
 	helmBin, release, operatorNS := os.Getenv("E2E_HELM"), os.Getenv("E2E_RELEASE"), os.Getenv("E2E_NAMESPACE")
 	installYAML, chartRef := os.Getenv("E2E_INSTALL_YAML"), os.Getenv("E2E_CHART")
 	version, previous := os.Getenv("E2E_VERSION"), os.Getenv("E2E_PREVIOUS_VERSION")

@@ -187,9 +187,6 @@ func waitServiceSelects(t *testing.T, service, pod string) {
 // are printed, not asserted (see `make bench-replicas` for the server-level
 // comparison).
 func TestBenchmarkCostOfAckReplicas(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the benchmark runs two replicated targets one after another; it runs in the full suite only")
-	}
 	ctx := context.Background()
 	targets := map[string]int32{"acks-0": 0, "acks-1": 1} // name -> ackReplicas
 	var names []string

@@ -98,9 +98,6 @@ func TestApplicationUserRotates(t *testing.T) {
 // ServiceAccount may read Secrets there and not in a third namespace
 // (kubectl auth can-i); the release goes back to every namespace after.
 func TestWatchNamespacesConfinesTheOperator(t *testing.T) {
-	if testing.Short() {
-		t.Skip("watchNamespaces reinstalls the operator; it runs in the full suite only")
-	}
 	helmBin, release, operatorNS := os.Getenv("E2E_HELM"), os.Getenv("E2E_RELEASE"), os.Getenv("E2E_NAMESPACE")
 	chartRef, version := os.Getenv("E2E_CHART"), os.Getenv("E2E_VERSION")
 	if helmBin == "" || release == "" || operatorNS == "" || chartRef == "" || version == "" {

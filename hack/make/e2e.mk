@@ -88,8 +88,13 @@ ifeq ($(E2E_CLUSTER),kind)
 	KIND=$(KIND) E2E_KUBECONFIG=$(E2E_KUBECONFIG) e2e/kind/kind.sh load
 endif
 
+# The suite's tier (e2e/tiers_test.go): full runs every scenario whole; ci,
+# which .ci/run runs, every feature once, with the list of what it leaves out
+# and why printed first.
+export E2E_TIER ?= full
+
 .PHONY: e2e
-e2e: e2e-up e2e-fixtures e2e-images e2e-install ## Run the e2e suite on a real cluster (E2E_ARGS=-short: the quick subset; times: bin/e2e/times.txt).
+e2e: e2e-up e2e-fixtures e2e-images e2e-install ## Run the e2e suite on a real cluster (E2E_TIER=ci: the tier CI runs; times: bin/e2e/times.txt).
 	$(MAKE) --no-print-directory e2e-suite
 
 .PHONY: e2e-suite
