@@ -16,7 +16,9 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/plugin"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	cmd := plugin.NewCommand(plugin.Env{
@@ -26,6 +28,7 @@ func main() {
 	})
 	if err := cmd.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

@@ -55,7 +55,7 @@ func (r *root) backupCommand() *cobra.Command {
 			if output(r.output) != outputTable {
 				progress = r.env.ErrOut
 			}
-			fmt.Fprintf(progress, "redisbackup/%s created\n", b.Name)
+			_, _ = fmt.Fprintf(progress, "redisbackup/%s created\n", b.Name)
 			if wait {
 				var deadline <-chan time.Time
 				if timeout > 0 {
@@ -131,11 +131,11 @@ func waitForBackup(ctx context.Context, c client.Client, b *v1alpha1.RedisBackup
 		b = current
 		if state := string(b.Status.Phase) + "\x00" + b.Status.Message; state != seen && b.Status.Phase != "" {
 			seen = state
-			fmt.Fprintf(progress, "%s: %s%s\n", b.Name, b.Status.Phase, wrap(": ", b.Status.Message, ""))
+			_, _ = fmt.Fprintf(progress, "%s: %s%s\n", b.Name, b.Status.Phase, wrap(": ", b.Status.Message, ""))
 		}
 		switch b.Status.Phase {
 		case v1alpha1.BackupCompleted:
-			fmt.Fprintf(progress, "%s: %s, point %s, %s\n", b.Name, b.Status.Location, rfc3339(ptrTime(b.Status.Point)), byteSize(b.Status.Size))
+			_, _ = fmt.Fprintf(progress, "%s: %s, point %s, %s\n", b.Name, b.Status.Location, rfc3339(ptrTime(b.Status.Point)), byteSize(b.Status.Size))
 			return b, nil
 		case v1alpha1.BackupFailed:
 			return b, fmt.Errorf("%w: the RedisBackup %s is Failed: %s", errBackupFailed, b.Name, b.Status.Message)

@@ -28,17 +28,18 @@ func TestBackupName(t *testing.T) {
 	}
 }
 
-func instanceWithBackup(t *testing.T, ns, name string) {
+// instanceWithBackup is the instance cache, with a store.
+func instanceWithBackup(t *testing.T, ns string) {
 	t.Helper()
 	create(t, &v1alpha1.RedisPersistence{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cache"},
 		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Backup: destination()},
 	}, v1alpha1.RedisPersistenceStatus{})
 }
 
 func TestBackupCreates(t *testing.T) {
 	ns := namespace(t)
-	instanceWithBackup(t, ns, "cache")
+	instanceWithBackup(t, ns)
 	stdout, stderr, err := run(t, "backup", "cache", "-n", ns, "--target", "Primary")
 	if err != nil {
 		t.Fatalf("backup: %v\n%s", err, stderr)
@@ -66,7 +67,7 @@ func TestBackupRefuses(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nostore"},
 		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF},
 	}, v1alpha1.RedisPersistenceStatus{})
-	instanceWithBackup(t, ns, "cache")
+	instanceWithBackup(t, ns)
 	for _, tc := range []struct {
 		desc    string
 		args    []string
@@ -139,7 +140,7 @@ func client404(err error) error {
 
 func TestBackupWaitFailed(t *testing.T) {
 	ns := namespace(t)
-	instanceWithBackup(t, ns, "cache")
+	instanceWithBackup(t, ns)
 	stdout, _, err := waitBackup(t, ns, "cache", nil,
 		v1alpha1.RedisBackupStatus{Phase: v1alpha1.BackupRunning, Job: "cache-20261128120000-backup"},
 		v1alpha1.RedisBackupStatus{Phase: v1alpha1.BackupFailed, Message: `access denied by the store: check the credentials Secret "store"`},
@@ -160,7 +161,7 @@ func TestBackupWaitFailed(t *testing.T) {
 
 func TestBackupWaitCompletedJSON(t *testing.T) {
 	ns := namespace(t)
-	instanceWithBackup(t, ns, "cache")
+	instanceWithBackup(t, ns)
 	completed := v1alpha1.RedisBackupStatus{
 		Phase: v1alpha1.BackupCompleted, Point: at(-time.Second), CompletedAt: at(0), StartedAt: at(-10 * time.Second),
 		Location: "s3://backups/" + ns + "/cache/backups/cache-20261128120000/dump.rdb.zst", Size: 4096,
@@ -184,7 +185,7 @@ func TestBackupWaitCompletedJSON(t *testing.T) {
 
 func TestBackupWaitTimeout(t *testing.T) {
 	ns := namespace(t)
-	instanceWithBackup(t, ns, "cache")
+	instanceWithBackup(t, ns)
 	_, _, err := run(t, "backup", "cache", "-n", ns, "--wait", "--timeout", "300ms")
 	if err == nil || !strings.Contains(err.Error(), "the RedisBackup cache-20261128120000 is still new (the operator has not seen it)") {
 		t.Errorf("err = %v, want it to say the backup has not started", err)

@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -237,10 +238,12 @@ func durabilityOf(rp *v1alpha1.RedisPersistence) string {
 
 // writeStatus writes s as the screen people read.
 func writeStatus(w io.Writer, s *Status, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	// A buffer, and one write of it: the tab writers' writes cannot fail.
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
 	line := func(label, value string) {
 		if value != "" {
-			fmt.Fprintf(tw, "%s\t%s\n", label, value)
+			_, _ = fmt.Fprintf(tw, "%s\t%s\n", label, value)
 		}
 	}
 	line("Name:", s.Namespace+"/"+s.Name)
@@ -269,27 +272,27 @@ func writeStatus(w io.Writer, s *Status, now time.Time) error {
 	}
 
 	if len(s.Servers) > 0 {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "POD\tROLE\tOFFSET\tLAG\tLINK")
+		buf.WriteString("\n")
+		tw = tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "POD\tROLE\tOFFSET\tLAG\tLINK")
 		for _, srv := range s.Servers {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", srv.Pod, cmp.Or(string(srv.Role), "?"), srv.Offset, srv.Lag, link(srv.LinkUp))
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", srv.Pod, cmp.Or(string(srv.Role), "?"), srv.Offset, srv.Lag, link(srv.LinkUp))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	if len(s.Shards) > 0 {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SHARD\tSLOTS\tPOD\tROLE\tOFFSET\tLAG\tLINK")
+		buf.WriteString("\n")
+		tw = tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "SHARD\tSLOTS\tPOD\tROLE\tOFFSET\tLAG\tLINK")
 		for _, shard := range s.Shards {
 			slots := cmp.Or(shard.Slots, "none")
 			if shard.SlotCount > 0 {
 				slots += fmt.Sprintf(" (%d)", shard.SlotCount)
 			}
 			if len(shard.Servers) == 0 {
-				fmt.Fprintf(tw, "%d\t%s\t%s\tprimary\n", shard.Index, slots, shard.Primary)
+				_, _ = fmt.Fprintf(tw, "%d\t%s\t%s\tprimary\n", shard.Index, slots, shard.Primary)
 			}
 			for i, srv := range shard.Servers {
 				index := ""
@@ -298,7 +301,7 @@ func writeStatus(w io.Writer, s *Status, now time.Time) error {
 				} else {
 					slots = ""
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", index, slots, srv.Pod, cmp.Or(string(srv.Role), "?"), srv.Offset, srv.Lag, link(srv.LinkUp))
+				_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", index, slots, srv.Pod, cmp.Or(string(srv.Role), "?"), srv.Offset, srv.Lag, link(srv.LinkUp))
 			}
 		}
 		if err := tw.Flush(); err != nil {
@@ -306,28 +309,29 @@ func writeStatus(w io.Writer, s *Status, now time.Time) error {
 		}
 	}
 	if len(s.Conditions) > 0 {
-		fmt.Fprintln(w, "\nConditions that are not healthy:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
+		buf.WriteString("\nConditions that are not healthy:\n")
+		tw = tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "TYPE\tSTATUS\tREASON\tSINCE\tMESSAGE")
 		for _, c := range s.Conditions {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, age(c.LastTransitionTime, now), c.Message)
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, age(c.LastTransitionTime, now), c.Message)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
 	if len(s.Events) > 0 {
-		fmt.Fprintln(w, "\nWarning events of the last hour:")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "AGE\tREASON\tCOUNT\tMESSAGE")
+		buf.WriteString("\nWarning events of the last hour:\n")
+		tw = tabwriter.NewWriter(&buf, 0, 4, 2, ' ', 0)
+		_, _ = fmt.Fprintln(tw, "AGE\tREASON\tCOUNT\tMESSAGE")
 		for _, e := range s.Events {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", age(e.Time, now), e.Reason, max(e.Count, 1), e.Message)
+			_, _ = fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", age(e.Time, now), e.Reason, max(e.Count, 1), e.Message)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
-	return nil
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 func topologyLine(s *Status) string {

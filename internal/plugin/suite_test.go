@@ -76,7 +76,7 @@ func namespace(t *testing.T) string {
 }
 
 // create creates rp and writes status as its status.
-func create(t *testing.T, rp *v1alpha1.RedisPersistence, status v1alpha1.RedisPersistenceStatus) *v1alpha1.RedisPersistence {
+func create(t *testing.T, rp *v1alpha1.RedisPersistence, status v1alpha1.RedisPersistenceStatus) {
 	t.Helper()
 	ctx := context.Background()
 	if err := k8s.Create(ctx, rp); err != nil {
@@ -86,7 +86,6 @@ func create(t *testing.T, rp *v1alpha1.RedisPersistence, status v1alpha1.RedisPe
 	if err := k8s.Status().Update(ctx, rp); err != nil {
 		t.Fatal(err)
 	}
-	return rp
 }
 
 // createBackupWithStatus creates a RedisBackup of instance and writes status.
