@@ -40,7 +40,7 @@ func TestExitCodes(t *testing.T) {
 		wantCode      int
 	}{
 		{"status cache -o wide", "error: -o wide: the outputs are json and yaml (and the default table)\n", 1},
-		{"restore cache --to new", "error: restore needs one of --backup BACKUP (a Completed RedisBackup of cache) or --time RFC3339 (a point its archive reaches)\n", 1},
+		{"restore cache --to new", "error: restore needs one of --backup BACKUP (a Completed RedisBackup of cache), --time RFC3339 (a point its archive reaches) or --latest\n", 1},
 		{"status", "error: accepts 1 arg(s), received 0\n", 1},
 	} {
 		stdout, stderr, code := runMain(t, tc.args)

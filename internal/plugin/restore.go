@@ -18,38 +18,39 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
-// restoreSource is what a restore recovers: a RedisBackup, or the archive
-// up to a time.
+// restoreSource is what a restore recovers: a RedisBackup, the archive up
+// to a time, or the latest point the store holds.
 type restoreSource struct {
 	backup string
 	time   *time.Time
+	latest bool
 }
 
 func (r *root) restoreCommand() *cobra.Command {
 	var (
 		to, backup, at string
-		dryRun         bool
+		latest, dryRun bool
 	)
 	cmd := &cobra.Command{
-		Use:   "restore NAME --to NEW (--backup BACKUP | --time RFC3339) [--dry-run]",
+		Use:   "restore NAME --to NEW (--backup BACKUP | --time RFC3339 | --latest) [--dry-run]",
 		Short: "Create the RedisPersistence NEW that recovers a backup of NAME, or NAME's archive up to a time",
 		Long: "restore creates a new RedisPersistence NEW with NAME's spec and a spec.bootstrap.recovery that\n" +
-			"restores the RedisBackup --backup of NAME, or replays NAME's AOF archive up to --time. NEW reads\n" +
-			"the store with NAME's destination and keeps its own objects under <namespace>/NEW in it.\n\n" +
+			"restores the RedisBackup --backup of NAME, or replays NAME's AOF archive up to --time; --latest\n" +
+			"replays the archive to its end when NAME reports one, and restores NAME's newest Completed backup\n" +
+			"otherwise. NEW reads the store with NAME's destination and keeps its own objects under\n" +
+			"<namespace>/NEW in it.\n\n" +
 			"It checks first what the operator would: that the backup is NAME's and Completed, or that\n" +
 			"--time is inside the reach NAME's status.archive reports. The API server validates NEW too.\n" +
 			"With --dry-run it prints NEW (YAML unless -o json) and creates nothing.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var source restoreSource
+			source := restoreSource{backup: backup, latest: latest}
 			switch {
-			case (backup == "") == (at == ""):
-				return fmt.Errorf("restore needs one of --backup BACKUP (a Completed RedisBackup of %s) or --time RFC3339 (a point its archive reaches)", args[0])
+			case countSet(backup != "", at != "", latest) != 1:
+				return fmt.Errorf("restore needs one of --backup BACKUP (a Completed RedisBackup of %s), --time RFC3339 (a point its archive reaches) or --latest", args[0])
 			case to == "":
 				return fmt.Errorf("restore needs --to NEW: the name of the new RedisPersistence")
-			case backup != "":
-				source.backup = backup
-			default:
+			case at != "":
 				t, err := time.Parse(time.RFC3339, at)
 				if err != nil {
 					return fmt.Errorf("--time %q is not an RFC 3339 time such as 2026-11-27T06:30:00Z", at)
@@ -93,6 +94,7 @@ func (r *root) restoreCommand() *cobra.Command {
 	cmd.Flags().StringVar(&to, "to", "", "Name of the new RedisPersistence.")
 	cmd.Flags().StringVar(&backup, "backup", "", "Restore this Completed RedisBackup of NAME.")
 	cmd.Flags().StringVar(&at, "time", "", "Replay NAME's AOF archive up to this time (RFC 3339, for example 2026-11-27T06:30:00Z).")
+	cmd.Flags().BoolVar(&latest, "latest", false, "Recover the newest point NAME's store holds: the end of its archive, or its newest Completed backup without one.")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "Print the RedisPersistence (validated by the API server) and create nothing.")
 	return cmd
 }
@@ -116,8 +118,15 @@ func planRestore(ctx context.Context, c client.Client, namespace, name, to strin
 		return nil, fmt.Errorf("reading the RedisPersistence %s/%s: %w", namespace, to, err)
 	}
 
+	if source.latest {
+		source, err = latestSource(rp)
+		if err != nil {
+			return nil, err
+		}
+	}
 	var recovery v1alpha1.RecoverySpec
-	if source.backup != "" {
+	switch {
+	case source.backup != "":
 		b := &v1alpha1.RedisBackup{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: source.backup}, b); apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("no RedisBackup %q in namespace %q (kubectl get rbak -n %s lists them)", source.backup, namespace, namespace)
@@ -128,13 +137,39 @@ func planRestore(ctx context.Context, c client.Client, namespace, name, to strin
 			return nil, err
 		}
 		recovery.Backup = &v1alpha1.LocalObjectReference{Name: b.Name}
-	} else {
+	case source.time != nil:
 		if err := checkArchiveReach(rp, *source.time); err != nil {
 			return nil, err
 		}
 		recovery.Archive = &v1alpha1.ArchiveRecovery{Path: specs.BackupPrefix(rp), TargetTime: &metav1.Time{Time: source.time.UTC()}}
+	default:
+		// No targetTime: the operator replays the archive to the latest
+		// point it holds when the new instance starts.
+		recovery.Archive = &v1alpha1.ArchiveRecovery{Path: specs.BackupPrefix(rp)}
 	}
 	return restoredInstance(rp, to, recovery), nil
+}
+
+// latestSource is what --latest recovers of rp: its archive to the end
+// when its status reports one, else its newest Completed backup.
+func latestSource(rp *v1alpha1.RedisPersistence) (restoreSource, error) {
+	if a := rp.Status.Archive; a != nil && a.FirstRecoverableTime != nil && a.LastArchivedTime != nil {
+		return restoreSource{latest: true}, nil
+	}
+	if rp.Status.LastBackup != nil {
+		return restoreSource{backup: rp.Status.LastBackup.Name}, nil
+	}
+	return restoreSource{}, fmt.Errorf("the RedisPersistence %s reports neither an archive reach (status.archive) nor a Completed backup (status.lastBackup): it has nothing to restore yet", rp.Name)
+}
+
+func countSet(flags ...bool) int {
+	n := 0
+	for _, set := range flags {
+		if set {
+			n++
+		}
+	}
+	return n
 }
 
 // checkBackup refuses a backup that is not instance's, or not Completed:
@@ -219,5 +254,9 @@ func describeRecovery(rp *v1alpha1.RedisPersistence) string {
 	if r.Backup != nil {
 		return "restoring the backup " + r.Backup.Name
 	}
-	return fmt.Sprintf("replaying the archive s3://%s/%s up to %s", rp.Spec.Backup.Destination.S3.Bucket, r.Archive.Path, rfc3339(*r.Archive.TargetTime))
+	archive := fmt.Sprintf("replaying the archive s3://%s/%s", rp.Spec.Backup.Destination.S3.Bucket, r.Archive.Path)
+	if r.Archive.TargetTime == nil {
+		return archive + " to its end"
+	}
+	return archive + " up to " + rfc3339(*r.Archive.TargetTime)
 }

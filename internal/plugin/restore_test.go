@@ -153,7 +153,9 @@ func TestRestoreRefuses(t *testing.T) {
 		{"not a time", []string{"cache", "--to", "new", "--time", "yesterday"},
 			`--time "yesterday" is not an RFC 3339 time`},
 		{"both sources", []string{"cache", "--to", "new", "--time", "2026-11-28T11:00:00Z", "--backup", "cache-done"},
-			"restore needs one of --backup BACKUP (a Completed RedisBackup of cache) or --time RFC3339"},
+			"restore needs one of --backup BACKUP (a Completed RedisBackup of cache), --time RFC3339 (a point its archive reaches) or --latest"},
+		{"--latest and a time", []string{"cache", "--to", "new", "--time", "2026-11-28T11:00:00Z", "--latest"},
+			"restore needs one of --backup BACKUP"},
 		{"no source", []string{"cache", "--to", "new"},
 			"restore needs one of --backup BACKUP"},
 		{"no --to", []string{"cache", "--backup", "cache-done"},
@@ -176,4 +178,61 @@ func TestRestoreRefuses(t *testing.T) {
 		})
 	}
 	notCreated(t, ns, "new")
+}
+
+func TestRestoreLatest(t *testing.T) {
+	ns := namespace(t)
+	archivedInstance(t, ns)
+	// With an archive: replayed to its end, the operator taking the latest
+	// point when the new instance starts.
+	stdout, stderr, err := run(t, "restore", "cache", "--to", "from-archive", "--latest", "-n", ns)
+	if err != nil {
+		t.Fatalf("restore --latest: %v\n%s", err, stderr)
+	}
+	if want := "redispersistence/from-archive created, replaying the archive s3://backups/team/cache to its end\n"; stdout != want {
+		t.Errorf("printed %q, want %q", stdout, want)
+	}
+	got := &v1alpha1.RedisPersistence{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: "from-archive"}, got); err != nil {
+		t.Fatal(err)
+	}
+	want := &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Archive: &v1alpha1.ArchiveRecovery{Path: "team/cache"}}}
+	if diff := cmp.Diff(want, got.Spec.Bootstrap); diff != "" {
+		t.Errorf("spec.bootstrap (-want +got):\n%s", diff)
+	}
+
+	// Without one: the newest Completed backup, which must still be there.
+	create(t, &v1alpha1.RedisPersistence{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "backed-up"},
+		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Backup: destination()},
+	}, v1alpha1.RedisPersistenceStatus{LastBackup: &v1alpha1.LastBackupStatus{Name: "backed-up-1", Point: *at(-time.Hour)}})
+	if _, _, err := run(t, "restore", "backed-up", "--to", "new", "--latest", "-n", ns); err == nil || !strings.Contains(err.Error(), `no RedisBackup "backed-up-1"`) {
+		t.Errorf("--latest of a deleted backup: err = %v", err)
+	}
+	createBackupWithStatus(t, ns, "backed-up-1", "backed-up", v1alpha1.RedisBackupStatus{
+		Phase: v1alpha1.BackupCompleted, Point: at(-time.Hour), Location: "s3://backups/" + ns + "/backed-up/backups/backed-up-1/dump.rdb",
+		SHA256: strings.Repeat("12", 32),
+	})
+	stdout, stderr, err = run(t, "restore", "backed-up", "--to", "from-backup", "--latest", "-n", ns, "--dry-run", "-o", "json")
+	if err != nil {
+		t.Fatalf("restore --latest: %v\n%s", err, stderr)
+	}
+	printed := &v1alpha1.RedisPersistence{}
+	if err := yaml.Unmarshal([]byte(stdout), printed); err != nil {
+		t.Fatal(err)
+	}
+	if b := printed.Spec.Bootstrap; b == nil || b.Recovery.Backup == nil || b.Recovery.Backup.Name != "backed-up-1" || b.Recovery.Archive != nil {
+		t.Errorf("spec.bootstrap = %+v, want the backup backed-up-1", b)
+	}
+	notCreated(t, ns, "from-backup")
+
+	// Neither: nothing to restore.
+	create(t, &v1alpha1.RedisPersistence{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fresh"},
+		Spec:       v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Backup: destination()},
+	}, v1alpha1.RedisPersistenceStatus{})
+	if _, _, err := run(t, "restore", "fresh", "--to", "new", "--latest", "-n", ns); err == nil ||
+		!strings.Contains(err.Error(), "reports neither an archive reach (status.archive) nor a Completed backup (status.lastBackup)") {
+		t.Errorf("--latest with nothing in the store: err = %v", err)
+	}
 }
