@@ -57,6 +57,11 @@ type Status struct {
 	Shards         []v1alpha1.ShardStatus   `json:"shards,omitempty"`
 	Storage        *v1alpha1.StorageStatus  `json:"storage,omitempty"`
 	Recommendation string                   `json:"recommendation,omitempty"`
+	// Users are spec.users; UsersApplied is the UsersReady condition's
+	// status (True: every running server has them).
+	Users        []User                 `json:"users,omitempty"`
+	UsersApplied metav1.ConditionStatus `json:"usersApplied,omitempty"`
+	TLS          *v1alpha1.TLSStatus    `json:"tls,omitempty"`
 	// Backup is false when the instance has no spec.backup: it has no
 	// store, so neither backups nor an archive.
 	Backup     bool                       `json:"backup"`
@@ -76,6 +81,12 @@ type UringState struct {
 	// Reason and Message are the condition's while it is not True.
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+}
+
+// User is an application user of spec.users.
+type User struct {
+	Name    string `json:"name"`
+	Enabled bool   `json:"enabled"`
 }
 
 // Event is a Warning event of the instance.
@@ -160,6 +171,7 @@ func statusOf(rp *v1alpha1.RedisPersistence, events []corev1.Event, now time.Tim
 		Shards:         rp.Status.Shards,
 		Storage:        rp.Status.Storage,
 		Recommendation: rp.Status.Recommendation,
+		TLS:            rp.Status.TLS,
 		Backup:         rp.Spec.Backup != nil,
 		LastBackup:     rp.Status.LastBackup,
 		Archive:        rp.Status.Archive,
@@ -170,7 +182,13 @@ func statusOf(rp *v1alpha1.RedisPersistence, events []corev1.Event, now time.Tim
 	case rp.Spec.Replicas > 1:
 		s.Topology = "replicated"
 	}
+	for _, u := range rp.Spec.Users {
+		s.Users = append(s.Users, User{Name: u.Name, Enabled: u.Enabled == nil || *u.Enabled})
+	}
 	for _, c := range rp.Status.Conditions {
+		if c.Type == v1alpha1.ConditionUsersReady {
+			s.UsersApplied = c.Status
+		}
 		if c.Type == v1alpha1.ConditionUringActive {
 			s.Uring = &UringState{Active: c.Status == metav1.ConditionTrue}
 			if !s.Uring.Active {
@@ -265,6 +283,8 @@ func writeStatus(w io.Writer, s *Status, now time.Time) error {
 	}
 	line("Storage:", storageLine(s.Storage, now))
 	line("Recommendation:", s.Recommendation)
+	line("Users:", usersLine(s))
+	line("TLS:", tlsLine(s.TLS, now))
 	line("Last backup:", lastBackupLine(s, now))
 	line("Archive:", archiveLine(s, now))
 	if err := tw.Flush(); err != nil {
@@ -380,6 +400,44 @@ func storageLine(st *v1alpha1.StorageStatus, now time.Time) string {
 		parts = append(parts, "measured "+age(*st.MeasuredAt, now)+" ago")
 	}
 	return strings.Join(parts, ", ")
+}
+
+func usersLine(s *Status) string {
+	if len(s.Users) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(s.Users))
+	for _, u := range s.Users {
+		name := u.Name
+		if !u.Enabled {
+			name += " (disabled)"
+		}
+		names = append(names, name)
+	}
+	line := strings.Join(names, ", ")
+	switch s.UsersApplied {
+	case metav1.ConditionTrue:
+		return line + "; applied on every running server"
+	case "":
+		return line + "; not confirmed yet"
+	}
+	return line + "; not all applied (UsersReady " + string(s.UsersApplied) + ")"
+}
+
+func tlsLine(t *v1alpha1.TLSStatus, now time.Time) string {
+	if t == nil {
+		return ""
+	}
+	line := "certificate of the Secret " + t.SecretName
+	if t.NotAfter != nil {
+		line += ", expires " + rfc3339(*t.NotAfter)
+		if t.NotAfter.After(now) {
+			line += " (in " + duration.HumanDuration(t.NotAfter.Sub(now)) + ")"
+		} else {
+			line += " (expired)"
+		}
+	}
+	return line
 }
 
 func lastBackupLine(s *Status, now time.Time) string {

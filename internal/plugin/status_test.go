@@ -35,6 +35,11 @@ func replicatedInstance(t *testing.T, ns string) {
 			Sentinel: &v1alpha1.SentinelSpec{},
 			Uring:    &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1},
 			Backup:   backup,
+			TLS:      &v1alpha1.TLSSpec{SecretName: "cache-tls"},
+			Users: []v1alpha1.UserSpec{
+				{Name: "app", Keys: []string{"app:*"}, Commands: []string{"+@read", "+@write"}},
+				{Name: "reporting", Keys: []string{"*"}, Commands: []string{"+@read"}, Enabled: ptr.To(false)},
+			},
 		},
 	}, v1alpha1.RedisPersistenceStatus{
 		ObservedGeneration: 1,
@@ -56,6 +61,7 @@ func replicatedInstance(t *testing.T, ns string) {
 			FsyncP50: dur(410 * time.Microsecond), FsyncP99: dur(1890 * time.Microsecond),
 			Samples: 2400, MeasuredAt: at(-3 * time.Hour),
 		},
+		TLS:            &v1alpha1.TLSStatus{SecretName: "cache-tls", NotAfter: at(89 * 24 * time.Hour)},
 		Recommendation: "uring ack: durable acknowledges at most about 122000 writes/s with 50 clients at fsync p50 410µs",
 		LastBackup: &v1alpha1.LastBackupStatus{
 			Name: "cache-202611281100", Point: *at(-time.Hour), CompletedAt: at(-59 * time.Minute),
@@ -69,6 +75,7 @@ func replicatedInstance(t *testing.T, ns string) {
 			condition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Ready", "the server serves with mode uring", time.Hour),
 			condition(v1alpha1.ConditionUringActive, metav1.ConditionTrue, "Active", "the append-only file is written through io_uring", time.Hour),
 			condition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, "Stable", "the server has not restarted in the last 10 minutes", time.Hour),
+			condition(v1alpha1.ConditionUsersReady, metav1.ConditionTrue, "Applied", "every running server has the users", time.Hour),
 			condition(v1alpha1.ConditionReplicating, metav1.ConditionFalse, "ReplicaLinkDown", "cache-2's link to the primary cache-0 is down", 4*time.Minute),
 			condition(v1alpha1.ConditionConfigApplied, metav1.ConditionUnknown, "ServerUnreachable", "cache-2 does not answer", 2*time.Minute),
 		},
@@ -124,6 +131,12 @@ func TestStatusJSON(t *testing.T) {
 	if got.Name != "cache" || got.Namespace != ns || got.Topology != "replicated" || got.Mode != v1alpha1.ModeUring ||
 		got.Durability != "ack durable, ackReplicas 1" || got.Engine != "uring" || got.Primary != "cache-0" || !got.Backup {
 		t.Errorf("instance fields: %+v", got)
+	}
+	if diff := cmp.Diff([]User{{Name: "app", Enabled: true}, {Name: "reporting", Enabled: false}}, got.Users); diff != "" || got.UsersApplied != metav1.ConditionTrue {
+		t.Errorf("users (-want +got):\n%s, applied %q", diff, got.UsersApplied)
+	}
+	if got.TLS == nil || got.TLS.SecretName != "cache-tls" || !got.TLS.NotAfter.Equal(at(89*24*time.Hour)) {
+		t.Errorf("tls = %+v", got.TLS)
 	}
 	if got.Uring == nil || !got.Uring.Active {
 		t.Errorf("uring = %+v, want active", got.Uring)
