@@ -107,8 +107,12 @@ server-build: ## Build the server (Valkey 8.1.1 + the io_uring AOF engine) into 
 	$(MAKE) -C images/redis-uring deps build
 
 .PHONY: build
-build: ## Build the operator binary.
+build: kubectl-uring ## Build the operator binary and the kubectl plugin.
 	go build -trimpath -o bin/operator ./cmd/operator
+
+.PHONY: kubectl-uring
+kubectl-uring: ## Build the kubectl plugin into bin/kubectl-uring (`kubectl uring` with bin/ on the PATH).
+	go build -trimpath -o bin/kubectl-uring ./cmd/kubectl-uring
 
 .PHONY: run
 run: ## Run the operator against the current kubeconfig.

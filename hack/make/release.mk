@@ -26,5 +26,5 @@ chart-version: ## Write VERSION into the chart's version and appVersion.
 	sed -i -e 's/^version: .*/version: $(VERSION)/' -e 's/^appVersion: .*/appVersion: "$(VERSION)"/' $(CHART_DIR)/Chart.yaml
 
 .PHONY: build-arm64
-build-arm64: ## Cross-compile the Go binaries (operator, seccomp-installer, bench) for linux/arm64 into bin/arm64/.
-	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath -ldflags "-s -w" -o bin/arm64/ ./cmd/operator ./cmd/seccomp-installer ./cmd/bench
+build-arm64: ## Cross-compile the Go binaries (operator, seccomp-installer, bench, kubectl-uring) for linux/arm64 into bin/arm64/.
+	CGO_ENABLED=0 GOOS=linux GOARCH=arm64 go build -trimpath -ldflags "-s -w" -o bin/arm64/ ./cmd/operator ./cmd/seccomp-installer ./cmd/bench ./cmd/kubectl-uring

@@ -80,18 +80,7 @@ func (e *Env) RunComponent(name string, args ...string) {
 	if _, err := os.Stat(bin); err != nil {
 		fail(fmt.Sprintf("%s is missing from KUBEBUILDER_ASSETS: run `make envtest-assets`", name))
 	}
-	user, err := e.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		fail(err.Error())
-	}
-	kubeconfig, err := user.KubeConfig()
-	if err != nil {
-		fail(err.Error())
-	}
-	path := filepath.Join(e.dir, name+".kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-		fail(err.Error())
-	}
+	path := e.Kubeconfig(name)
 	logFile := e.LogFile(name)
 	cmd := exec.Command(bin, append([]string{"--kubeconfig=" + path, "--leader-elect=false", "--v=1"}, args...)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -109,6 +98,25 @@ func (e *Env) UserConfig(name string) *rest.Config {
 		fail(err.Error())
 	}
 	return user.Config()
+}
+
+// Kubeconfig writes a kubeconfig file of a cluster admin called name into
+// LogDir and returns its path, for a command that takes --kubeconfig as a
+// user's does.
+func (e *Env) Kubeconfig(name string) string {
+	user, err := e.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		fail(err.Error())
+	}
+	kubeconfig, err := user.KubeConfig()
+	if err != nil {
+		fail(err.Error())
+	}
+	path := filepath.Join(e.dir, name+".kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		fail(err.Error())
+	}
+	return path
 }
 
 // InstallCRDs installs CRD files into the running API server and waits until they are served.
