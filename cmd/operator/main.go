@@ -118,6 +118,7 @@ func main() {
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "uring-redis-operator.uringredis.io",
+		EventBroadcaster:       controllers.EventBroadcaster(), //nolint:staticcheck // lives as long as the process
 	})
 	if err != nil {
 		setupLog.Error(err, "creating the manager")
