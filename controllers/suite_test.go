@@ -42,6 +42,11 @@ var (
 // scheduler beside it. Only the kubelet is missing: tests that need a running
 // pod write the pod status a kubelet would.
 func TestMain(m *testing.M) {
+	// The suite waits on reconciles, servers and timers far more than it
+	// computes: two processes, each with its own API server and operator.
+	if code, done := testenv.RunShards(m, 2); done {
+		os.Exit(code)
+	}
 	env = testenv.Start(m)
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(env.LogFile("operator"))))
 	k8s = env.Client
@@ -66,6 +71,7 @@ func TestMain(m *testing.M) {
 		Cache:                  withRedisPersistenceSelector(CacheOptions(nil), notUpgradeTestInstances),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		EventBroadcaster:       EventBroadcaster(), //nolint:staticcheck // lives as long as the process
 	})
 	if err != nil {
 		panic(err)
