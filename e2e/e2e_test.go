@@ -134,6 +134,19 @@ func selectTier() error {
 	return nil
 }
 
+// phases logs how long each phase of a long scenario took: phase(name)
+// ends the one before and begins name; phase("") ends the last.
+func phases(t *testing.T) func(name string) {
+	var current string
+	var began time.Time
+	return func(name string) {
+		if current != "" {
+			t.Logf("phase %q took %s", current, time.Since(began).Round(100*time.Millisecond))
+		}
+		current, began = name, time.Now()
+	}
+}
+
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
 		return v

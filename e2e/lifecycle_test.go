@@ -41,8 +41,11 @@ func TestOperatorLifecycle(t *testing.T) {
 	chart := func(v string) []string { return chartArgs(chartRef, v, operatorNS) }
 	helm := func(args ...string) { t.Helper(); runHelm(t, helmBin, args...) }
 	ctx := context.Background()
+	phase := phases(t)
+	defer phase("")
 
 	// Release N-1, as a user would run it before upgrading.
+	phase("helm upgrade to the previous release, three instances Ready")
 	helm(append([]string{"upgrade", release}, append(chart(previous), "--reuse-values", "--wait", "--timeout", "5m")...)...)
 	const name = "lifecycle"
 	rp := create(t, name, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
@@ -80,6 +83,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	}
 
 	// helm upgrade: a changed value rolls the operator, which keeps working.
+	phase("helm upgrade of a value, the operator reconciles")
 	helm(append([]string{"upgrade", release}, append(chart(previous), "--reuse-values", "--set", "logLevel=debug", "--wait", "--timeout", "5m")...)...)
 	deployments := &appsv1.DeploymentList{}
 	if err := k8s.List(ctx, deployments, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/instance": release}); err != nil {
@@ -94,6 +98,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	// is N's. It restarts the instances that follow the default one at a time
 	// (--max-concurrent-upgrades 1), in name order, each once the one before
 	// is Ready on the new image, and leaves the pinned one alone.
+	phase("helm upgrade to this release, the instances rolled one at a time")
 	pinnedPod := getPod(t, pinned+"-0")
 	helm(append([]string{"upgrade", release}, append(chart(version), "--reuse-values", "--wait", "--timeout", "5m")...)...)
 	upgradeImage := operatorRedisImage(t, operatorNS, release)
@@ -133,6 +138,7 @@ func TestOperatorLifecycle(t *testing.T) {
 
 	// helm uninstall: the operator goes, the CRDs (crds.keep) and every
 	// instance with its data stay.
+	phase("helm uninstall")
 	helm("uninstall", release, "--namespace", operatorNS, "--wait", "--timeout", "5m")
 	waitGone(t, "the chart's operator Deployment", func() error {
 		return k8s.List(ctx, deployments, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/instance": release})
@@ -148,6 +154,7 @@ func TestOperatorLifecycle(t *testing.T) {
 
 	// dist/install.yaml: kubectl apply brings up an operator that takes the
 	// existing instance over.
+	phase("install.yaml applied, the operator reconciles, deleted")
 	run(t, kubectl[0], append(kubectl[1:], "apply", "--server-side", "--force-conflicts", "-f", installYAML)...)
 	run(t, kubectl[0], append(kubectl[1:], "-n", operatorNS, "rollout", "status", "deployment/uring-redis-controller-manager", "--timeout", "3m")...)
 	setFsync(v1alpha1.FsyncEverySec)
@@ -164,6 +171,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	}, nil)
 
 	// helm install again: the chart creates the CRDs and the operator anew.
+	phase("helm install again, a new instance Ready")
 	helm(append([]string{"install", release}, append(chart(version), "--create-namespace", "--wait", "--timeout", "5m")...)...)
 	create(t, name+"-again", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways}})
 	waitReady(t, name+"-again")
