@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chartutil"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -888,4 +889,60 @@ func TestServiceMonitorFollowsSecureMetrics(t *testing.T) {
 	if len(reader.Rules) != 1 || !slices.Equal(reader.Rules[0].NonResourceURLs, []string{"/metrics"}) || !slices.Equal(reader.Rules[0].Verbs, []string{"get"}) {
 		t.Errorf("metrics-reader rules %+v", reader.Rules)
 	}
+}
+
+// TestOperatorStandbyByDefault: two operator replicas that prefer different
+// nodes and a PodDisruptionBudget that evicts one at a time; one replica has
+// no anti-affinity to ask for, and affinity given by the user replaces ours.
+func TestOperatorStandbyByDefault(t *testing.T) {
+	type deployment struct {
+		Spec struct {
+			Replicas *int32                 `json:"replicas"`
+			Template corev1.PodTemplateSpec `json:"template"`
+		} `json:"spec"`
+	}
+	objs := render(t, nil)
+	d := convert[deployment](t, one(t, objs, "Deployment", "uring-redis-operator"))
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("operator replicas %v, want 2", d.Spec.Replicas)
+	}
+	aff := d.Spec.Template.Spec.Affinity
+	if aff == nil || aff.PodAntiAffinity == nil || len(aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Fatalf("operator affinity %+v: want one preferred pod anti-affinity", aff)
+	}
+	term := aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
+	if term.TopologyKey != "kubernetes.io/hostname" || term.LabelSelector == nil || !selects(term.LabelSelector.MatchLabels, d.Spec.Template.Labels) {
+		t.Errorf("anti-affinity term %+v does not keep the operator's own pods apart by host (pod labels %v)", term, d.Spec.Template.Labels)
+	}
+	pdb := convert[policyv1.PodDisruptionBudget](t, one(t, objs, "PodDisruptionBudget", "uring-redis-operator"))
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil ||
+		!selects(pdb.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+		t.Errorf("operator PodDisruptionBudget %+v: want maxUnavailable 1 selecting the operator's pods %v", pdb.Spec, d.Spec.Template.Labels)
+	}
+
+	single := convert[deployment](t, one(t, render(t, map[string]any{"replicaCount": 1}), "Deployment", "uring-redis-operator"))
+	if single.Spec.Template.Spec.Affinity != nil {
+		t.Errorf("one replica: affinity %+v, want none", single.Spec.Template.Spec.Affinity)
+	}
+	own := map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+		"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "pool", "operator": "In", "values": []any{"system"}}}}}}}}
+	mine := convert[deployment](t, one(t, render(t, map[string]any{"affinity": own}), "Deployment", "uring-redis-operator"))
+	if a := mine.Spec.Template.Spec.Affinity; a == nil || a.NodeAffinity == nil || a.PodAntiAffinity != nil {
+		t.Errorf("the user's affinity: rendered %+v, want theirs alone", a)
+	}
+	for _, o := range render(t, map[string]any{"podDisruptionBudget": map[string]any{"enabled": false}}) {
+		if o.GetKind() == "PodDisruptionBudget" {
+			t.Errorf("podDisruptionBudget.enabled=false rendered %s", o.GetName())
+		}
+	}
+}
+
+// selects says whether every label of selector is on labels.
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(selector) > 0
 }
