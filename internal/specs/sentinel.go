@@ -54,6 +54,12 @@ const (
 	// sentinelFailoverTimeoutMillis bounds one failover attempt; the next
 	// attempt on the same primary waits twice as long.
 	sentinelFailoverTimeoutMillis = 60000
+
+	// MaxServers is spec.replicas' Maximum. The start scripts look for a
+	// server at every ordinal below it (lookups.sh, servers) instead of
+	// reading the server count, which would be in the pod template: every
+	// scale would restart every server and Sentinel.
+	MaxServers = 9
 )
 
 // sentinelSpecOf is spec.sentinel with the CRD's defaults.
@@ -90,7 +96,7 @@ func lookupsEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 	return append([]corev1.EnvVar{
 		EnvVar("INSTANCE", rp.Name),
 		EnvVar("DOMAIN", HeadlessDomain(rp)),
-		EnvVar("SERVERS", strconv.Itoa(int(ReplicasOf(rp)))),
+		EnvVar("MAX_SERVERS", strconv.Itoa(MaxServers)),
 		EnvVar("SERVER_PORT", strconv.Itoa(RedisPort)),
 		EnvVar("SENTINEL_NAME", SentinelName(rp)),
 		EnvVar("SENTINELS", strconv.Itoa(int(sentinelSpecOf(rp).Count))),
