@@ -171,10 +171,11 @@ func spreadOverNodes(labels map[string]string, how v1alpha1.PodAntiAffinity) *co
 // PodAntiAffinityFor decides how strictly the servers (of a shard, for a
 // sharded instance) are kept apart: Required when there are at least as
 // many eligible nodes as servers,
-// Preferred otherwise. An existing StatefulSet keeps its choice while the
-// replica count stays, so that a node joining does not roll every server; a
-// Required that the nodes no longer satisfy becomes Preferred, so that a lost
-// node does not leave a server unschedulable.
+// Preferred otherwise. An existing StatefulSet keeps its choice, so that a
+// node joining or a scale does not roll every server; only a Required that
+// the nodes no longer satisfy (a lost node, or a scale out beyond the
+// eligible nodes) becomes Preferred, which rolls the servers, so that no
+// server waits unschedulable.
 func PodAntiAffinityFor(rp *v1alpha1.RedisPersistence, eligible int, existing *appsv1.StatefulSet) v1alpha1.PodAntiAffinity {
 	apart := ReplicasOf(rp)
 	if Sharded(rp) {
@@ -184,7 +185,7 @@ func PodAntiAffinityFor(rp *v1alpha1.RedisPersistence, eligible int, existing *a
 		return ""
 	}
 	fits := eligible >= int(apart)
-	if existing != nil && ptr.Deref(existing.Spec.Replicas, 1) == apart {
+	if existing != nil {
 		switch antiAffinityOf(existing) {
 		case v1alpha1.AntiAffinityPreferred:
 			return v1alpha1.AntiAffinityPreferred
