@@ -32,7 +32,9 @@ import (
 // primary now, without the operator. Every server and Sentinel announces its
 // stable DNS name under the headless Service (replica-announce-ip, Sentinel
 // announce-hostnames), so a pod whose IP changes is still the same instance
-// to the others.
+// to the others. The server count is in no pod template (the scripts find
+// the servers by name, MaxServers), so a scale adds or removes pods only
+// (controllers/redispersistence_scale.go).
 const (
 	SentinelPort = 26379
 
