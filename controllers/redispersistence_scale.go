@@ -292,24 +292,6 @@ func (r *RedisPersistenceReconciler) forgetRemovedReplicas(ctx context.Context, 
 	if view.primary == "" {
 		return nil
 	}
-	var current []corev1.Pod
-	for i := range pods {
-		if pods[i].DeletionTimestamp.IsZero() {
-			current = append(current, pods[i])
-		}
-	}
-	// A replica named by its pod's host name (as the servers announce
-	// themselves) is removed when a scale-in took its ordinal, not while its
-	// pod is replaced; one named otherwise when no pod is at its address.
-	removed := func(addr string) bool {
-		if host, _, err := net.SplitHostPort(addr); err == nil {
-			if pod, ok := podOfHost(rp, host); ok {
-				return ordinalOf(pod) >= int(specs.ReplicasOf(rp))
-			}
-		}
-		_, known := podOfAddress(rp, current, addr, r.ServerAddress)
-		return !known
-	}
 	sentinels, err := r.sentinelPods(ctx, rp)
 	if err != nil {
 		return err
@@ -322,7 +304,7 @@ func (r *RedisPersistenceReconciler) forgetRemovedReplicas(ctx context.Context, 
 		}
 		for _, replica := range replicas {
 			addr := replica["name"]
-			if !strings.Contains(replica["flags"], "s_down") || !removed(addr) {
+			if !strings.Contains(replica["flags"], "s_down") || !removedReplica(rp, pods, addr, r.ServerAddress) {
 				continue
 			}
 			if err := serverDo(ctx, r.SentinelAddress(sentinel), creds, "SENTINEL", "RESET", rp.Name); err != nil {
@@ -333,6 +315,27 @@ func (r *RedisPersistenceReconciler) forgetRemovedReplicas(ctx context.Context, 
 		}
 	}
 	return nil
+}
+
+// removedReplica says whether the replica a Sentinel lists at addr is gone
+// for good. One named by its pod's host name (as the servers announce
+// themselves) is when a scale-in took its ordinal, not while its pod is
+// replaced; one named otherwise when no server pod that stays is at its
+// address.
+func removedReplica(rp *v1alpha1.RedisPersistence, pods []corev1.Pod, addr string, serverAddress func(*corev1.Pod) string) bool {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		if pod, ok := podOfHost(rp, host); ok {
+			return ordinalOf(pod) >= int(specs.ReplicasOf(rp))
+		}
+	}
+	var staying []corev1.Pod
+	for i := range pods {
+		if pods[i].DeletionTimestamp.IsZero() {
+			staying = append(staying, pods[i])
+		}
+	}
+	_, known := podOfAddress(rp, staying, addr, serverAddress)
+	return !known
 }
 
 // sentinelReplicas is SENTINEL REPLICAS: each replica a Sentinel knows, as

@@ -16,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -47,6 +49,30 @@ func TestDecideScaleIn(t *testing.T) {
 		step, why := decideScaleIn(tc.current, tc.wanted, tc.view)
 		if step != tc.want || !strings.Contains(why, tc.wantWhySubstring) {
 			t.Errorf("%s: step %d (%q), want %d (with %q)", tc.desc, step, why, tc.want, tc.wantWhySubstring)
+		}
+	}
+}
+
+func TestRemovedReplica(t *testing.T) {
+	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
+	rp.Spec.Replicas = 2
+	pods := []corev1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Name: "cache-0"}, Status: corev1.PodStatus{PodIP: "10.0.0.1"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "cache-2", DeletionTimestamp: ptr.To(metav1.Now())}, Status: corev1.PodStatus{PodIP: "10.0.0.3"}},
+	}
+	byIP := func(pod *corev1.Pod) string { return net.JoinHostPort(pod.Status.PodIP, "6379") }
+	for _, tc := range []struct {
+		addr string
+		want bool
+	}{
+		{"cache-2.cache-headless.apps.svc:6379", true},  // ordinal 2 of 2 servers: scaled away
+		{"cache-1.cache-headless.apps.svc:6379", false}, // no pod now, but its ordinal stays: being replaced
+		{"10.0.0.1:6379", false},                        // the address of a server that stays
+		{"10.0.0.3:6379", true},                         // the address of a pod going away
+		{"10.0.0.9:0", true},                            // no server's (a backup agent's snapshot)
+	} {
+		if got := removedReplica(rp, pods, tc.addr, byIP); got != tc.want {
+			t.Errorf("removedReplica(%s) = %t, want %t", tc.addr, got, tc.want)
 		}
 	}
 }
