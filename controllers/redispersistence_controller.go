@@ -391,6 +391,13 @@ func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.Red
 	}
 	// The StatefulSet goes last: its pods start from the ConfigMap applied above.
 	in.AntiAffinity = obs.antiAffinity
+	if specs.Replicated(rp) {
+		servers, err := r.serversToRun(ctx, rp, creds.server, obs.statefulSet)
+		if err != nil {
+			return nil, err
+		}
+		in.Servers = servers
+	}
 	sts, heldUpgrade, err := r.applyStatefulSet(ctx, rp, in, obs.statefulSet)
 	if err != nil {
 		return nil, err

@@ -73,9 +73,11 @@ func replicationInfoFrom(fields map[string]string) replicationInfo {
 // replicationView is what a reconcile learned of a replicated instance.
 type replicationView struct {
 	// primary is the pod the Sentinels name and that confirms it, or "".
-	primary   string
-	servers   []v1alpha1.ReplicaStatus
-	condition condition
+	primary string
+	// primaryAddr is where the Sentinels say primary is (host:port).
+	primaryAddr string
+	servers     []v1alpha1.ReplicaStatus
+	condition   condition
 }
 
 // sentinelAnswer is one Sentinel's primary, as host:port; "" when it did not answer.
@@ -131,7 +133,7 @@ func decideReplication(rp *v1alpha1.RedisPersistence, pods []corev1.Pod, answers
 		named, known = podOfAddress(rp, pods, addr, serverAddress)
 	}
 	if known && infos[named].role == "master" {
-		view.primary = named
+		view.primary, view.primaryAddr = named, addr
 	}
 
 	names := make([]string, 0, len(pods))
@@ -328,6 +330,11 @@ func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1
 		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "FailedOver", "the Sentinels promoted %s; %s was primary", view.primary, previous)
 	}
 	if err := r.labelRoles(ctx, rp, pods, view.primary); err != nil {
+		return err
+	}
+	resetCtx, cancelReset := context.WithTimeout(ctx, replicationBudget)
+	defer cancelReset()
+	if err := r.forgetRemovedReplicas(resetCtx, rp, creds, pods, view); err != nil {
 		return err
 	}
 	obs.replication = &view

@@ -32,7 +32,9 @@ import (
 // primary now, without the operator. Every server and Sentinel announces its
 // stable DNS name under the headless Service (replica-announce-ip, Sentinel
 // announce-hostnames), so a pod whose IP changes is still the same instance
-// to the others.
+// to the others. The server count is in no pod template (the scripts find
+// the servers by name, MaxServers), so a scale adds or removes pods only
+// (controllers/redispersistence_scale.go).
 const (
 	SentinelPort = 26379
 
@@ -54,6 +56,12 @@ const (
 	// sentinelFailoverTimeoutMillis bounds one failover attempt; the next
 	// attempt on the same primary waits twice as long.
 	sentinelFailoverTimeoutMillis = 60000
+
+	// MaxServers is spec.replicas' Maximum. The start scripts look for a
+	// server at every ordinal below it (lookups.sh, servers) instead of
+	// reading the server count, which would be in the pod template: every
+	// scale would restart every server and Sentinel.
+	MaxServers = 9
 )
 
 // sentinelSpecOf is spec.sentinel with the CRD's defaults.
@@ -90,7 +98,7 @@ func lookupsEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 	return append([]corev1.EnvVar{
 		EnvVar("INSTANCE", rp.Name),
 		EnvVar("DOMAIN", HeadlessDomain(rp)),
-		EnvVar("SERVERS", strconv.Itoa(int(ReplicasOf(rp)))),
+		EnvVar("MAX_SERVERS", strconv.Itoa(MaxServers)),
 		EnvVar("SERVER_PORT", strconv.Itoa(RedisPort)),
 		EnvVar("SENTINEL_NAME", SentinelName(rp)),
 		EnvVar("SENTINELS", strconv.Itoa(int(sentinelSpecOf(rp).Count))),
@@ -165,10 +173,11 @@ func spreadOverNodes(labels map[string]string, how v1alpha1.PodAntiAffinity) *co
 // PodAntiAffinityFor decides how strictly the servers (of a shard, for a
 // sharded instance) are kept apart: Required when there are at least as
 // many eligible nodes as servers,
-// Preferred otherwise. An existing StatefulSet keeps its choice while the
-// replica count stays, so that a node joining does not roll every server; a
-// Required that the nodes no longer satisfy becomes Preferred, so that a lost
-// node does not leave a server unschedulable.
+// Preferred otherwise. An existing StatefulSet keeps its choice, so that a
+// node joining or a scale does not roll every server; only a Required that
+// the nodes no longer satisfy (a lost node, or a scale out beyond the
+// eligible nodes) becomes Preferred, which rolls the servers, so that no
+// server waits unschedulable.
 func PodAntiAffinityFor(rp *v1alpha1.RedisPersistence, eligible int, existing *appsv1.StatefulSet) v1alpha1.PodAntiAffinity {
 	apart := ReplicasOf(rp)
 	if Sharded(rp) {
@@ -178,7 +187,7 @@ func PodAntiAffinityFor(rp *v1alpha1.RedisPersistence, eligible int, existing *a
 		return ""
 	}
 	fits := eligible >= int(apart)
-	if existing != nil && ptr.Deref(existing.Spec.Replicas, 1) == apart {
+	if existing != nil {
 		switch antiAffinityOf(existing) {
 		case v1alpha1.AntiAffinityPreferred:
 			return v1alpha1.AntiAffinityPreferred

@@ -52,6 +52,10 @@ type PodInputs struct {
 	// which cannot reload them, restart when they change. The servers
 	// reload them without a restart (serveCertificate).
 	TLSHash string
+	// Servers is how many servers the StatefulSet runs; 0 is spec.replicas.
+	// A scale-in keeps the servers it would remove while the primary is one
+	// of them (controllers/redispersistence_scale.go).
+	Servers int32
 }
 
 func NewPodInputs(rp *v1alpha1.RedisPersistence, password string) PodInputs {
@@ -240,7 +244,7 @@ func buildAffinity(rp *v1alpha1.RedisPersistence) *corev1.Affinity {
 }
 
 func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *appsv1.StatefulSet {
-	return statefulSet(rp, opts, in, rp.Name, ReplicasOf(rp), SelectorLabels(rp), PodTemplate(rp, opts, in))
+	return statefulSet(rp, opts, in, rp.Name, cmp.Or(in.Servers, ReplicasOf(rp)), SelectorLabels(rp), PodTemplate(rp, opts, in))
 }
 
 // statefulSet runs replicas pods of template, selected by selector, each

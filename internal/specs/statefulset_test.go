@@ -338,7 +338,10 @@ func TestPodAntiAffinityFor(t *testing.T) {
 		{"preferred stays when a node joins", 5, with(3, v1alpha1.AntiAffinityPreferred), v1alpha1.AntiAffinityPreferred},
 		{"required stays", 3, with(3, v1alpha1.AntiAffinityRequired), v1alpha1.AntiAffinityRequired},
 		{"required gives way when a node is lost", 2, with(3, v1alpha1.AntiAffinityRequired), v1alpha1.AntiAffinityPreferred},
-		{"decided again when the replica count changes", 5, with(2, v1alpha1.AntiAffinityPreferred), v1alpha1.AntiAffinityRequired},
+		// A scale restarts no server.
+		{"preferred stays through a scale", 5, with(2, v1alpha1.AntiAffinityPreferred), v1alpha1.AntiAffinityPreferred},
+		{"required stays through a scale the nodes hold", 3, with(2, v1alpha1.AntiAffinityRequired), v1alpha1.AntiAffinityRequired},
+		{"required gives way to a scale beyond the nodes", 2, with(2, v1alpha1.AntiAffinityRequired), v1alpha1.AntiAffinityPreferred},
 	} {
 		if got := specs.PodAntiAffinityFor(rp, tc.eligible, tc.existing); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.desc, got, tc.want)

@@ -1,6 +1,6 @@
 # The shell functions both start scripts (server-start.sh, sentinel-start.sh)
 # begin with. The instance is in the environment: INSTANCE (the servers' pod
-# name prefix and the name the Sentinels monitor it by), SERVERS,
+# name prefix and the name the Sentinels monitor it by), MAX_SERVERS,
 # SERVER_PORT, SENTINEL_NAME (the Sentinels' pod name prefix), SENTINELS,
 # SENTINEL_PORT, and DOMAIN, under which every pod has its host name.
 #
@@ -30,16 +30,36 @@ sentinel_view() {
   done | grep -v -e '^$' -e ' ' | sort | uniq -c | sort -rn | awk 'NR == 1 { print $2 }'
 }
 
+# servers prints the host names of the servers that exist now, in ordinal
+# order. How many servers there are is not in the environment: a value there
+# would be in the pod template, and every scale would restart every pod. The
+# servers are found by name instead. A server pod's name resolves (the
+# headless Service publishes not-ready addresses) from when the pod has an
+# address until it is deleted, so the servers are the ordinals whose names
+# resolve, among all MAX_SERVERS ordinals spec.replicas allows. Every ordinal
+# is tried, not only up to the first that does not resolve: one in the middle
+# may be away (its pod being replaced, or pending while its node is gone)
+# while higher ones run. The ordinals a scale-in removed stop resolving once
+# their pods are deleted. A name that does not resolve costs a DNS answer,
+# not a connection timeout. The Sentinels are no source for this: a server
+# asks the servers exactly when no Sentinel knows the primary.
+servers() {
+  i=0
+  while [ "$i" -lt "$MAX_SERVERS" ]; do
+    if getent hosts "$INSTANCE-$i.$DOMAIN" >/dev/null; then
+      echo "$INSTANCE-$i.$DOMAIN"
+    fi
+    i=$((i + 1))
+  done
+}
+
 # server_primary prints the first other server than $self that says it is
 # primary.
 server_primary() {
-  i=0
-  while [ "$i" -lt "$SERVERS" ]; do
-    host="$INSTANCE-$i.$DOMAIN"
+  for host in $(servers); do
     if [ "$host" != "${self:-}" ] && cli --no-auth-warning -t 1 -h "$host" -p "$SERVER_PORT" INFO replication 2>/dev/null | grep -q '^role:master'; then
       echo "$host"
       return
     fi
-    i=$((i + 1))
   done
 }

@@ -38,15 +38,12 @@ has_data() { [ -e "$DATA_DIR/dump.rdb" ] || [ -d "$DATA_DIR/appendonlydir" ]; }
 # replica_with_data prints the first other server that answers as a replica
 # and has received data (slave_repl_offset above 0), or nothing.
 replica_with_data() {
-  i=0
-  while [ "$i" -lt "$SERVERS" ]; do
-    host="$INSTANCE-$i.$DOMAIN"
+  for host in $(servers); do
     if [ "$host" != "$self" ] && cli --no-auth-warning -t 1 -h "$host" -p "$SERVER_PORT" INFO replication 2>/dev/null |
       tr -d '\r' | awk -F: '$1 == "role" && $2 == "slave" { r = 1 } $1 == "slave_repl_offset" && $2 > 0 { o = 1 } END { exit !(r && o) }'; then
       echo "$host"
       return
     fi
-    i=$((i + 1))
   done
 }
 
