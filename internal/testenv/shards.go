@@ -35,11 +35,11 @@ const shardEnv = "TESTENV_SHARD"
 // always has, so no test shares its process with one it did not before.
 // The first shard's output is streamed; the others' follows it, whole, so
 // `go test -json` reads every test's events in order. Coverage is kept: the
-// shards write their counters into the same -test.gocoverdir, which go test
-// merges into -coverprofile (`go tool cover -func` on the controllers' lines
-// of bin/cover.out: 86.8% sharded, 87.0% in one process). The percentage go
-// test prints on the package's line is lower (75.7%): it is this process's
-// own reading of the directory, not the profile.
+// shards write their counters into the same -test.gocoverdir, and the
+// -coverprofile go test writes holds both (`go tool cover -func` on the
+// controllers' lines of bin/cover.out: 86.8% sharded, 87.0% in one
+// process). The percentage printed on the package's line is not that
+// profile's: it read 75.7% in the same sharded run.
 //
 // It does nothing (done false) in a shard, for a run that names its tests
 // with -run, when listing, or with TESTENV_SHARDS=1.
