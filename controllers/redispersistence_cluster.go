@@ -37,7 +37,9 @@ import (
 //  2. once every server of every shard answers, and none serves a slot, the
 //     cluster is formed: MEET, each shard's first server gets an even share
 //     of the slots, the others replicate it;
-//  3. on a formed cluster, servers it does not know are met, a new shard's
+//  3. on a formed cluster, nodes that others record at addresses they left
+//     (every pod restarted at once, on new IPs) are introduced again at
+//     their new ones, servers it does not know are met, a new shard's
 //     first server becomes its primary and the rest replicate it, and a
 //     shard's server that replicates no one of its shard is made to;
 //  4. shards added (spec.cluster.shards raised) receive their share of the
@@ -524,6 +526,12 @@ func (r *RedisPersistenceReconciler) convergeCluster(ctx context.Context, rp *v1
 		return clusterStep{changed: true}, nil
 	}
 
+	// Nodes the others record at addresses they left: every pod restarted
+	// at once, and none can reach another (cluster.PlanIntroductions).
+	if step, done, err := r.reintroduceNodes(ctx, rp, admin, view); done {
+		return step, err
+	}
+
 	seed := view.seed()
 	if seed == nil {
 		return clusterStep{waiting: "no server that knows the cluster answers", requeue: 5 * time.Second}, nil
@@ -644,6 +652,33 @@ func (r *RedisPersistenceReconciler) convergeCluster(ctx context.Context, rp *v1
 		step.removed = append(step.removed, i)
 	}
 	return step, nil
+}
+
+// reintroduceNodes sends the CLUSTER MEETs that bring the nodes of a
+// formed cluster back together when some record others at addresses where
+// they no longer listen (cluster.PlanIntroductions says why the operator,
+// which reads every pod's new address, is the one to). done says it took
+// the step.
+func (r *RedisPersistenceReconciler) reintroduceNodes(ctx context.Context, rp *v1alpha1.RedisPersistence, admin *cluster.Admin, view *clusterView) (step clusterStep, done bool, err error) {
+	var members []cluster.Member
+	for _, s := range view.servers() {
+		if s.answered() {
+			members = append(members, cluster.Member{Addr: s.addr, Nodes: s.nodes})
+		}
+	}
+	plan := cluster.PlanIntroductions(members)
+	if len(plan) == 0 {
+		return clusterStep{}, false, nil
+	}
+	moved := map[string]bool{}
+	for _, in := range plan {
+		moved[in.ID] = true
+	}
+	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "ClusterReintroducing", "%d nodes listen at new addresses the others do not know: introducing them again (CLUSTER MEET)", len(moved))
+	if err := admin.Introduce(ctx, plan); err != nil {
+		return clusterStep{changed: true, waiting: "introducing nodes at their new addresses", requeue: time.Second}, true, err
+	}
+	return clusterStep{changed: true, waiting: "introducing nodes at their new addresses", requeue: time.Second}, true, nil
 }
 
 // deleteShard deletes shard i's StatefulSet and disruption budget. Its
