@@ -268,8 +268,11 @@ func restartEveryPod(t *testing.T, name string, shards int) {
 		for _, s := range rp.Status.Shards {
 			for _, srv := range s.Servers {
 				pod := &corev1.Pod{}
-				if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: srv.Pod}, pod); err != nil || old[string(pod.UID)] {
-					return fmt.Errorf("pod %s is not replaced yet (%v)", srv.Pod, err)
+				if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: srv.Pod}, pod); err != nil {
+					return err
+				}
+				if old[string(pod.UID)] {
+					return fmt.Errorf("pod %s is not replaced yet", srv.Pod)
 				}
 			}
 		}
