@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -149,7 +150,8 @@ func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	if exit, ok := err.(*exec.ExitError); ok && exit.ExitCode() > 0 {
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() > 0 {
 		return exit.ExitCode()
 	}
 	fmt.Fprintln(os.Stderr, "testenv: shard:", err)
