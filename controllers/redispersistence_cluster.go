@@ -657,9 +657,9 @@ func (r *RedisPersistenceReconciler) convergeCluster(ctx context.Context, rp *v1
 // reintroduceNodes sends the CLUSTER MEETs that bring the nodes of a
 // formed cluster back together when some record others at addresses where
 // they no longer listen (cluster.PlanIntroductions says why the operator,
-// which reads every pod's new address, is the one to). done says it took
-// the step.
-func (r *RedisPersistenceReconciler) reintroduceNodes(ctx context.Context, rp *v1alpha1.RedisPersistence, admin *cluster.Admin, view *clusterView) (step clusterStep, done bool, err error) {
+// which reads every pod's new address, is the one to). The bool says it
+// took the step.
+func (r *RedisPersistenceReconciler) reintroduceNodes(ctx context.Context, rp *v1alpha1.RedisPersistence, admin *cluster.Admin, view *clusterView) (clusterStep, bool, error) {
 	var members []cluster.Member
 	for _, s := range view.servers() {
 		if s.answered() {
@@ -675,10 +675,9 @@ func (r *RedisPersistenceReconciler) reintroduceNodes(ctx context.Context, rp *v
 		moved[in.ID] = true
 	}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "ClusterReintroducing", "%d nodes listen at new addresses the others do not know: introducing them again (CLUSTER MEET)", len(moved))
-	if err := admin.Introduce(ctx, plan); err != nil {
-		return clusterStep{changed: true, waiting: "introducing nodes at their new addresses", requeue: time.Second}, true, err
-	}
-	return clusterStep{changed: true, waiting: "introducing nodes at their new addresses", requeue: time.Second}, true, nil
+	// The handshakes take a moment: the next read plans what is still apart.
+	step := clusterStep{changed: true, waiting: "introducing nodes at their new addresses", requeue: time.Second}
+	return step, true, admin.Introduce(ctx, plan)
 }
 
 // deleteShard deletes shard i's StatefulSet and disruption budget. Its
