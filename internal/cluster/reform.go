@@ -37,10 +37,14 @@ import (
 // ID (CLUSTER NODES, myself), so it sends the MEETs: the least that brings
 // back every node as itself, slots, roles and replication included (a
 // replica whose primary moves follows it, replicationSetPrimary). The
-// servers' start script could MEET their peers by DNS name too, but a
-// headless Service publishes only Ready pods, the script would run beside
-// the server, not before it, and the operator already watches every
-// address with the credentials and TLS the bus needs.
+// servers' start script could MEET its peers by their DNS names (the
+// headless Service publishes pods before they are Ready), but at its start
+// most peers do not exist yet (each shard's StatefulSet starts its pods in
+// order), so it would have to go on beside the server, a second process in
+// the container that retries, with the credentials and TLS of the bus; the
+// operator already reads every server on every reconcile with both, and
+// plans from what each node records, so it also mends a cluster only partly
+// apart. The price: while no operator runs, the cluster waits for one.
 
 // Member is a server that answers, as the operator sees it now: the
 // address it serves clients at (IP and port) and CLUSTER NODES as it
