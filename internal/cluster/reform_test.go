@@ -149,6 +149,31 @@ func TestIntroductionsReformTheCluster(t *testing.T) {
 		}
 	}
 	_ = writer.Close()
+
+	addrs := restartOnNewPorts(t, admin, servers, durable)
+	shards = nil
+	for _, a := range addrs {
+		shards = append(shards, []string{a})
+	}
+	checkShares(t, admin, shards)
+	reader := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs[1:]})
+	defer func() { _ = reader.Close() }()
+	for k := range keys {
+		if got, err := reader.Get(ctx, fmt.Sprintf("key:%d", k)).Int(); err != nil || got != k {
+			t.Errorf("key:%d is %d (%v), want %d", k, got, err, k)
+		}
+	}
+}
+
+// restartOnNewPorts stops every server of servers, starts each again on its
+// data with config on new ports, checks that each came back as the node it
+// was, plans and sends the introductions (one per ordered pair), waits for
+// every node to see the cluster ok and for a second plan to find nothing
+// left, and returns the new addresses in the order of servers, which it
+// updates.
+func restartOnNewPorts(t *testing.T, admin *Admin, servers []*testenv.Server, config string) []string {
+	t.Helper()
+	ctx := context.Background()
 	var ids []string
 	for _, s := range servers {
 		id, err := admin.myID(ctx, s.Addr)
@@ -158,54 +183,41 @@ func TestIntroductionsReformTheCluster(t *testing.T) {
 		ids = append(ids, id)
 		s.Stop(t)
 	}
-
-	var members []Member
-	shards = nil
+	var addrs []string
 	for i, s := range servers {
-		servers[i] = testenv.RunClusterNode(t, s.Dir, durable)
-		shards = append(shards, []string{servers[i].Addr})
-		nodes, err := admin.Nodes(ctx, servers[i].Addr)
-		if err != nil {
-			t.Fatal(err)
+		servers[i] = testenv.RunClusterNode(t, s.Dir, config)
+		addrs = append(addrs, servers[i].Addr)
+		if id, err := admin.myID(ctx, servers[i].Addr); err != nil || id != ids[i] {
+			t.Fatalf("%s restarted as node %s (%v), want %s", servers[i].Addr, id, err, ids[i])
 		}
-		if me := myself(nodes); me.ID != ids[i] {
-			t.Fatalf("%s restarted as node %s, want %s", servers[i].Addr, me.ID, ids[i])
-		}
-		members = append(members, Member{Addr: servers[i].Addr, Nodes: nodes})
 	}
-	plan := PlanIntroductions(members)
-	if len(plan) != 6 {
-		t.Fatalf("planned %d introductions, want 6: %+v", len(plan), plan)
+	plan := PlanIntroductions(members(t, admin, addrs))
+	if n := len(servers); len(plan) != n*(n-1) {
+		t.Fatalf("planned %d introductions, want %d: %+v", len(plan), n*(n-1), plan)
 	}
 	start := time.Now()
 	if err := admin.Introduce(ctx, plan); err != nil {
 		t.Fatal(err)
 	}
-	var addrs []string
-	for _, s := range shards {
-		addrs = append(addrs, s[0])
-	}
 	if err := admin.WaitHealthy(ctx, addrs); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("the cluster was ok %s after the introductions", time.Since(start).Round(10*time.Millisecond))
-	checkShares(t, admin, shards)
-	reader := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs[1:]})
-	defer func() { _ = reader.Close() }()
-	for k := range keys {
-		if got, err := reader.Get(ctx, fmt.Sprintf("key:%d", k)).Int(); err != nil || got != k {
-			t.Errorf("key:%d is %d (%v), want %d", k, got, err, k)
-		}
+	if plan := PlanIntroductions(members(t, admin, addrs)); len(plan) > 0 {
+		t.Errorf("introductions planned on a cluster that re-formed: %+v", plan)
 	}
-	members = nil
+	return addrs
+}
+
+func members(t *testing.T, admin *Admin, addrs []string) []Member {
+	t.Helper()
+	var ms []Member
 	for _, addr := range addrs {
-		nodes, err := admin.Nodes(ctx, addr)
+		nodes, err := admin.Nodes(context.Background(), addr)
 		if err != nil {
 			t.Fatal(err)
 		}
-		members = append(members, Member{Addr: addr, Nodes: nodes})
+		ms = append(ms, Member{Addr: addr, Nodes: nodes})
 	}
-	if plan := PlanIntroductions(members); len(plan) > 0 {
-		t.Errorf("introductions planned on a cluster that re-formed: %+v", plan)
-	}
+	return ms
 }
