@@ -62,6 +62,9 @@ const (
 	// clusterStepBudget bounds the cluster commands of one reconcile: a
 	// move of many keys goes on in the next.
 	clusterStepBudget = 20 * time.Second
+	// clusterReformWait bounds the wait for the nodes introduced again at
+	// their new addresses to see the cluster ok (2-3 s on 2 loaded cores).
+	clusterReformWait = 10 * time.Second
 )
 
 const (
@@ -675,9 +678,25 @@ func (r *RedisPersistenceReconciler) reintroduceNodes(ctx context.Context, rp *v
 		moved[in.ID] = true
 	}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "ClusterReintroducing", "%d nodes listen at new addresses the others do not know: introducing them again (CLUSTER MEET)", len(moved))
-	// The handshakes take a moment: the next read plans what is still apart.
 	step := clusterStep{changed: true, waiting: "introducing nodes at their new addresses", requeue: time.Second}
-	return step, true, admin.Introduce(ctx, plan)
+	if err := admin.Introduce(ctx, plan); err != nil {
+		return step, true, err
+	}
+	// The handshakes take a second or two. Waiting for them here lets this
+	// reconcile report the cluster ok, not the next resync; a node still
+	// apart after clusterReformWait is planned again by the next read.
+	waitCtx, cancel := context.WithTimeout(ctx, clusterReformWait)
+	defer cancel()
+	var addrs []string
+	for _, m := range members {
+		addrs = append(addrs, m.Addr)
+	}
+	if err := admin.WaitHealthy(waitCtx, addrs); err != nil {
+		log.FromContext(ctx).Info("the cluster is not ok yet after the introductions", "redispersistence", klogRef(rp), "err", err)
+		return step, true, nil
+	}
+	step.waiting = ""
+	return step, true, nil
 }
 
 // deleteShard deletes shard i's StatefulSet and disruption budget. Its
