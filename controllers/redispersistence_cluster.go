@@ -37,7 +37,9 @@ import (
 //  2. once every server of every shard answers, and none serves a slot, the
 //     cluster is formed: MEET, each shard's first server gets an even share
 //     of the slots, the others replicate it;
-//  3. on a formed cluster, servers it does not know are met, a new shard's
+//  3. on a formed cluster, nodes that others record at addresses they left
+//     (every pod restarted at once, on new IPs) are introduced again at
+//     their new ones, servers it does not know are met, a new shard's
 //     first server becomes its primary and the rest replicate it, and a
 //     shard's server that replicates no one of its shard is made to;
 //  4. shards added (spec.cluster.shards raised) receive their share of the
@@ -60,6 +62,9 @@ const (
 	// clusterStepBudget bounds the cluster commands of one reconcile: a
 	// move of many keys goes on in the next.
 	clusterStepBudget = 20 * time.Second
+	// clusterReformWait bounds the wait for the nodes introduced again at
+	// their new addresses to see the cluster ok (2-3 s on 2 loaded cores).
+	clusterReformWait = 10 * time.Second
 )
 
 const (
@@ -524,6 +529,12 @@ func (r *RedisPersistenceReconciler) convergeCluster(ctx context.Context, rp *v1
 		return clusterStep{changed: true}, nil
 	}
 
+	// Nodes the others record at addresses they left: every pod restarted
+	// at once, and none can reach another (cluster.PlanIntroductions).
+	if step, done, err := r.reintroduceNodes(ctx, rp, admin, view); done {
+		return step, err
+	}
+
 	seed := view.seed()
 	if seed == nil {
 		return clusterStep{waiting: "no server that knows the cluster answers", requeue: 5 * time.Second}, nil
@@ -644,6 +655,48 @@ func (r *RedisPersistenceReconciler) convergeCluster(ctx context.Context, rp *v1
 		step.removed = append(step.removed, i)
 	}
 	return step, nil
+}
+
+// reintroduceNodes sends the CLUSTER MEETs that bring the nodes of a
+// formed cluster back together when some record others at addresses where
+// they no longer listen (cluster.PlanIntroductions says why the operator,
+// which reads every pod's new address, is the one to). The bool says it
+// took the step.
+func (r *RedisPersistenceReconciler) reintroduceNodes(ctx context.Context, rp *v1alpha1.RedisPersistence, admin *cluster.Admin, view *clusterView) (clusterStep, bool, error) {
+	var members []cluster.Member
+	for _, s := range view.servers() {
+		if s.answered() {
+			members = append(members, cluster.Member{Addr: s.addr, Nodes: s.nodes})
+		}
+	}
+	plan := cluster.PlanIntroductions(members)
+	if len(plan) == 0 {
+		return clusterStep{}, false, nil
+	}
+	moved := map[string]bool{}
+	for _, in := range plan {
+		moved[in.ID] = true
+	}
+	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "ClusterReintroducing", "%d nodes listen at new addresses the others do not know: introducing them again (CLUSTER MEET)", len(moved))
+	step := clusterStep{changed: true, waiting: "introducing nodes at their new addresses", requeue: time.Second}
+	if err := admin.Introduce(ctx, plan); err != nil {
+		return step, true, err
+	}
+	// The handshakes take a second or two. Waiting for them here lets this
+	// reconcile report the cluster ok, not the next resync; a node still
+	// apart after clusterReformWait is planned again by the next read.
+	waitCtx, cancel := context.WithTimeout(ctx, clusterReformWait)
+	defer cancel()
+	var addrs []string
+	for _, m := range members {
+		addrs = append(addrs, m.Addr)
+	}
+	if err := admin.WaitHealthy(waitCtx, addrs); err != nil {
+		log.FromContext(ctx).Info("the cluster is not ok yet after the introductions", "redispersistence", klogRef(rp), "err", err)
+		return step, true, nil
+	}
+	step.waiting = ""
+	return step, true, nil
 }
 
 // deleteShard deletes shard i's StatefulSet and disruption budget. Its

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -178,6 +179,8 @@ func TestShardedClusterFailsOverAndScales(t *testing.T) {
 	}
 	checkClusterKeys(t, clientPod, 0, keys)
 	t.Logf("all %d acknowledged keys read back, with their TTLs, %s after %s was killed", keys, time.Since(start).Round(time.Second), victim)
+	restartEveryPod(t, name, 3)
+	checkClusterKeys(t, clientPod, 0, keys)
 	if ciForm(t) {
 		return
 	}
@@ -233,6 +236,52 @@ func TestShardedClusterFailsOverAndScales(t *testing.T) {
 			t.Fatalf("key:%d, acknowledged during the scaling, reads %q", keys+i, lineAt(got, i))
 		}
 	}
+}
+
+// restartEveryPod deletes every server pod of the sharded instance name at
+// once, as a node reboot or an eviction of the namespace does: they come
+// back on their volumes with new IPs, which none of them knows the others
+// by, and the operator introduces them again. It waits until the instance
+// reports the cluster ready again, and logs how long that took.
+func restartEveryPod(t *testing.T, name string, shards int) {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/name": "redis", "app.kubernetes.io/instance": name}); err != nil {
+		t.Fatal(err)
+	}
+	old := map[string]bool{}
+	deleted := metav1.Now()
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if _, ok := pod.Labels["uringredis.io/shard"]; !ok {
+			continue
+		}
+		old[string(pod.UID)] = true
+		if err := k8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0)); client.IgnoreNotFound(err) != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(old) != 2*shards {
+		t.Fatalf("deleted %d server pods, want %d", len(old), 2*shards)
+	}
+	waitFor(t, name, 3*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
+		for _, s := range rp.Status.Shards {
+			for _, srv := range s.Servers {
+				pod := &corev1.Pod{}
+				if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: srv.Pod}, pod); err != nil {
+					return err
+				}
+				if old[string(pod.UID)] {
+					return fmt.Errorf("pod %s is not replaced yet", srv.Pod)
+				}
+			}
+		}
+		if c := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionClusterHealthy); c == nil || c.LastTransitionTime.Before(&deleted) {
+			return fmt.Errorf("ClusterHealthy has not changed since the pods were deleted: %+v", c)
+		}
+		return clusterReady(shards)(rp)
+	})
+	t.Logf("every pod deleted at once: the cluster is ready again, on new IPs, %s later", time.Since(deleted.Time).Round(time.Second))
 }
 
 // cordon marks node unschedulable, or schedulable again.

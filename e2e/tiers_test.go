@@ -95,7 +95,7 @@ var scenarios = map[string]scenario{
 		covers: "a whole node stopped: promotion, and the node's server rejoining",
 		reason: "it needs the multi-node kind cluster (E2E_CLUSTER=kind); .ci/run's offline cluster has one node"},
 	"TestShardedClusterFailsOverAndScales": {tier: tierCI,
-		covers:  "a sharded instance forms by itself, a shard's primary killed: its replica takes over, every key kept with its TTL",
+		covers:  "a sharded instance forms by itself, a shard's primary killed: its replica takes over, every key kept with its TTL; every pod deleted at once: the operator introduces the nodes at their new IPs",
 		ciOmits: "3 -> 4 -> 3 shards under a writer: slots moving with their keys run against real servers in internal/cluster.TestClusterScalesWithItsKeys and controllers.TestClusterFormsAndScales"},
 	"TestStorageMeasuredAndUnsafeVolumeFlagged": {tier: tierCI,
 		covers: "status.storage from the prepare container; a volume without write barriers flagged"},

@@ -56,8 +56,10 @@ const slotMargin = 3 * time.Second
 // Node is a server as CLUSTER NODES describes it.
 type Node struct {
 	ID string
-	// Addr is ip:port, the address it announces to the cluster.
+	// Addr is ip:port, the address it announces to the cluster, and Bus
+	// its cluster bus port.
 	Addr string
+	Bus  int
 	// Primary says the node is a primary; PrimaryID names a replica's.
 	Primary   bool
 	PrimaryID string
@@ -123,7 +125,10 @@ func ParseNodes(text string) ([]Node, error) {
 		}
 		n := Node{ID: f[0], Migrating: map[int]string{}, Importing: map[int]string{}}
 		// ip:port@cport[,hostname]
-		n.Addr, _, _ = strings.Cut(f[1], "@")
+		var bus string
+		n.Addr, bus, _ = strings.Cut(f[1], "@")
+		bus, _, _ = strings.Cut(bus, ",")
+		n.Bus = atoi(bus)
 		for _, flag := range strings.Split(f[2], ",") {
 			switch flag {
 			case "master":
@@ -283,16 +288,8 @@ func (a *Admin) busAddr(ctx context.Context, addr string) (ip string, port, bus 
 	if err != nil {
 		return "", 0, 0, fmt.Errorf("the port of %s: %w", addr, err)
 	}
-	ip = host
-	if net.ParseIP(host) == nil {
-		ips, err := net.DefaultResolver.LookupHost(ctx, host)
-		if err != nil {
-			return "", 0, 0, fmt.Errorf("resolving %s for CLUSTER MEET: %w", host, err)
-		}
-		if len(ips) == 0 {
-			return "", 0, 0, fmt.Errorf("resolving %s for CLUSTER MEET: no address", host)
-		}
-		ip = ips[0]
+	if ip, err = resolveIP(ctx, host); err != nil {
+		return "", 0, 0, err
 	}
 	var conf map[string]string
 	err = a.read(ctx, addr, func(ctx context.Context, c *redis.Client) (err error) {

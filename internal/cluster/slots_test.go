@@ -98,7 +98,7 @@ func TestParseNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b, c := nodes[0], nodes[1], nodes[2]
-	if a.ID != "a1" || a.Addr != "10.0.0.1:6379" || !a.Myself || !a.Primary || FormatSlots(a.Slots) != "0-5 7" || a.Migrating[8] != "b2" {
+	if a.ID != "a1" || a.Addr != "10.0.0.1:6379" || a.Bus != 16379 || !a.Myself || !a.Primary || FormatSlots(a.Slots) != "0-5 7" || a.Migrating[8] != "b2" {
 		t.Errorf("a1: %+v", a)
 	}
 	if b.Myself || FormatSlots(b.Slots) != "9-10" || b.Importing[8] != "a1" {

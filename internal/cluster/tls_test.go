@@ -17,7 +17,8 @@ import (
 // (tls-cluster yes) and requiring client certificates: it forms with a
 // replica per shard, and MoveSlots moves slots with their keys (MIGRATE
 // between nodes over TLS, signed in with AUTH2), as a sharded instance
-// with spec.tls runs.
+// with spec.tls runs. Restarted all at once on new ports, the nodes are
+// introduced again over the TLS bus, replicas included.
 func TestClusterOverTLS(t *testing.T) {
 	ctx := context.Background()
 	ca := testenv.NewCA(t)
@@ -32,10 +33,12 @@ func TestClusterOverTLS(t *testing.T) {
 	}
 	var shards [][]string
 	var all []string
+	var servers []*testenv.Server
 	for range 2 {
 		var shard []string
 		for range 2 {
-			shard = append(shard, testenv.RunClusterNode(t, t.TempDir(), config).Addr)
+			s := testenv.RunClusterNode(t, t.TempDir(), config)
+			shard, servers = append(shard, s.Addr), append(servers, s)
 		}
 		shards, all = append(shards, shard), append(all, shard...)
 	}
@@ -90,6 +93,15 @@ func TestClusterOverTLS(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("shard 0's replica holds %d keys (%v), want 300", n, err)
+		}
+	}
+
+	all = restartOnNewPorts(t, admin, servers, config)
+	moved := redis.NewClusterClient(&redis.ClusterOptions{Addrs: all, Password: "pw", TLSConfig: tlsConfig})
+	defer func() { _ = moved.Close() }()
+	for i := range 300 {
+		if v, err := moved.Get(ctx, fmt.Sprintf("{a}:%d", i)).Int(); err != nil || v != i {
+			t.Fatalf("after the restart, {a}:%d = %d, %v", i, v, err)
 		}
 	}
 }

@@ -93,8 +93,10 @@ func ShardStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs,
 // clusterConfig is the part of redis.conf that makes a server a cluster
 // node. Every node announces its pod's DNS name (set on the command line,
 // withCluster), and clients are sent to it by that name, which survives the
-// pod's restart on another IP; the nodes themselves connect by IP and learn
-// a restarted node's new one from its first ping.
+// pod's restart on another IP; the nodes themselves connect by IP (Valkey
+// never resolves the announced name to reach a node) and learn a restarted
+// node's new one from its first ping, or, when every pod restarted at once
+// and none reaches another, from the operator (cluster.PlanIntroductions).
 func clusterConfig(rp *v1alpha1.RedisPersistence) []string {
 	if !Sharded(rp) {
 		return nil
