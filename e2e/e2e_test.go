@@ -140,6 +140,7 @@ func phases(t *testing.T) func(name string) {
 	var current string
 	var began time.Time
 	return func(name string) {
+		t.Helper()
 		if current != "" {
 			t.Logf("phase %q took %s", current, time.Since(began).Round(100*time.Millisecond))
 		}

@@ -154,10 +154,11 @@ func TestOperatorLifecycle(t *testing.T) {
 
 	// dist/install.yaml: kubectl apply brings up an operator that takes the
 	// existing instance over.
-	phase("install.yaml applied, the operator reconciles, deleted")
+	phase("install.yaml applied, the operator reconciles")
 	run(t, kubectl[0], append(kubectl[1:], "apply", "--server-side", "--force-conflicts", "-f", installYAML)...)
 	run(t, kubectl[0], append(kubectl[1:], "-n", operatorNS, "rollout", "status", "deployment/uring-redis-controller-manager", "--timeout", "3m")...)
 	setFsync(v1alpha1.FsyncEverySec)
+	phase("install.yaml deleted, its namespace gone")
 	// Deleting install.yaml deletes its CRDs and with them every instance:
 	// remove ours first (and its claim) so nothing waits on a volume.
 	if err := k8s.Delete(ctx, rp); err != nil {
