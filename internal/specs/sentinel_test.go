@@ -27,22 +27,7 @@ import (
 // and the old primary come back as a replica of it instead of as an empty
 // primary. With SENTINELS_AWAY set, every Sentinel is lost too while the
 // primary comes back, and returns only after a while.
-const failoverHarness = `set -eu
-ip link set lo up
-mount --bind "$W/hosts" /etc/hosts
-export PATH="$BIN:$PATH"
-D=cache-headless.apps.svc
-cli() { valkey-cli --no-auth-warning -t 1 "$@"; }
-until_ok() { # tries, command...
-  n=$1; shift
-  while ! "$@" >/dev/null 2>&1; do
-    n=$((n - 1)); [ "$n" -gt 0 ] || { echo "gave up on: $*"; return 1; }
-    sleep 0.5
-  done
-}
-pong() { cli -h "$1" -p "$2" ping | grep -qx PONG; }
-linked() { cli -h "$1" INFO replication | grep -q '^master_link_status:up'; }
-replicas_seen() { # sentinel, count: the Sentinel sees that many healthy replicas
+const failoverHarness = harnessPrelude + `replicas_seen() { # sentinel, count: the Sentinel sees that many healthy replicas
   [ "$(cli -h cache-sentinel-$1.$D -p 26379 SENTINEL replicas cache | awk 'prev == "flags" && $0 == "slave" { n++ } { prev = $0 } END { print n + 0 }')" = "$2" ]
 }
 server() { POD_NAME=cache-$1 sh "$W/server-$1.sh" >>"$W/server-$1.log" 2>&1 & echo $! >"$W/server-$1.pid"; }
@@ -84,14 +69,40 @@ echo "keys on the old primary: $(cli -h cache-0.$D DBSIZE)"
 echo "role of the old primary: $(cli -h cache-0.$D INFO replication | grep '^role:' | tr -d '\r')"
 `
 
+// harnessPrelude begins both namespace harnesses: the loopback up, the
+// test's /etc/hosts bound over the namespace's, and the shell helpers they
+// share.
+const harnessPrelude = `set -eu
+ip link set lo up
+mount --bind "$W/hosts" /etc/hosts
+export PATH="$BIN:$PATH"
+D=cache-headless.apps.svc
+cli() { valkey-cli --no-auth-warning -t 1 "$@"; }
+until_ok() { # tries, command...
+  n=$1; shift
+  while ! "$@" >/dev/null 2>&1; do
+    n=$((n - 1)); [ "$n" -gt 0 ] || { echo "gave up on: $*"; return 1; }
+    sleep 0.5
+  done
+}
+pong() { cli -h "$1" -p "$2" ping | grep -qx PONG; }
+linked() { cli -h "$1" INFO replication | grep -q '^master_link_status:up'; }
+`
+
+// needRoot skips a test that runs a harness in a namespace of its own.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the harness runs in a network and mount namespace of its own (unshare --net --mount)")
+	}
+}
+
 // TestStartScriptsFailOver runs the start scripts with the environment the
 // StatefulSets give them, paths moved into the test's directory: the primary
 // comes back on an empty volume while the Sentinels run, and while none
 // does.
 func TestStartScriptsFailOver(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the harness runs in a network and mount namespace of its own (unshare --net --mount)")
-	}
+	needRoot(t)
 	t.Run("sentinels-up", func(t *testing.T) { runFailoverHarness(t, false) })
 	// An empty ordinal 0 that no Sentinel answers used to start as the
 	// primary, and its replicas copied the empty dataset.
@@ -159,22 +170,7 @@ func runFailoverHarness(t *testing.T, sentinelsAway bool) {
 // server is not up), no Sentinel answers, and ordinal 3 is the primary,
 // holding data. Ordinal 0 starts on an empty volume and a new Sentinel
 // starts: both must find ordinal 3 beyond the gap.
-const peersHarness = `set -eu
-ip link set lo up
-mount --bind "$W/hosts" /etc/hosts
-export PATH="$BIN:$PATH"
-D=cache-headless.apps.svc
-cli() { valkey-cli --no-auth-warning -t 1 "$@"; }
-until_ok() { # tries, command...
-  n=$1; shift
-  while ! "$@" >/dev/null 2>&1; do
-    n=$((n - 1)); [ "$n" -gt 0 ] || { echo "gave up on: $*"; return 1; }
-    sleep 0.5
-  done
-}
-pong() { cli -h "$1" -p "$2" ping | grep -qx PONG; }
-linked() { cli -h "$1" INFO replication | grep -q '^master_link_status:up'; }
-
+const peersHarness = harnessPrelude + `
 # Ordinal 3 runs from the configuration of ordinal 1 of the files (its
 # address moved), as the primary.
 sed 's/^bind 127.0.0.11$/bind 127.0.0.13/' "$W/redis-1.conf" >"$W/redis-3.conf"
@@ -200,9 +196,7 @@ echo "the Sentinel monitors: $(cli -h cache-sentinel-0.$D -p 26379 SENTINEL get-
 // restart every pod). With a server count of 3 in the environment, as the
 // pods had before, ordinal 0 started as a second, empty primary here.
 func TestStartScriptsFindServersByName(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the harness runs in a network and mount namespace of its own (unshare --net --mount)")
-	}
+	needRoot(t)
 	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
 	password := "peers"
 	w := t.TempDir()
