@@ -127,13 +127,20 @@ func runPrimaryAndReplica(t *testing.T, ns, name string) (primary, replica strin
 // first one's address.
 func runSentinels(t *testing.T, ns, name, primary, password string) string {
 	t.Helper()
+	return runSentinelsTimed(t, ns, name, primary, password, time.Second, 10*time.Second)
+}
+
+// runSentinelsTimed is runSentinels with the Sentinels' down-after and
+// failover timeout of the caller's choosing.
+func runSentinelsTimed(t *testing.T, ns, name, primary, password string, downAfter, failoverTimeout time.Duration) string {
+	t.Helper()
 	_, primaryPort, _ := net.SplitHostPort(primary)
 	sentinel := testenv.StartSentinel(t, fmt.Sprintf(`sentinel monitor %[1]s 127.0.0.1 %[2]s 1
-sentinel down-after-milliseconds %[1]s 1000
-sentinel failover-timeout %[1]s 10000
+sentinel down-after-milliseconds %[1]s %[4]d
+sentinel failover-timeout %[1]s %[5]d
 sentinel auth-pass %[1]s %[3]q
 requirepass %[3]q
-`, name, primaryPort, password))
+`, name, primaryPort, password, downAfter.Milliseconds(), failoverTimeout.Milliseconds()))
 	sentinelAddrs.Store(ns+"/"+name+"-sentinel-0", sentinel)
 	sentinelAddrs.Store(ns+"/"+name+"-sentinel-1", "192.0.2.1:26379") // TEST-NET-1: nothing answers
 	markRunning(t, ns, name+"-sentinel-0")

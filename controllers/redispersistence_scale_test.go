@@ -197,16 +197,7 @@ func TestScaleRestartsNothing(t *testing.T) {
 	primary, _ := runPrimaryAndReplica(t, ns, name)
 	_, primaryPort, _ := net.SplitHostPort(primary)
 	// The Sentinel as the start script configures it (down-after 10 s).
-	sentinel := testenv.StartSentinel(t, fmt.Sprintf(`sentinel monitor %[1]s 127.0.0.1 %[2]s 1
-sentinel down-after-milliseconds %[1]s 10000
-sentinel failover-timeout %[1]s 60000
-sentinel auth-pass %[1]s %[3]q
-requirepass %[3]q
-`, name, primaryPort, password))
-	sentinelAddrs.Store(ns+"/"+name+"-sentinel-0", sentinel)
-	sentinelAddrs.Store(ns+"/"+name+"-sentinel-1", "192.0.2.1:26379") // TEST-NET-1: nothing answers
-	markRunning(t, ns, name+"-sentinel-0")
-	markRunning(t, ns, name+"-sentinel-1")
+	sentinel := runSentinelsTimed(t, ns, name, primary, password, 10*time.Second, time.Minute)
 	waitCondition(t, ns, name, v1alpha1.ConditionReplicating, metav1.ConditionTrue, ReasonReplicating)
 
 	serversBefore, sentinelsBefore := statefulSetRevision(t, ns, name), statefulSetRevision(t, ns, name+"-sentinel")
