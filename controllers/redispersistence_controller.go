@@ -212,7 +212,17 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 // owned by it; fetch forgets what the operator holds in memory.
 func (r *RedisPersistenceReconciler) fetch(ctx context.Context, key types.NamespacedName) (*v1alpha1.RedisPersistence, error) {
 	rp := &v1alpha1.RedisPersistence{}
-	if err := r.Get(ctx, key, rp); err != nil {
+	err := r.Get(ctx, key, rp)
+	// The cache may lag the status this operator wrote a moment ago. The
+	// restore's steps are done once (status.recovery fixed, then restoredAt
+	// and the ConfigMap emptied): redone from a stale copy, a reconcile would
+	// name the backup in <name>-recovery again, to be restored into a volume
+	// that starts later. While one is pending the instance is read from the
+	// API server, which has every write this operator made.
+	if rec := rp.Status.Recovery; err == nil && rp.Spec.Bootstrap != nil && (rec == nil || rec.RestoredAt == nil) {
+		err = r.APIReader.Get(ctx, key, rp)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(key)
 		}

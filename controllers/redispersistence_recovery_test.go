@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
@@ -83,6 +85,7 @@ func TestRestoreFromBackup(t *testing.T) {
 		}
 		return nil
 	})
+	beforeRestore := rp.DeepCopy()
 	template := sts.Spec.Template.DeepCopy()
 
 	// A replica's volume is never restored into.
@@ -136,4 +139,43 @@ func TestRestoreFromBackup(t *testing.T) {
 	if !equality.Semantic.DeepEqual(template, &sts.Spec.Template) {
 		t.Error("the pod template changed when the restore finished: the pods would restart")
 	}
+
+	// A reconcile whose cache still holds the instance as it was before the
+	// restore finished (the operator's own status write not seen yet) must
+	// not name the backup again, not even until it empties the ConfigMap
+	// once more: the ConfigMap, already as it should stay, is not written.
+	cm := &corev1.ConfigMap{}
+	if err := get(t, cm, ns, specs.RecoveryConfigMapName(rp)); err != nil {
+		t.Fatal(err)
+	}
+	written := cm.ResourceVersion
+	stale := &RedisPersistenceReconciler{Client: cacheBehind{Client: k8s, rp: beforeRestore}, APIReader: k8s, Options: reconciler.Options,
+		Recorder: reconciler.Recorder, Clock: reconciler.Clock, ServerAddress: reconciler.ServerAddress, SentinelAddress: reconciler.SentinelAddress, cache: reconciler.cache}
+	stale.probes.clock = reconciler.probes.clock
+	if _, err := stale.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(rp)}); err != nil {
+		t.Fatalf("a reconcile from a stale cache: %v", err)
+	}
+	if err := get(t, cm, ns, specs.RecoveryConfigMapName(rp)); err != nil {
+		t.Fatal(err)
+	}
+	if cm.ResourceVersion != written || cm.Data[specs.RecoveryLocationKey] != "" {
+		t.Errorf("a reconcile from a stale cache wrote the ConfigMap %s (resourceVersion %s -> %s, location now %q): it named the backup again, for any volume starting then",
+			cm.Name, written, cm.ResourceVersion, cm.Data[specs.RecoveryLocationKey])
+	}
+}
+
+// cacheBehind reads the RedisPersistence rp as it was, as a cache does that
+// has not seen the latest writes yet; every other read and every write goes
+// to the API server.
+type cacheBehind struct {
+	client.Client
+	rp *v1alpha1.RedisPersistence
+}
+
+func (c cacheBehind) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if rp, ok := obj.(*v1alpha1.RedisPersistence); ok && key == client.ObjectKeyFromObject(c.rp) {
+		c.rp.DeepCopyInto(rp)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
 }
