@@ -1,7 +1,9 @@
 // Command testtimes reads the event stream of `go test -json` on stdin,
 // prints the tests' output as `go test` without -json would, keeps the stream
 // in a file, and at its end writes where the time went: each package's
-// seconds, slowest first, and the slowest top-level tests.
+// seconds, slowest first, and the slowest top-level tests; then each failed
+// test with its first t.Log and t.Error lines, which the end of a CI log
+// shows however much a failing test printed.
 //
 //	go test -json ./... | testtimes -json bin/test/go-test.json -table bin/test/times.txt
 //
@@ -20,6 +22,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -167,7 +170,26 @@ type timing struct {
 type timings struct {
 	packages, tests []timing
 	first, last     time.Time
+	// said is each running test's t.Log and t.Error lines (file.go:N: ...),
+	// failures what the failed tests said, in the order they failed: the
+	// table ends with them, where a CI log's tail shows them even when a
+	// test's output is long.
+	said     map[[2]string][]string
+	failures []failure
 }
+
+type failure struct {
+	name string
+	said []string
+}
+
+// saidLine is a line of t.Log or t.Error: indented, file.go:N: message.
+var saidLine = regexp.MustCompile(`^\s+[\w.-]+\.go:[0-9]+: `)
+
+const (
+	saidPerTest = 6
+	saidWidth   = 300
+)
 
 func (t *timings) event(e event) {
 	if !e.Time.IsZero() {
@@ -175,6 +197,27 @@ func (t *timings) event(e event) {
 			t.first = e.Time
 		}
 		t.last = e.Time
+	}
+	if e.Test != "" {
+		key := [2]string{e.Package, e.Test}
+		switch e.Action {
+		case "output":
+			if saidLine.MatchString(e.Output) && len(t.said[key]) < saidPerTest {
+				if t.said == nil {
+					t.said = map[[2]string][]string{}
+				}
+				line := strings.TrimSpace(e.Output)
+				if len(line) > saidWidth {
+					line = line[:saidWidth] + "..."
+				}
+				t.said[key] = append(t.said[key], line)
+			}
+		case "fail":
+			t.failures = append(t.failures, failure{e.Package + "." + e.Test, t.said[key]})
+			delete(t.said, key)
+		case "pass", "skip":
+			delete(t.said, key)
+		}
 	}
 	var result string
 	switch e.Action {
@@ -228,6 +271,15 @@ func (t *timings) table(n int) string {
 	fmt.Fprintf(&b, "%d slowest of %d top-level tests:\n", len(shown), len(t.tests))
 	for _, p := range shown {
 		fmt.Fprintf(&b, "%8.1f s  %-4s  %s\n", p.seconds, p.result, strings.TrimPrefix(p.name, common))
+	}
+	if len(t.failures) > 0 {
+		fmt.Fprintf(&b, "%d failed, with what they said (the first %d t.Log and t.Error lines of each):\n", len(t.failures), saidPerTest)
+		for _, f := range t.failures {
+			fmt.Fprintf(&b, "  %s\n", strings.TrimPrefix(f.name, common))
+			for _, line := range f.said {
+				fmt.Fprintf(&b, "      %s\n", line)
+			}
+		}
 	}
 	return b.String()
 }

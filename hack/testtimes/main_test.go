@@ -79,7 +79,9 @@ func TestEchoAndTable(t *testing.T) {
 			lines := strings.Split(strings.TrimSpace(string(table)), "\n")
 			want := []string{`^1 packages in [0-9]+ s \(wall\), slowest first:$`, `^ +0\.[0-9] s  FAIL  sample$`,
 				`^4 slowest of 4 top-level tests:$`, `^ +0\.[3-9] s  ok    sample\.TestSlow$`,
-				`^ +0\.0 s  FAIL  sample\.TestFails$`, `^ +0\.0 s  ok    sample\.TestPasses$`, `^ +0\.0 s  skip  sample\.TestSkipped$`}
+				`^ +0\.0 s  FAIL  sample\.TestFails$`, `^ +0\.0 s  ok    sample\.TestPasses$`, `^ +0\.0 s  skip  sample\.TestSkipped$`,
+				`^2 failed, with what they said`, `^  sample\.TestFails/sub$`, `^      sample_test\.go:16: the subtest's failure$`,
+				`^  sample\.TestFails$`, `^      sample_test\.go:17: the parent's log$`}
 			if len(lines) != len(want) {
 				t.Fatalf("the table:\n%s\nwant %d lines", table, len(want))
 			}

@@ -171,8 +171,7 @@ func startObjectStore(t *testing.T, ca *CA) *ObjectStore {
 	t.Cleanup(func() {
 		s.Stop()
 		if t.Failed() {
-			out, _ := os.ReadFile(s.log)
-			t.Logf("SeaweedFS log:\n%s", out)
+			logTail(t, "SeaweedFS", s.log)
 		}
 	})
 	if err := s.createBucket(); err != nil {

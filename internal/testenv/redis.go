@@ -169,8 +169,7 @@ func runServer(t testing.TB, bin, dir, config string, denyIOUring bool) *Server 
 			t.Logf("server exited: %v", err)
 		}
 		if t.Failed() {
-			out, _ := os.ReadFile(logPath)
-			t.Logf("server log:\n%s", out)
+			logTail(t, "server", logPath)
 		}
 	})
 	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
@@ -255,4 +254,30 @@ func WriteSteadily(t testing.TB, addr string) {
 		cancel()
 		<-done
 	})
+}
+
+// logTailLines is how much of a component's log a failed test prints.
+const logTailLines = 40
+
+// logTail prints the end of a component's log into a failed test's output
+// and keeps all of it in a file that outlives the test: printed whole, a
+// log of thousands of lines would bury what the test said.
+func logTail(t testing.TB, component, path string) {
+	out, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("%s log: %v", component, err)
+		return
+	}
+	kept, err := os.CreateTemp("", "testenv-"+strings.ReplaceAll(component, " ", "-")+"-*.log")
+	where := "not kept: " + fmt.Sprint(err)
+	if err == nil {
+		_, _ = kept.Write(out)
+		_ = kept.Close()
+		where = "all of it in " + kept.Name()
+	}
+	lines := strings.SplitAfter(strings.TrimRight(string(out), "\n"), "\n")
+	if len(lines) > logTailLines {
+		lines = lines[len(lines)-logTailLines:]
+	}
+	t.Logf("%s log, last %d lines (%s):\n%s", component, len(lines), where, strings.Join(lines, ""))
 }
