@@ -63,8 +63,9 @@ func NewCommand(env Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kubectl-uring",
 		Short: "Day-2 operations on RedisPersistence instances of uring-redis-operator",
-		Long: "kubectl uring shows the state of a RedisPersistence on one screen, takes a backup now, and\n" +
-			"writes the RedisPersistence that restores one into a new instance.",
+		Long: "kubectl uring shows the state of a RedisPersistence on one screen, takes a backup now,\n" +
+			"writes the RedisPersistence that restores one into a new instance, and benchmarks instances\n" +
+			"side by side.",
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl uring"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -81,7 +82,7 @@ func NewCommand(env Env) *cobra.Command {
 	cmd.SetErr(env.ErrOut)
 	r.flags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVarP(&r.output, "output", "o", "", "Output format: json or yaml; a table when empty.")
-	cmd.AddCommand(r.statusCommand(), r.backupCommand(), r.restoreCommand())
+	cmd.AddCommand(r.statusCommand(), r.backupCommand(), r.restoreCommand(), r.benchCommand())
 	return cmd
 }
 
