@@ -104,7 +104,13 @@ func (e *Env) UserConfig(name string) *rest.Config {
 // LogDir and returns its path, for a command that takes --kubeconfig as a
 // user's does.
 func (e *Env) Kubeconfig(name string) string {
-	user, err := e.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: []string{"system:masters"}}, nil)
+	return e.KubeconfigOf(name, "system:masters")
+}
+
+// KubeconfigOf is Kubeconfig for a user in groups, who may do what RBAC
+// grants them and their groups, and nothing more.
+func (e *Env) KubeconfigOf(name string, groups ...string) string {
+	user, err := e.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, nil)
 	if err != nil {
 		fail(err.Error())
 	}
