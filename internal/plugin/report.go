@@ -91,7 +91,7 @@ func (r *root) reportCommand() *cobra.Command {
 			if file == "" {
 				file = ReportName(args[0], now)
 			}
-			rep, err := collectReport(cmd.Context(), c, clientset, namespace, args[0], now)
+			rep, err := collectReport(cmd.Context(), c, clientset, namespace, args[0])
 			if err != nil {
 				return err
 			}
@@ -147,7 +147,7 @@ func (rep *report) failed(what string, err error) {
 
 // collectReport reads everything the report holds. Only a missing instance
 // is an error: whatever else cannot be read is noted in the report.
-func collectReport(ctx context.Context, c client.Client, cs kubernetes.Interface, namespace, name string, now time.Time) (*report, error) {
+func collectReport(ctx context.Context, c client.Client, cs kubernetes.Interface, namespace, name string) (*report, error) {
 	rp, err := getInstance(ctx, c, namespace, name)
 	if err != nil {
 		return nil, err
@@ -190,7 +190,9 @@ func collectReport(ctx context.Context, c client.Client, cs kubernetes.Interface
 		items, _ := meta.ExtractList(l.list)
 		for _, item := range items {
 			obj := item.(client.Object)
-			if !owned(obj) && !(l.dir == "persistentvolumeclaims" && strings.Contains(obj.GetName(), "-"+name+"-")) {
+			// A claim of a volumeClaimTemplate is named <template>-<instance>-<ordinal>.
+			claim := l.dir == "persistentvolumeclaims" && strings.Contains(obj.GetName(), "-"+name+"-")
+			if !owned(obj) && !claim {
 				continue
 			}
 			names[obj.GetName()] = true
