@@ -19,6 +19,7 @@ package controllers
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,6 +58,9 @@ func (r *RedisPersistenceReconciler) resolveRecovery(ctx context.Context, rp *v1
 	reason := ReasonRecoveryWaiting
 	if rp.Spec.Bootstrap.Recovery.Archive != nil {
 		reason, requeue = ReasonArchiveWaiting, archiveRecheck
+	} else if rp.Spec.Bootstrap.Recovery.StoredBackup != nil {
+		// No watch tells when a backup lands in the store.
+		requeue = archiveRecheck
 	}
 	wait := func(message string) (bool, time.Duration, error) {
 		if c := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Message != message {
@@ -71,6 +75,9 @@ func (r *RedisPersistenceReconciler) resolveRecovery(ctx context.Context, rp *v1
 	if a := rp.Spec.Bootstrap.Recovery.Archive; a != nil {
 		return r.resolveArchiveRecovery(ctx, rp, a, wait)
 	}
+	if s := rp.Spec.Bootstrap.Recovery.StoredBackup; s != nil {
+		return r.resolveStoredBackup(ctx, rp, s, wait)
+	}
 	name := rp.Spec.Bootstrap.Recovery.Backup.Name
 	b := &v1alpha1.RedisBackup{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: name}, b); apierrors.IsNotFound(err) {
@@ -83,6 +90,30 @@ func (r *RedisPersistenceReconciler) resolveRecovery(ctx context.Context, rp *v1
 	}
 	rp.Status.Recovery = &v1alpha1.RecoveryStatus{Backup: name, Location: b.Status.Location, SHA256: b.Status.SHA256}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restoring", "the first server starts on the backup %s (%s, consistent at %s)", name, b.Status.Location, pointOf(b))
+	return true, 0, nil
+}
+
+// resolveStoredBackup finds the backup of spec.bootstrap.recovery.storedBackup
+// in the store by its backup.json, the named one or the newest, and fixes it
+// in status.recovery. It waits while the store cannot be read or holds no
+// such backup: one may still be on its way there.
+func (r *RedisPersistenceReconciler) resolveStoredBackup(ctx context.Context, rp *v1alpha1.RedisPersistence, s *v1alpha1.StoredBackupRecovery,
+	wait func(string) (bool, time.Duration, error)) (bool, time.Duration, error) {
+	where := "s3://" + rp.Spec.Backup.Destination.S3.Bucket + "/" + s.Path + "/backups/"
+	store, err := openStore(ctx, r.APIReader, rp, s.Path)
+	if err != nil {
+		return wait(fmt.Sprintf("the store at %s cannot be read: %v", where, err))
+	}
+	m, err := backup.FindBackup(ctx, store, s.Name)
+	if errors.Is(err, backup.ErrNoBackup) {
+		return wait(err.Error() + "; the servers start once the store holds it")
+	}
+	if err != nil {
+		return wait(fmt.Sprintf("the backups at %s cannot be read: %v", where, err))
+	}
+	rp.Status.Recovery = &v1alpha1.RecoveryStatus{Backup: m.Backup, Location: m.Location, SHA256: m.SHA256}
+	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Restoring", "the first server starts on the backup %s found in the store (%s, consistent at %s, taken of %s/%s)",
+		m.Backup, m.Location, m.Point.UTC().Format(time.RFC3339), m.Namespace, m.Instance)
 	return true, 0, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -178,4 +179,90 @@ func (c cacheBehind) Get(ctx context.Context, key client.ObjectKey, obj client.O
 		return nil
 	}
 	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestRestoreFromStoredBackup: the namespace that took the backups, and
+// every RedisBackup object, are gone; the bucket is not. An instance in
+// another namespace restores from the store alone
+// (spec.bootstrap.recovery.storedBackup): the newest backup when it names
+// none, the named one otherwise, each found by its backup.json and checked
+// as a RedisBackup's would be. A name the store does not hold waits, saying
+// where it looked.
+func TestRestoreFromStoredBackup(t *testing.T) {
+	ctx := context.Background()
+	ns, store := namespaceWithStore(t)
+	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store)})
+	makeReady(t, ns, "source")
+	sourceAddr, _ := serverAddrs.Load(ns + "/source-0")
+	admin := newClient(sourceAddr.(string), instancePassword(t, ns, "source"))
+	defer func() { _ = admin.Close() }()
+	backUp := func(name string) *v1alpha1.RedisBackup {
+		t.Helper()
+		createBackup(t, ns, name, "source")
+		if code, msg := runBackupPod(t, ns, waitJob(t, ns, name+"-backup"), sourceAddr.(string)); code != 0 {
+			t.Fatalf("the backup %s failed: %s", name, msg)
+		}
+		return waitBackup(t, ns, name, backupPhase(v1alpha1.BackupCompleted, ReasonBackupCompleted, ""))
+	}
+	writeKeys(t, admin, "first", 200)
+	first := backUp("first")
+	writeKeys(t, admin, "second", 100)
+	second := backUp("second")
+	// What a lost cluster leaves: nothing but the store.
+	for _, obj := range []client.Object{first, second, &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "source"}}} {
+		if err := k8s.Delete(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	elsewhere := newNamespace(t)
+	if err := k8s.Create(ctx, storeSecret(elsewhere, store, store.SecretKey)); err != nil {
+		t.Fatal(err)
+	}
+	path := ns + "/source" // the source's spec.backup.destination.s3.path, which it left to the default
+	restore := func(name, backupName string, want *v1alpha1.RedisBackup) *redis.Client {
+		t.Helper()
+		createRP(t, elsewhere, name, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store),
+			Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{StoredBackup: &v1alpha1.StoredBackupRecovery{Path: path, Name: backupName}}}})
+		rp := &v1alpha1.RedisPersistence{}
+		eventually(t, 30*time.Second, func() error {
+			if err := get(t, rp, elsewhere, name); err != nil {
+				return err
+			}
+			if rec := rp.Status.Recovery; rec == nil || rec.Backup != want.Name || rec.Location != want.Status.Location || rec.SHA256 != want.Status.SHA256 {
+				return fmt.Errorf("status.recovery %+v, want the backup %s (%s)", rp.Status.Recovery, want.Name, want.Status.Location)
+			}
+			return nil
+		})
+		sts := &appsv1.StatefulSet{}
+		eventually(t, 30*time.Second, func() error { return get(t, sts, elsewhere, name) })
+		dir := t.TempDir()
+		if code, out := runRestoreContainer(t, elsewhere, sts, name+"-0", dir); code != 0 || !strings.Contains(out, "restored backup "+want.Name) {
+			t.Fatalf("the restore container of %s-0: exit %d, %q", name, code, out)
+		}
+		server := testenv.RunServer(t, dir, renderedConfig(t, elsewhere, name))
+		c := newClient(server.Addr, instancePassword(t, elsewhere, name))
+		t.Cleanup(func() { _ = c.Close() })
+		waitLoaded(t, c)
+		return c
+	}
+
+	newest := restore("newest", "", second)
+	if missing := missingKeys(t, newest, "first", 200) + missingKeys(t, newest, "second", 100); missing > 0 {
+		t.Errorf("restored from the newest backup, the server lacks %d of the 300 keys", missing)
+	}
+	named := restore("named", "first", first)
+	if missing := missingKeys(t, named, "first", 200); missing > 0 {
+		t.Errorf("restored from the backup first, the server lacks %d of its 200 keys", missing)
+	}
+	if n, err := named.DBSize(ctx).Result(); err != nil || n != 200 {
+		t.Errorf("restored from the backup first, the server holds %d keys (%v), want its 200", n, err)
+	}
+
+	createRP(t, elsewhere, "missing", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store),
+		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{StoredBackup: &v1alpha1.StoredBackupRecovery{Path: path, Name: "nope"}}}})
+	waitConditionMessage(t, elsewhere, "missing", ReasonRecoveryWaiting, "s3://"+store.Bucket+"/"+path+"/backups/nope/backup.json does not exist")
+	if err := get(t, &appsv1.StatefulSet{}, elsewhere, "missing"); !apierrors.IsNotFound(err) {
+		t.Errorf("an instance whose stored backup is not in the store has a StatefulSet (err %v)", err)
+	}
 }

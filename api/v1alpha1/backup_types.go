@@ -314,7 +314,7 @@ type BootstrapSpec struct {
 }
 
 // RecoverySpec names the backup, or the archive and point, to restore.
-// +kubebuilder:validation:XValidation:rule="has(self.backup) != has(self.archive)",message="spec.bootstrap.recovery restores a backup or an archive: set exactly one of backup and archive"
+// +kubebuilder:validation:XValidation:rule="[has(self.backup), has(self.storedBackup), has(self.archive)].filter(x, x).size() == 1",message="spec.bootstrap.recovery restores a backup, a backup found in the store, or an archive: set exactly one of backup, storedBackup and archive"
 type RecoverySpec struct {
 	// backup is a Completed RedisBackup in this namespace. Its snapshot is
 	// read from the bucket and key of its status.location with this
@@ -324,12 +324,41 @@ type RecoverySpec struct {
 	// never written: the restore fails and says so.
 	// +optional
 	Backup *LocalObjectReference `json:"backup,omitempty"`
+	// storedBackup is a backup found in this instance's bucket by its
+	// backup.json alone, with no RedisBackup object: the way back when the
+	// namespace, or the whole Kubernetes cluster, that took it is gone. It is
+	// read and checked as backup is.
+	// +optional
+	StoredBackup *StoredBackupRecovery `json:"storedBackup,omitempty"`
 	// archive replays an instance's continuous AOF archive
 	// (spec.backup.archive) up to a point in time: the latest base written
 	// at or before it, and the INCR entries after that base cut at the
 	// first second after targetTime.
 	// +optional
 	Archive *ArchiveRecovery `json:"archive,omitempty"`
+}
+
+// StoredBackupRecovery is a backup in the store: a backed-up instance's
+// prefix, and the backup's name there or the newest.
+type StoredBackupRecovery struct {
+	// path is the backed-up instance's prefix in this instance's bucket, and
+	// has no default: give that instance's spec.backup.destination.s3.path,
+	// or `<namespace>/<name>` of that instance where it set none. Its
+	// backups are the folders of <path>/backups/ that hold a backup.json.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.endsWith('/') && !self.contains('//')",message="path is a prefix like team/cache: no leading or trailing '/' and no empty segment"
+	Path string `json:"path"`
+	// name is the backup's name (the RedisBackup's that took it: the folder
+	// under <path>/backups/). Empty: the newest backup there by the point
+	// it is consistent at, as the operator finds it when this instance is
+	// created; status.recovery then names it, and the instance keeps
+	// restoring that one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=56
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
 }
 
 // ArchiveRecovery is an archive and the point to recover it to.

@@ -77,10 +77,27 @@ func TestBootstrapValidated(t *testing.T) {
 	none := withRecovery(s3(nil))
 	none["mode"] = "none"
 	expectRejected(t, rejection{"recovery into mode none", none, "mode none has nothing to restore into"})
-	expectRejected(t, rejection{"recovery of nothing", map[string]any{"mode": "aof", "bootstrap": map[string]any{"recovery": map[string]any{}}}, "set exactly one of backup and archive"})
+	expectRejected(t, rejection{"recovery of nothing", map[string]any{"mode": "aof", "bootstrap": map[string]any{"recovery": map[string]any{}}}, "set exactly one of backup, storedBackup and archive"})
 	both := withRecovery(s3(nil))
 	both["bootstrap"].(map[string]any)["recovery"].(map[string]any)["archive"] = map[string]any{"path": "shop/cache"}
-	expectRejected(t, rejection{"recovery of a backup and an archive", both, "set exactly one of backup and archive"})
+	expectRejected(t, rejection{"recovery of a backup and an archive", both, "set exactly one of backup, storedBackup and archive"})
+	stored := withRecovery(s3(nil))
+	stored["bootstrap"].(map[string]any)["recovery"].(map[string]any)["storedBackup"] = map[string]any{"path": "shop/cache"}
+	expectRejected(t, rejection{"recovery of a backup and a stored backup", stored, "set exactly one of backup, storedBackup and archive"})
+	for _, tc := range []struct {
+		desc   string
+		stored map[string]any
+		want   string
+	}{
+		{"stored backup without a path", map[string]any{"name": "nightly"}, "spec.bootstrap.recovery.storedBackup.path: Required value"},
+		{"stored backup under a path with a leading slash", map[string]any{"path": "/shop/cache"}, "path is a prefix like team/cache"},
+		{"stored backup of a name no RedisBackup can have", map[string]any{"path": "shop/cache", "name": "Nightly_1"}, "spec.bootstrap.recovery.storedBackup.name"},
+	} {
+		spec := s3(nil)
+		spec["mode"] = "uring"
+		spec["bootstrap"] = map[string]any{"recovery": map[string]any{"storedBackup": tc.stored}}
+		expectRejected(t, rejection{tc.desc, spec, tc.want})
+	}
 	for _, tc := range []struct {
 		desc, mode string
 		archive    map[string]any

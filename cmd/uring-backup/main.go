@@ -208,6 +208,11 @@ func restore(ctx context.Context, args []string) error {
 	fs.StringVar(&ignoredCompression, "compression", "", "Ignored: what is read says how it is compressed.")
 	_ = fs.Parse(args)
 	r.Location, r.SHA256 = os.Getenv("RESTORE_LOCATION"), os.Getenv("RESTORE_SHA256")
+	if r.Backup == "" {
+		// spec.bootstrap.recovery.storedBackup: the operator names the
+		// backup it found in the store.
+		r.Backup = os.Getenv("RESTORE_BACKUP")
+	}
 	// The kubelet sets HOSTNAME to the pod's name.
 	host := os.Getenv("HOSTNAME")
 	if host == "" {

@@ -2,10 +2,8 @@ package backup
 
 import (
 	"context"
-	"fmt"
 	"path"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -21,27 +19,11 @@ const defaultPruneEvery = 10 * time.Minute
 // and so moves the horizon. ok is false when the store holds no backup:
 // then the archive is the only copy, and nothing in it is let go.
 func Horizon(ctx context.Context, store *Store) (horizon time.Time, ok bool, err error) {
-	names, err := store.Children(ctx, "backups/")
+	backups, err := Backups(ctx, store)
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	for _, name := range names {
-		name, isDir := strings.CutSuffix(name, "/")
-		if !isDir {
-			continue
-		}
-		_, key := ObjectKeys(name)
-		b, err := store.GetBytes(ctx, key)
-		if notFound(err) {
-			continue // a backup under way, or one that failed
-		}
-		if err != nil {
-			return time.Time{}, false, err
-		}
-		m, err := DecodeMetadata(b)
-		if err != nil {
-			return time.Time{}, false, fmt.Errorf("%s: %w", store.URL(key), err)
-		}
+	for _, m := range backups {
 		if !ok || m.Point.Before(horizon) {
 			horizon, ok = m.Point, true
 		}

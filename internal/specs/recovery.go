@@ -20,6 +20,9 @@ const (
 	RecoverySHA256Key     = "sha256"
 	RecoveryArchiveKey    = "archive"
 	RecoveryTargetTimeKey = "targetTime"
+	// RecoveryBackupKey names the backup of spec.bootstrap.recovery.storedBackup,
+	// which the operator finds in the store when the instance is created.
+	RecoveryBackupKey = "backup"
 )
 
 // RecoveryConfigMapName is what the restore container reads the snapshot
@@ -34,10 +37,17 @@ func RecoveryConfigMapName(rp *v1alpha1.RedisPersistence) string { return rp.Nam
 // or of a replica, is never restored into.
 func RecoveryConfigMap(rp *v1alpha1.RedisPersistence) *corev1.ConfigMap {
 	data := map[string]string{RecoveryLocationKey: "", RecoverySHA256Key: "", RecoveryArchiveKey: "", RecoveryTargetTimeKey: ""}
+	stored := rp.Spec.Bootstrap != nil && rp.Spec.Bootstrap.Recovery.StoredBackup != nil
+	if stored {
+		data[RecoveryBackupKey] = ""
+	}
 	if rec := rp.Status.Recovery; rec != nil && rec.RestoredAt == nil {
 		data[RecoveryLocationKey], data[RecoverySHA256Key], data[RecoveryArchiveKey] = rec.Location, rec.SHA256, rec.Archive
 		if rec.TargetTime != nil {
 			data[RecoveryTargetTimeKey] = rec.TargetTime.UTC().Format(time.RFC3339)
+		}
+		if stored {
+			data[RecoveryBackupKey] = rec.Backup
 		}
 	}
 	return &corev1.ConfigMap{
@@ -83,6 +93,11 @@ func withRecovery(rp *v1alpha1.RedisPersistence, opts Options, _ PodInputs, temp
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		},
+	}
+	if rp.Spec.Bootstrap.Recovery.StoredBackup != nil {
+		// Its name, the newest backup's when the spec gives none, is known
+		// once the operator has read the store.
+		restore.Env = append(restore.Env, configMapEnv("RESTORE_BACKUP", RecoveryConfigMapName(rp), RecoveryBackupKey))
 	}
 	if rp.Spec.Bootstrap.Recovery.Archive != nil {
 		restore.Env = append(restore.Env,
