@@ -35,19 +35,30 @@
 // the operator removes the location once the restored server is Ready, and
 // replicas copy the data from ordinal 0. On a volume that holds data it
 // fails, saying so.
+//
+//	uring-backup list --endpoint=URL --bucket=B --prefix=P [--json]
+//
+// list prints the backups the store holds under <prefix>/backups/, newest
+// first: what `spec.bootstrap.recovery.storedBackup` can restore when the
+// RedisBackup objects are gone. It reads each backup.json, nothing else,
+// and signs in to the store as take does.
 package main
 
 import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/uring-redis/uring-redis-operator/internal/backup"
@@ -55,13 +66,14 @@ import (
 )
 
 func main() {
-	commands := map[string]func(context.Context, []string) error{"take": take, "restore": restore, "archive": archive}
+	commands := map[string]func(context.Context, []string) error{"take": take, "restore": restore, "archive": archive,
+		"list": func(ctx context.Context, args []string) error { return list(ctx, args, os.Stdout) }}
 	var command func(context.Context, []string) error
 	if len(os.Args) >= 2 {
 		command = commands[os.Args[1]]
 	}
 	if command == nil {
-		fmt.Fprintln(os.Stderr, "usage: uring-backup take|archive|restore [flags]; uring-backup take -h lists take's")
+		fmt.Fprintln(os.Stderr, "usage: uring-backup take|archive|restore|list [flags]; uring-backup take -h lists take's")
 		os.Exit(2)
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -112,6 +124,50 @@ func take(ctx context.Context, args []string) error {
 }
 
 // destinationFlags are the store's flags, as take and archive get them.
+// list prints the store's backups under --prefix, newest first, as a
+// table or, with --json, as their metadata.
+func list(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("list", flag.ExitOnError)
+	var (
+		d       backup.Destination
+		storeCA string
+		asJSON  bool
+	)
+	destinationFlags(fs, &d, &storeCA)
+	fs.BoolVar(&asJSON, "json", false, "Print each backup's metadata (backup.json) as a JSON array.")
+	_ = fs.Parse(args)
+	if d.Endpoint == "" || d.Bucket == "" || d.Prefix == "" {
+		return errors.New("--endpoint, --bucket and --prefix (the backed-up instance's spec.backup.destination.s3.path, or <namespace>/<name>) are required")
+	}
+	if err := signInToStore(&d, storeCA); err != nil {
+		return err
+	}
+	store, err := backup.Open(ctx, d)
+	if err != nil {
+		return err
+	}
+	backups, err := backup.Backups(ctx, store)
+	if err != nil {
+		return err
+	}
+	sort.SliceStable(backups, func(i, j int) bool { return backups[i].Point.After(backups[j].Point) })
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(append([]backup.Metadata{}, backups...))
+	}
+	if len(backups) == 0 {
+		_, err := fmt.Fprintf(out, "no backup under %s\n", store.URL("backups/"))
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	_, _ = fmt.Fprintln(w, "NAME\tPOINT\tINSTANCE\tMODE\tSIZE\tLOCATION")
+	for _, m := range backups {
+		_, _ = fmt.Fprintf(w, "%s\t%s\t%s/%s\t%s\t%d\t%s\n", m.Backup, m.Point.UTC().Format(time.RFC3339), m.Namespace, m.Instance, cmp.Or(m.Mode, "-"), m.Size, m.Location)
+	}
+	return w.Flush()
+}
+
 func destinationFlags(fs *flag.FlagSet, d *backup.Destination, storeCA *string) {
 	fs.StringVar(&d.Endpoint, "endpoint", "", "Object store URL, http(s)://host[:port].")
 	fs.StringVar(&d.Bucket, "bucket", "", "Bucket.")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/uring-redis/uring-redis-operator/internal/backup"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -122,4 +123,68 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// list prints the backups a store holds under a prefix, newest first, from
+// their backup.json alone; a backup without one (under way, or failed) is
+// not among them, nor is another prefix's.
+func TestListPrintsTheStoresBackups(t *testing.T) {
+	ctx := context.Background()
+	objects := testenv.StartObjectStore(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", objects.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", objects.SecretKey)
+	put := func(prefix, key string, data []byte) {
+		t.Helper()
+		store, err := backup.Open(ctx, backup.Destination{Endpoint: objects.Endpoint, Bucket: objects.Bucket, Region: objects.Region,
+			Prefix: prefix, AccessKey: objects.AccessKey, SecretKey: objects.SecretKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As the agent writes a backup.json, digest and all.
+		if err := store.PutBytes(ctx, key, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	point := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	for i, name := range []string{"cache-older", "cache-newest", "cache-middle"} {
+		m := backup.Metadata{Backup: name, Instance: "cache", Namespace: "shop", Mode: "uring", Point: point.Add(time.Duration([]int{0, 2, 1}[i]) * time.Hour),
+			Location: "s3://" + objects.Bucket + "/shop/cache/backups/" + name + "/dump.rdb.zst", Size: int64(100 + i), SHA256: strings.Repeat("ab", 32)}
+		b, err := m.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, key := backup.ObjectKeys(name)
+		put("shop/cache", key, b)
+	}
+	put("shop/cache", "backups/cache-unfinished/dump.rdb.zst", []byte("a snapshot whose metadata never came"))
+	other, _ := (backup.Metadata{Backup: "other-1", Point: point, Location: "s3://x/y", Size: 1, SHA256: "cd"}).Encode()
+	_, otherKey := backup.ObjectKeys("other-1")
+	put("shop/other", otherKey, other)
+
+	flags := []string{"--endpoint=" + objects.Endpoint, "--bucket=" + objects.Bucket, "--prefix=shop/cache"}
+	var out bytes.Buffer
+	if err := list(ctx, flags, &out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "NAME") {
+		t.Fatalf("list printed:\n%s\nwant a header and 3 backups", out.String())
+	}
+	for i, want := range []string{"cache-newest  2026-11-27T08:00:00Z  shop/cache  uring", "cache-middle  2026-11-27T07:00:00Z", "cache-older   2026-11-27T06:00:00Z"} {
+		if !strings.HasPrefix(lines[i+1], want) {
+			t.Errorf("line %d is %q, want it to begin %q", i+2, lines[i+1], want)
+		}
+	}
+	out.Reset()
+	if err := list(ctx, append(flags, "--json"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `"backup": "cache-newest"`) || strings.Contains(out.String(), "other-1") || strings.Contains(out.String(), "unfinished") {
+		t.Errorf("list --json printed:\n%s", out.String())
+	}
+	out.Reset()
+	if err := list(ctx, []string{"--endpoint=" + objects.Endpoint, "--bucket=" + objects.Bucket, "--prefix=shop/none"}, &out); err != nil ||
+		!strings.Contains(out.String(), "no backup under s3://"+objects.Bucket+"/shop/none/backups/") {
+		t.Errorf("list of an empty prefix: %q, %v", out.String(), err)
+	}
 }
