@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,8 +34,14 @@ type benchOptions struct {
 	valueSize   int32
 	repetitions int32
 	mixedReads  bool
-	wait        bool
-	timeout     time.Duration
+	// crashCheck runs the crash check for crashSeconds of writes by as many
+	// clients as the workload's.
+	crashCheck   bool
+	crashSeconds int32
+	// runnerCPU is the runner's CPU request ("" for none).
+	runnerCPU string
+	wait      bool
+	timeout   time.Duration
 }
 
 func (r *root) benchCommand() *cobra.Command {
@@ -96,6 +104,9 @@ func (r *root) benchCommand() *cobra.Command {
 	f.Int32Var(&o.valueSize, "value-size", 0, "Value size in bytes (default 64).")
 	f.Int32Var(&o.repetitions, "repetitions", 0, "Interleaved repetitions of every target; the table shows the median (default 1).")
 	f.BoolVar(&o.mixedReads, "mixed-reads", false, "Also read clean keys while SET runs (command get-during-set).")
+	f.BoolVar(&o.crashCheck, "crash-check", false, "Kill each target's server after its writes and count the acknowledged writes lost (each target must allow it: spec.benchmark.crashCheck).")
+	f.Int32Var(&o.crashSeconds, "crash-check-seconds", 0, "With --crash-check, how long the clients write before the kill (default: the operator's, 5).")
+	f.StringVar(&o.runnerCPU, "runner-cpu", "", "The runner's CPU request (e.g. 500m), so that it does not compete with the servers for CPU.")
 	f.BoolVar(&o.wait, "wait", true, "Follow the benchmark to its end and print the table; --wait=false only creates it.")
 	f.DurationVar(&o.timeout, "timeout", 0, "Give up following after this long (0: as long as it takes); the benchmark goes on.")
 	return cmd
@@ -113,6 +124,9 @@ func createBenchmark(ctx context.Context, c client.Client, namespace string, tar
 		if rp.Spec.Benchmark == nil {
 			return nil, fmt.Errorf("the RedisPersistence %s/%s does not allow benchmarks: set spec.benchmark: {} on it (a benchmark writes to its database 15 and empties it after)", namespace, name)
 		}
+		if o.crashCheck && !rp.Spec.Benchmark.CrashCheck {
+			return nil, fmt.Errorf("the RedisPersistence %s/%s does not allow the crash check: set spec.benchmark.crashCheck: true on it (it turns on DEBUG, and changing it restarts the server)", namespace, name)
+		}
 	}
 	w := v1alpha1.BenchmarkWorkload{Requests: o.requests, Clients: o.clients, Pipeline: o.pipeline, ValueSize: o.valueSize, MixedReads: o.mixedReads}
 	for _, command := range o.commands {
@@ -122,6 +136,16 @@ func createBenchmark(ctx context.Context, c client.Client, namespace string, tar
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "RedisBenchmark"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: o.name},
 		Spec:       v1alpha1.RedisBenchmarkSpec{Targets: targets, Workload: w, Repetitions: o.repetitions},
+	}
+	if o.crashCheck {
+		b.Spec.CrashCheck = &v1alpha1.CrashCheckSpec{Clients: o.clients, WriteSeconds: o.crashSeconds}
+	}
+	if o.runnerCPU != "" {
+		cpu, err := resource.ParseQuantity(o.runnerCPU)
+		if err != nil {
+			return nil, fmt.Errorf("--runner-cpu %s: %w", o.runnerCPU, err)
+		}
+		b.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: cpu}}
 	}
 	if b.Name == "" {
 		b.Name = BenchName(now)

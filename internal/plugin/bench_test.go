@@ -25,7 +25,7 @@ func benchTarget(t *testing.T, namespace, name string, mode v1alpha1.Persistence
 		Spec:       v1alpha1.RedisPersistenceSpec{Mode: mode},
 	}
 	if allows {
-		rp.Spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{}
+		rp.Spec.Benchmark = &v1alpha1.BenchmarkAccessSpec{CrashCheck: name != "no-crash"}
 	}
 	create(t, rp, v1alpha1.RedisPersistenceStatus{})
 }
@@ -93,7 +93,8 @@ func TestBenchPrintsTheDemoTable(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // several of the plugin's reads
 		setBenchmarkStatus(t, b, v1alpha1.RedisBenchmarkStatus{CompletedRuns: 4, Results: results,
 			Conditions: []metav1.Condition{condition(v1alpha1.ConditionComplete, metav1.ConditionTrue, "Completed", "", 0)}})
-	}, "always", "durable", "--commands", "set,incr", "--clients", "8", "--requests", "20000", "--repetitions", "2")
+	}, "always", "durable", "--commands", "set,incr", "--clients", "8", "--requests", "20000", "--repetitions", "2",
+		"--crash-check", "--crash-check-seconds", "3", "--runner-cpu", "500m")
 	if err != nil {
 		t.Fatalf("bench: %v\n%s%s", err, stdout, stderr)
 	}
@@ -101,6 +102,12 @@ func TestBenchPrintsTheDemoTable(t *testing.T) {
 	if !slices.Equal(specSeen.Targets, []string{"always", "durable"}) || !slices.Equal(specSeen.Workload.Commands, want.Commands) ||
 		specSeen.Workload.Clients != want.Clients || specSeen.Workload.Requests != want.Requests || specSeen.Repetitions != 2 {
 		t.Errorf("the RedisBenchmark's spec is %+v; want targets always, durable, workload %+v, 2 repetitions", specSeen, want)
+	}
+	if c := specSeen.CrashCheck; c == nil || c.Clients != 8 || c.WriteSeconds != 3 {
+		t.Errorf("the RedisBenchmark's crashCheck is %+v, want 8 clients writing 3 s", c)
+	}
+	if r := specSeen.Resources; r == nil || r.Requests.Cpu().String() != "500m" {
+		t.Errorf("the RedisBenchmark's runner resources are %+v, want a 500m CPU request", r)
 	}
 	var table bytes.Buffer
 	if err := benchreport.Table(&table, results, nil); err != nil {
@@ -141,6 +148,7 @@ func TestBenchFails(t *testing.T) {
 	ns := namespace(t)
 	benchTarget(t, ns, "open", v1alpha1.ModeUring, true)
 	benchTarget(t, ns, "closed", v1alpha1.ModeUring, false)
+	benchTarget(t, ns, "no-crash", v1alpha1.ModeUring, true)
 
 	stdout, _, err := runBench(t, ns, "failing", func(b *v1alpha1.RedisBenchmark) {
 		setBenchmarkStatus(t, b, v1alpha1.RedisBenchmarkStatus{Conditions: []metav1.Condition{
@@ -161,6 +169,8 @@ func TestBenchFails(t *testing.T) {
 		{[]string{"open", "missing"}, `no RedisPersistence "missing"`},
 		{[]string{"open", "--commands", "flushall"}, "Unsupported value: \"flushall\""},
 		{[]string{"open", "--clients", "5000"}, "workload.clients"},
+		{[]string{"open", "--runner-cpu", "half"}, "--runner-cpu half"},
+		{[]string{"open", "no-crash", "--crash-check"}, "no-crash does not allow the crash check"},
 	} {
 		name := fmt.Sprintf("refused-%d", len(tc.want))
 		_, _, err := run(t, append([]string{"-n", ns, "bench", "--name", name}, tc.args...)...)
