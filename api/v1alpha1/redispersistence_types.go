@@ -160,7 +160,9 @@ type RedisPersistenceSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
-	// resources of the server container. A memory limit also sets the
+	// resources of the server container, used as written. Without them the
+	// server requests 100m CPU and 128Mi of memory, with no limit: only the
+	// user knows how large the dataset grows. A memory limit also sets the
 	// server's maxmemory, unless config.maxmemory does: 70% of the limit, so
 	// that what maxmemory does not count fits beside the dataset (pages a
 	// snapshot or AOF rewrite child copies on write, the AOF buffer and the
