@@ -413,3 +413,28 @@ func TestServerResourcesAreTheUsers(t *testing.T) {
 		}
 	}
 }
+
+// A memory limit sets maxmemory to 70% of it, 64Mi (the least the API
+// server accepts) included; spec.config.maxmemory wins; the default
+// resources, which have no limit, set none.
+func TestMaxmemoryFollowsTheMemoryLimit(t *testing.T) {
+	limit := func(q string) *corev1.ResourceRequirements {
+		return &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}}
+	}
+	for _, c := range []struct {
+		desc string
+		spec v1alpha1.RedisPersistenceSpec
+		want string
+	}{
+		{"1Gi limit", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Resources: limit("1Gi")}, "\nmaxmemory 751619276\n"},
+		{"64Mi limit", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Resources: limit("64Mi")}, "\nmaxmemory 46976204\n"},
+		{"explicit maxmemory", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Resources: limit("32Mi"),
+			Config: map[string]v1alpha1.ServerOptionValue{"maxmemory": "8mb"}}, "\nmaxmemory 8mb\n"},
+		{"default resources", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF}, ""},
+	} {
+		conf := specs.RenderConfig(specstest.NewRedisPersistence(c.spec))
+		if got := strings.Count(conf, "\nmaxmemory "); c.want == "" && got != 0 || c.want != "" && (got != 1 || !strings.Contains(conf, c.want)) {
+			t.Errorf("%s: want %q once (or no maxmemory for \"\") in:\n%s", c.desc, c.want, conf)
+		}
+	}
+}
