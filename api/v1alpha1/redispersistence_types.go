@@ -899,8 +899,9 @@ const (
 	// builds today; false while an upgrade of the operator's making (its
 	// default images, a new operator version) waits for its turn
 	// (UpgradePending), rolls (Upgrading) or did not become Ready in time
-	// (UpgradeStalled): the operator upgrades at most --max-concurrent-upgrades
-	// instances at a time.
+	// (UpgradeStalled: no other upgrade starts until it is Ready or the
+	// annotation uringredis.io/release-upgrade releases it): the operator
+	// upgrades at most --max-concurrent-upgrades instances at a time.
 	ConditionUpToDate = "UpToDate"
 	// ConditionUsersReady is true when every running server has the users
 	// of spec.users with their passwords and rules (spec.users only): false

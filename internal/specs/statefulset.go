@@ -541,6 +541,12 @@ const (
 	// AnnotationUpgradeStarted marks an operator upgrade that holds a turn,
 	// with the time it started (RFC 3339); it goes once the pod rolled out.
 	AnnotationUpgradeStarted = "uringredis.io/upgrade-started"
+	// AnnotationReleaseUpgrade on a RedisPersistence lets the operator's
+	// other upgrades go on without the one its pod rolls, stalled or not.
+	// Its value is that upgrade's AnnotationUpgradeStarted, which the
+	// instance's UpToDate condition shows: it releases that upgrade only, so
+	// an annotation left behind does not let a later one through.
+	AnnotationReleaseUpgrade = "uringredis.io/release-upgrade"
 )
 
 // operatorDefault stands for every value the operator's defaults supply in
