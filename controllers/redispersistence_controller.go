@@ -554,6 +554,8 @@ func (r *RedisPersistenceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.RedisBackup{}, handler.EnqueueRequestsFromMapFunc(r.instancesOfBackup)).
 		// An operator upgrade that ends frees a turn for the next ones waiting.
 		Watches(&appsv1.StatefulSet{}, handler.EnqueueRequestsFromMapFunc(r.nextUpgrades), builder.WithPredicates(upgradeTurnFreed)).
+		// So does a stalled one that a person releases.
+		Watches(&v1alpha1.RedisPersistence{}, handler.EnqueueRequestsFromMapFunc(r.nextUpgrades), builder.WithPredicates(upgradeReleaseAnnotated)).
 		Build(r)
 	r.controller = c
 	return err

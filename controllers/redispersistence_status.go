@@ -242,8 +242,11 @@ func degradedCondition(cs *corev1.ContainerStatus, last *v1alpha1.ServerTerminat
 
 // upToDateCondition says whether the pod template is the operator's current
 // one: pending while an operator upgrade waits for its turn, else from the
-// upgrade mark on sts (redispersistence_upgrade.go).
-func upToDateCondition(pending *condition, sts *appsv1.StatefulSet, now time.Time) condition {
+// upgrade mark on sts and the release annotation on rp
+// (redispersistence_upgrade.go). A stalled upgrade's message names the
+// command that releases it: the start time in it stays the same for as long
+// as the upgrade is in flight.
+func upToDateCondition(pending *condition, rp *v1alpha1.RedisPersistence, sts *appsv1.StatefulSet, now time.Time) condition {
 	if pending != nil {
 		return *pending
 	}
@@ -251,13 +254,33 @@ func upToDateCondition(pending *condition, sts *appsv1.StatefulSet, now time.Tim
 	switch {
 	case started == nil:
 		return condition{metav1.ConditionTrue, ReasonUpToDate, "the pod template is the one the operator builds"}
-	case upgrade.HoldsTurn(started.Time, now):
+	case upgradeReleased(rp, started):
+		return condition{metav1.ConditionFalse, ReasonUpgradeStalled,
+			"the pod is not Ready on the operator's new pod template; released by the " + specs.AnnotationReleaseUpgrade +
+				" annotation, the operator's other upgrades go on without it"}
+	case !upgrade.Stalled(started.Time, now):
 		return condition{metav1.ConditionFalse, ReasonUpgrading,
 			"the pod rolls onto the operator's new pod template; the operator's other upgrades wait until it is Ready"}
 	}
-	return condition{metav1.ConditionFalse, ReasonUpgradeStalled,
-		fmt.Sprintf("the pod is not Ready on the operator's new pod template %s after the upgrade started (see Ready); the operator's other upgrades no longer wait for it",
-			upgrade.ProgressDeadline)}
+	at := started.UTC().Format(time.RFC3339)
+	return condition{metav1.ConditionFalse, ReasonUpgradeStalled, fmt.Sprintf(
+		"the pod is not Ready on the operator's new pod template %s after the upgrade started at %s, and the operator starts no other upgrade until it is: "+
+			"see Ready and the pod's events, then fix the cause here or set the operator's previous default back (this instance takes it at once); "+
+			"to let the other instances upgrade without this one: kubectl annotate redispersistence -n %s %s %s=%s",
+		upgrade.ProgressDeadline, at, rp.Namespace, rp.Name, specs.AnnotationReleaseUpgrade, at)}
+}
+
+// reportUpgradeStall records an event when an operator upgrade becomes
+// stalled (it holds every other upgrade back) and when a person releases it.
+func (r *RedisPersistenceReconciler) reportUpgradeStall(rp *v1alpha1.RedisPersistence, was *metav1.Condition, now condition, released bool) {
+	if now.reason != ReasonUpgradeStalled || was != nil && was.Reason == now.reason && was.Message == now.message {
+		return
+	}
+	if released {
+		r.Recorder.Event(rp, corev1.EventTypeNormal, "ReleasedUpgrade", now.message)
+		return
+	}
+	r.Recorder.Event(rp, corev1.EventTypeWarning, "UpgradeStalled", now.message)
 }
 
 // runningImage is the image of pod's container name while that container
@@ -320,7 +343,10 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	}
 	r.setCondition(rp, v1alpha1.ConditionReady, readyCondition(scheduled, storage, obs))
 	r.setCondition(rp, v1alpha1.ConditionConfigApplied, configAppliedCondition(rp, obs))
-	r.setCondition(rp, v1alpha1.ConditionUpToDate, upToDateCondition(obs.upgradePending, obs.statefulSet, r.Clock.Now()))
+	upToDate := upToDateCondition(obs.upgradePending, rp, obs.statefulSet, r.Clock.Now())
+	r.reportUpgradeStall(rp, meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionUpToDate), upToDate,
+		upgradeReleased(rp, upgradeInFlight(obs.statefulSet)))
+	r.setCondition(rp, v1alpha1.ConditionUpToDate, upToDate)
 	if obs.replication != nil {
 		r.setCondition(rp, v1alpha1.ConditionReplicating, obs.replication.condition)
 	} else {

@@ -38,23 +38,29 @@ package controllers
 // last turn. When an upgrade ends, its StatefulSet event wakes the next
 // waiting instances in order (nextUpgrades), not all of them; a waiting
 // instance also looks again every resyncInterval. The decisions themselves,
-// who goes next and how long a turn lasts, are internal/upgrade's.
+// who goes next and which upgrade holds the others, are internal/upgrade's.
 //
-// Two rules keep one instance from holding the fleet back:
+// Two rules decide what one instance's trouble does to the others:
 //   - An instance that is not Ready when its upgrade comes (unschedulable,
 //     crash-looping, rolling a change of its own) takes it at once and holds
 //     no turn: it serves nothing a restart could interrupt, and the new
 //     template may be what it needs.
-//   - An upgrade holds its turn for at most upgrade.ProgressDeadline. One whose
-//     pod never becomes Ready (a bad image, a lost node) is then reported
-//     UpgradeStalled and the next instance starts: a broken image spreads one
-//     instance per deadline (per turn), slowly enough for the Ready alerts to
-//     be seen, instead of stopping every later upgrade until someone acts.
+//   - An upgrade holds its turn until its pod is Ready on the new template,
+//     however long that takes. One that is not Ready after
+//     upgrade.ProgressDeadline (a bad image, a lost node) is reported
+//     UpgradeStalled, with a warning event, and the instances waiting say they
+//     wait for it: no further instance starts, since the next would most
+//     likely fail the same way. It ends when the pod becomes Ready (a fix of the
+//     instance, or the operator's default set back, which the stalled instance
+//     takes at once), or when a person releases it with the annotation
+//     uringredis.io/release-upgrade=<its start time> on the instance
+//     (specs.AnnotationReleaseUpgrade), which wakes the waiting instances.
 
 import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -140,6 +146,12 @@ func upgradeInFlight(sts *appsv1.StatefulSet) *metav1.Time {
 	return ptr.To(metav1.NewTime(started))
 }
 
+// upgradeReleased is true when rp carries the annotation that releases the
+// operator upgrade started at started (nil: none in flight).
+func upgradeReleased(rp *v1alpha1.RedisPersistence, started *metav1.Time) bool {
+	return started != nil && rp.Annotations[specs.AnnotationReleaseUpgrade] == started.UTC().Format(time.RFC3339)
+}
+
 // waitsForUpgrade is true for a Ready instance whose last reconcile, of its
 // current generation, held an operator upgrade back.
 func waitsForUpgrade(rp *v1alpha1.RedisPersistence) bool {
@@ -167,9 +179,23 @@ func upgradeWaitFor(turn upgrade.Turn, announced bool, maxConcurrent int) *upgra
 	if !announced {
 		retry = upgradeAnnounceDelay
 	}
-	return &upgradeWait{condition{metav1.ConditionFalse, ReasonUpgradePending, fmt.Sprintf(
+	message := fmt.Sprintf(
 		"the operator's new pod template (its default images or version) waits for its turn behind %d other instances: %d upgrading, %d waiting ahead in namespace/name order; the operator upgrades at most %d at a time (--max-concurrent-upgrades)",
-		turn.Rolling+turn.Ahead, turn.Rolling, turn.Ahead, maxConcurrent)}, retry}
+		turn.Rolling+turn.Ahead, turn.Rolling, turn.Ahead, maxConcurrent)
+	if len(turn.Stalled) > 0 {
+		message += fmt.Sprintf(
+			". Stalled: %s, whose pod is not Ready on the new template %s after its upgrade started; no other upgrade starts until it is Ready or someone releases it (its UpToDate condition says how)",
+			joinKeys(turn.Stalled), upgrade.ProgressDeadline)
+	}
+	return &upgradeWait{condition{metav1.ConditionFalse, ReasonUpgradePending, message}, retry}
+}
+
+func joinKeys(keys []types.NamespacedName) string {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.String()
+	}
+	return strings.Join(names, ", ")
 }
 
 // applyStatefulSet applies the StatefulSet rp needs, unless it carries an
@@ -263,7 +289,7 @@ func (r *RedisPersistenceReconciler) upgradeFleet(ctx context.Context) (upgrade.
 		key := client.ObjectKeyFromObject(rp)
 		in := upgrade.Instance{Key: key, Waiting: waitsForUpgrade(rp)}
 		if started := upgradeInFlight(byKey[key]); started != nil {
-			in.Started = started.Time
+			in.Started, in.Released = started.Time, upgradeReleased(rp, started)
 		}
 		fleet.Instances = append(fleet.Instances, in)
 	}
@@ -290,6 +316,18 @@ var upgradeTurnFreed = predicate.Funcs{
 		sts, ok := e.Object.(*appsv1.StatefulSet)
 		return ok && upgradeInFlight(sts) != nil
 	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+// upgradeReleaseAnnotated passes the RedisPersistence events that may
+// release an upgrade in flight: the release annotation set or changed.
+var upgradeReleaseAnnotated = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		release := e.ObjectNew.GetAnnotations()[specs.AnnotationReleaseUpgrade]
+		return release != "" && release != e.ObjectOld.GetAnnotations()[specs.AnnotationReleaseUpgrade]
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 

@@ -424,9 +424,12 @@ func TestUpgradeUserEditsApplyAtOnce(t *testing.T) {
 	assertTemplate(t, ns, "a", "redis-uring:v2", true)
 }
 
-// An instance that is not Ready takes the upgrade at once, and an upgrade
-// that never becomes Ready holds its turn for upgrade.ProgressDeadline only.
-func TestUpgradeUnreadyAndStalledInstancesDoNotBlock(t *testing.T) {
+// An instance that is not Ready takes the upgrade at once. An upgrade that
+// never becomes Ready holds its turn past upgrade.ProgressDeadline: it is
+// reported stalled, with a warning and the command that releases it, the
+// instances waiting name it, and none starts until a person releases it
+// with the annotation, which wakes them.
+func TestUpgradeStalledHoldsTheFleetUntilReleased(t *testing.T) {
 	ensureNodes(t)
 	ns := newNamespace(t)
 	clock := clocktesting.NewFakePassiveClock(testNow)
@@ -445,12 +448,68 @@ func TestUpgradeUnreadyAndStalledInstancesDoNotBlock(t *testing.T) {
 	waitTemplate(t, 30*time.Second, ns, "a", "redis-uring:v2")
 	waitCondition(t, ns, "b", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
 
-	// a never becomes Ready on v2.
+	// a never becomes Ready on v2, not even a day later.
+	clock.SetTime(testNow.Add(24 * time.Hour))
+	op.reconcile(t, ns, "a")
+	stalled := waitCondition(t, ns, "a", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradeStalled)
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, "a"); err != nil {
+		t.Fatal(err)
+	}
+	started := sts.Annotations[specs.AnnotationUpgradeStarted]
+	command := fmt.Sprintf("kubectl annotate redispersistence -n %s a %s=%s", ns, specs.AnnotationReleaseUpgrade, started)
+	if c := meta.FindStatusCondition(stalled.Status.Conditions, v1alpha1.ConditionUpToDate); !strings.Contains(c.Message, command) {
+		t.Errorf("the stalled upgrade's condition does not say %q: %s", command, c.Message)
+	}
+	waitEvent(t, ns, "a", "UpgradeStalled")
+	op.reconcile(t, ns, "b")
+	waitMessage(t, ns, "b", "Stalled: "+ns+"/a, whose pod is not Ready on the new template 10m0s after its upgrade started")
+	assertTemplate(t, ns, "b", "redis-uring:v1", false)
+
+	// An annotation naming another upgrade releases nothing.
+	annotate := func(value string) {
+		t.Helper()
+		rp := &v1alpha1.RedisPersistence{}
+		if err := get(t, rp, ns, "a"); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(rp.DeepCopy())
+		metav1.SetMetaDataAnnotation(&rp.ObjectMeta, specs.AnnotationReleaseUpgrade, value)
+		if err := k8s.Patch(context.Background(), rp, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	annotate(testNow.Add(-time.Hour).Format(time.RFC3339))
+	op.reconcile(t, ns, "b")
+	assertTemplate(t, ns, "b", "redis-uring:v1", false)
+
+	// Released: b starts without a reconcile of its own (it would look
+	// again only after resyncInterval), and a says it no longer holds b.
+	annotate(started)
+	waitTemplate(t, 20*time.Second, ns, "b", "redis-uring:v2")
+	assertTemplate(t, ns, "b", "redis-uring:v2", true)
+	waitMessage(t, ns, "a", "released by the "+specs.AnnotationReleaseUpgrade+" annotation")
+	waitEvent(t, ns, "a", "ReleasedUpgrade")
+}
+
+// A stalled upgrade ends, and the next starts, once its pod is Ready on the
+// new template: a fix needs no annotation.
+func TestUpgradeStalledResumesOnceReady(t *testing.T) {
+	ns, clock, op := readyFleet(t, 1)
+	op.stop()
+	op = startOperator(t, ns, versionOptions("redis-uring:v2"), 1, clock)
+	waitTemplate(t, 30*time.Second, ns, "a", "redis-uring:v2")
+	waitCondition(t, ns, "b", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
 	clock.SetTime(testNow.Add(upgrade.ProgressDeadline + time.Second))
 	op.reconcile(t, ns, "a")
 	waitCondition(t, ns, "a", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradeStalled)
 	op.reconcile(t, ns, "b")
-	assertTemplate(t, ns, "b", "redis-uring:v2", true)
+	assertTemplate(t, ns, "b", "redis-uring:v1", false)
+
+	rollPod(t, ns, "a")
+	waitUpgraded(t, ns, "a", "redis-uring:v2")
+	waitTemplate(t, 20*time.Second, ns, "b", "redis-uring:v2")
+	assertTemplate(t, ns, "c", "redis-uring:v1", false)
 }
 
 // --max-concurrent-upgrades bounds the upgrades in flight.
@@ -592,5 +651,13 @@ func TestUpgradeWaitFor(t *testing.T) {
 		if want := "behind 3 other instances: 1 upgrading, 2 waiting ahead in namespace/name order; the operator upgrades at most 2 at a time"; !strings.Contains(w.message, want) {
 			t.Errorf("announced %v: message %q does not say %q", c.announced, w.message, want)
 		}
+		if strings.Contains(w.message, "Stalled") {
+			t.Errorf("announced %v: message %q names a stalled upgrade where none is", c.announced, w.message)
+		}
+	}
+	// The instances it waits for because they stalled are named.
+	turn.Stalled = []types.NamespacedName{{Namespace: "apps", Name: "a"}, {Namespace: "apps", Name: "b"}}
+	if w, want := upgradeWaitFor(turn, true, 2), "Stalled: apps/a, apps/b, whose pod is not Ready"; !strings.Contains(w.message, want) {
+		t.Errorf("message %q does not say %q", w.message, want)
 	}
 }

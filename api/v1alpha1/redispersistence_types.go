@@ -81,6 +81,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.sentinel) || (has(self.replicas) && self.replicas > 1)",message="spec.sentinel configures the failover of replicated servers: it needs spec.replicas of 2 or more (remove spec.sentinel to run one server)"
 // +kubebuilder:validation:XValidation:rule="self.mode == oldSelf.mode || ((!has(self.replicas) || self.replicas == 1) && (!has(oldSelf.replicas) || oldSelf.replicas == 1))",message="spec.mode cannot change while spec.replicas is above 1: the operator carries a mode change through one running server; scale to replicas: 1 first, change the mode, then scale out again"
 // +kubebuilder:validation:XValidation:rule="has(self.storage) || (self.mode == 'none') == (oldSelf.mode == 'none')",message="without spec.storage, mode: none runs without a volume and the other modes on a default one, so the mode cannot change between none and rdb, aof or uring: there is no volume to carry the data to, or none to drop; create a new RedisPersistence with spec.storage"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('memory' in self.resources.limits) || (has(self.config) && 'maxmemory' in self.config) || quantity(string(self.resources.limits['memory'])).compareTo(quantity('64Mi')) >= 0",message="spec.resources.limits.memory below 64Mi leaves the server too little: maxmemory would be 70% of it and the rest cannot hold the server's own ~10Mi, its clients' buffers and an AOF rewrite; raise the limit, or set spec.config.maxmemory yourself"
 type RedisPersistenceSpec struct {
 	// mode is how the server keeps its data: none (memory only), rdb (snapshots),
 	// aof (append-only file synced per aof.fsync) or uring (append-only file
@@ -160,7 +161,9 @@ type RedisPersistenceSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image,omitempty"`
 
-	// resources of the server container. A memory limit also sets the
+	// resources of the server container, used as written. Without them the
+	// server requests 100m CPU and 128Mi of memory, with no limit: only the
+	// user knows how large the dataset grows. A memory limit also sets the
 	// server's maxmemory, unless config.maxmemory does: 70% of the limit, so
 	// that what maxmemory does not count fits beside the dataset (pages a
 	// snapshot or AOF rewrite child copies on write, the AOF buffer and the
@@ -168,6 +171,8 @@ type RedisPersistenceSpec struct {
 	// client buffers, allocator fragmentation). A write that would pass
 	// maxmemory then fails with an OOM error (or evicts, per
 	// config.maxmemory-policy) instead of the container being OOM-killed.
+	// A memory limit below 64Mi needs config.maxmemory: 70% of it is too
+	// little to use.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
@@ -894,8 +899,9 @@ const (
 	// builds today; false while an upgrade of the operator's making (its
 	// default images, a new operator version) waits for its turn
 	// (UpgradePending), rolls (Upgrading) or did not become Ready in time
-	// (UpgradeStalled): the operator upgrades at most --max-concurrent-upgrades
-	// instances at a time.
+	// (UpgradeStalled: no other upgrade starts until it is Ready or the
+	// annotation uringredis.io/release-upgrade releases it): the operator
+	// upgrades at most --max-concurrent-upgrades instances at a time.
 	ConditionUpToDate = "UpToDate"
 	// ConditionUsersReady is true when every running server has the users
 	// of spec.users with their passwords and rules (spec.users only): false

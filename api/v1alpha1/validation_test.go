@@ -142,6 +142,8 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"tls with an empty Secret name", map[string]any{"mode": "aof", "tls": map[string]any{"secretName": ""}}, "spec.tls.secretName in body should be at least 1 chars long"},
 		{"tls issuer without a name", map[string]any{"mode": "aof", "tls": map[string]any{"issuerRef": map[string]any{"kind": "Issuer"}}}, "spec.tls.issuerRef.name: Required value"},
 		{"tls issuer of an unknown kind", map[string]any{"mode": "aof", "tls": map[string]any{"issuerRef": map[string]any{"name": "ca", "kind": "Certificate"}}}, `spec.tls.issuerRef.kind: Unsupported value: "Certificate"`},
+		{"memory limit that leaves maxmemory unusable", withMemoryLimit("48Mi"), "spec.resources.limits.memory below 64Mi leaves the server too little"},
+		{"memory limit as a byte count", withMemoryLimit(int64(32 << 20)), "spec.resources.limits.memory below 64Mi leaves the server too little"},
 		{"config value too long", withConfig("notify-keyspace-events", strings.Repeat("K", 1025)), "spec.config.notify-keyspace-events: Too long"},
 	}
 	for _, key := range []string{
@@ -189,6 +191,26 @@ func expectRejected(t *testing.T, tc rejection) {
 
 func withConfig(key, value string) map[string]any {
 	return map[string]any{"mode": "aof", "config": map[string]any{key: value}}
+}
+
+func withMemoryLimit(limit any) map[string]any {
+	return map[string]any{"mode": "aof", "resources": map[string]any{"limits": map[string]any{"memory": limit}}}
+}
+
+// A memory limit sets maxmemory to 70% of it: 64Mi is the least that
+// leaves a usable maxmemory, and a smaller limit is accepted when the user
+// sets maxmemory themselves.
+func TestMemoryLimitAccepted(t *testing.T) {
+	small := withMemoryLimit("32Mi")
+	small["config"] = map[string]any{"maxmemory": "8mb"}
+	for _, spec := range []map[string]any{
+		withMemoryLimit("64Mi"), withMemoryLimit("1Gi"), withMemoryLimit(int64(1 << 30)), small,
+		{"mode": "aof", "resources": map[string]any{"requests": map[string]any{"memory": "16Mi"}}},
+	} {
+		if err := create(spec); err != nil {
+			t.Errorf("%v: %v", spec, err)
+		}
+	}
 }
 
 // Server options the operator does not own are accepted as they are.

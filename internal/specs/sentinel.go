@@ -221,6 +221,8 @@ func antiAffinityOf(sts *appsv1.StatefulSet) v1alpha1.PodAntiAffinity {
 // Sentinel relearns the instance from the others and the servers).
 func SentinelStatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *appsv1.StatefulSet {
 	s := sentinelSpecOf(rp)
+	// A Sentinel holds a few MiB whatever the dataset: a limit is safe, and
+	// stops a leak from taking the node's memory.
 	resources := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},

@@ -364,11 +364,8 @@ func serverPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs
 		ReadinessProbe:  serverReadyProbe(rp),
 		VolumeMounts:    volumeMounts,
 		SecurityContext: restrictedSecurityContext(),
+		Resources:       ServerResources(rp),
 	}
-	if rp.Spec.Resources != nil {
-		redis.Resources = *rp.Spec.Resources.DeepCopy()
-	}
-
 	volumes := []corev1.Volume{
 		{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(rp)},
@@ -404,6 +401,27 @@ func serverPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs
 			PriorityClassName:             rp.Spec.Placement.PriorityClassName,
 		},
 	}
+}
+
+// ServerResources are spec.resources as the user wrote them, or, without
+// them, requests and no limit: a pod with no requests is BestEffort, the
+// first the kubelet evicts under memory pressure and scheduled as if the
+// server took nothing. The requests are what an idle server with a small
+// dataset holds (a Valkey server starts at about 10 MiB resident, and its
+// AOF rewrite child shares the parent's pages until they are written) and a
+// tenth of a core for its event loop, as other Redis operators request
+// (Spotahome's 100m and 100Mi): enough to schedule honestly, small enough that
+// a test cluster holds dozens. No limit: a memory limit is the dataset's
+// ceiling (it sets maxmemory, defaultMaxmemory) and only the user knows how
+// large the dataset grows; a CPU limit throttles the event loop in the
+// middle of a reply, which costs p99 latency rather than saving anything.
+func ServerResources(rp *v1alpha1.RedisPersistence) corev1.ResourceRequirements {
+	if rp.Spec.Resources != nil {
+		return *rp.Spec.Resources.DeepCopy()
+	}
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi"),
+	}}
 }
 
 // topologySpread is spec.placement.topologySpreadConstraints, each without
@@ -479,6 +497,8 @@ func buildExporter(rp *v1alpha1.RedisPersistence, opts Options) corev1.Container
 			PeriodSeconds: 10,
 		},
 		SecurityContext: restrictedSecurityContext(),
+		// The exporter's memory follows the metrics it renders, not the
+		// dataset: a limit is safe.
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
@@ -521,6 +541,12 @@ const (
 	// AnnotationUpgradeStarted marks an operator upgrade that holds a turn,
 	// with the time it started (RFC 3339); it goes once the pod rolled out.
 	AnnotationUpgradeStarted = "uringredis.io/upgrade-started"
+	// AnnotationReleaseUpgrade on a RedisPersistence lets the operator's
+	// other upgrades go on without the one its pod rolls, stalled or not.
+	// Its value is that upgrade's AnnotationUpgradeStarted, which the
+	// instance's UpToDate condition shows: it releases that upgrade only, so
+	// an annotation left behind does not let a later one through.
+	AnnotationReleaseUpgrade = "uringredis.io/release-upgrade"
 )
 
 // operatorDefault stands for every value the operator's defaults supply in

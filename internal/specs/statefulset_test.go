@@ -12,6 +12,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -358,6 +360,81 @@ func TestStartScriptsParse(t *testing.T) {
 		cmd := exec.Command("dash", "-n", "-c", script)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("%s start script: %v\n%s", name, err, out)
+		}
+	}
+}
+
+// No container the operator runs for an instance is BestEffort: every one,
+// server, sidecars, init containers and Sentinels, requests CPU and memory
+// when the RedisPersistence leaves resources out.
+func TestNoContainerIsBestEffort(t *testing.T) {
+	check := func(name string, pod corev1.PodSpec) {
+		for _, c := range append(pod.InitContainers, pod.Containers...) {
+			if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+				t.Errorf("%s: container %s requests no CPU or memory: %v", name, c.Name, c.Resources)
+			}
+		}
+	}
+	for name, spec := range specstest.GoldenCases {
+		// TestServerResourcesAreTheUsers covers a server with spec.resources.
+		spec.Resources = nil
+		rp := specstest.NewRedisPersistence(spec)
+		check(name, specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, specstest.Password(rp))).Spec.Template.Spec)
+	}
+	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
+	in := specs.NewPodInputs(rp, specstest.Password(rp))
+	check("replicated", specs.StatefulSet(rp, specstest.Options, in).Spec.Template.Spec)
+	check("replicated Sentinels", specs.SentinelStatefulSet(rp, specstest.Options, in).Spec.Template.Spec)
+}
+
+// The server's defaults apply only without spec.resources: what the user
+// wrote is the container's resources as written, a limit alone included
+// (Kubernetes then requests the limit).
+func TestServerResourcesAreTheUsers(t *testing.T) {
+	server := func(spec v1alpha1.RedisPersistenceSpec) corev1.ResourceRequirements {
+		rp := specstest.NewRedisPersistence(spec)
+		c := specs.StatefulSet(rp, specstest.Options, specs.NewPodInputs(rp, "")).Spec.Template.Spec.Containers[0]
+		if c.Name != specs.ContainerRedis {
+			t.Fatalf("first container is %s", c.Name)
+		}
+		return c.Resources
+	}
+	defaults := server(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF})
+	if defaults.Requests.Cpu().String() != "100m" || defaults.Requests.Memory().String() != "128Mi" || len(defaults.Limits) != 0 {
+		t.Errorf("default server resources: %v, want requests cpu 100m, memory 128Mi and no limit", defaults)
+	}
+	for _, user := range []corev1.ResourceRequirements{
+		{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}},
+		{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}},
+		{},
+	} {
+		if got := server(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Resources: &user}); !equality.Semantic.DeepEqual(got, user) {
+			t.Errorf("spec.resources %v rendered as %v", user, got)
+		}
+	}
+}
+
+// A memory limit sets maxmemory to 70% of it, 64Mi (the least the API
+// server accepts) included; spec.config.maxmemory wins; the default
+// resources, which have no limit, set none.
+func TestMaxmemoryFollowsTheMemoryLimit(t *testing.T) {
+	limit := func(q string) *corev1.ResourceRequirements {
+		return &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}}
+	}
+	for _, c := range []struct {
+		desc string
+		spec v1alpha1.RedisPersistenceSpec
+		want string
+	}{
+		{"1Gi limit", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Resources: limit("1Gi")}, "\nmaxmemory 751619276\n"},
+		{"64Mi limit", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Resources: limit("64Mi")}, "\nmaxmemory 46976204\n"},
+		{"explicit maxmemory", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, Resources: limit("32Mi"),
+			Config: map[string]v1alpha1.ServerOptionValue{"maxmemory": "8mb"}}, "\nmaxmemory 8mb\n"},
+		{"default resources", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF}, ""},
+	} {
+		conf := specs.RenderConfig(specstest.NewRedisPersistence(c.spec))
+		if got := strings.Count(conf, "\nmaxmemory "); c.want == "" && got != 0 || c.want != "" && (got != 1 || !strings.Contains(conf, c.want)) {
+			t.Errorf("%s: want %q once (or no maxmemory for \"\") in:\n%s", c.desc, c.want, conf)
 		}
 	}
 }

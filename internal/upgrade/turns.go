@@ -1,6 +1,6 @@
 // Package upgrade decides the turns of the upgrades that come from the
 // operator rather than from an instance's spec: which waiting instance may
-// roll its pod next, and when an upgrade in flight gives its turn up.
+// roll its pod next, and which upgrade in flight the others wait for.
 //
 // It holds no turns of its own. The controller reads them from the API into
 // a Fleet before every decision (an upgrade in flight is a StatefulSet marked
@@ -18,12 +18,13 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// ProgressDeadline is how long an upgrade holds its turn before the next one
-// starts anyway: twice what the startup probe gives a server to load its
-// data, with room for pulling the image. One whose pod never becomes Ready (a
-// bad image, a lost node) then stalls instead of stopping every later
-// upgrade: a broken image spreads one instance per deadline, slowly enough
-// for the Ready alerts to be seen.
+// ProgressDeadline is how long an upgrade may take before it is reported
+// stalled: twice what the startup probe gives a server to load its data,
+// with room for pulling the image. A stalled upgrade keeps its turn: one
+// whose pod never becomes Ready is most often a bad image or a template the
+// operator got wrong, and the next instance would fail the same way. The
+// fleet waits until the pod is Ready on the new template or a person
+// releases the turn (Instance.Released), having looked at why.
 const ProgressDeadline = 10 * time.Minute
 
 // Instance is what a turn decision knows of one instance.
@@ -31,6 +32,9 @@ type Instance struct {
 	Key types.NamespacedName
 	// Started is when its upgrade in flight started; zero while it rolls none.
 	Started time.Time
+	// Released is true when a person let the other upgrades go on without
+	// the one in flight: it then holds no turn, stalled or not.
+	Released bool
 	// Waiting is true while it is Ready and its upgrade waits for a turn.
 	Waiting bool
 }
@@ -53,6 +57,10 @@ type Turn struct {
 	// Rolling is how many other instances hold a turn, Ahead how many Ready
 	// ones wait before it in namespace/name order.
 	Rolling, Ahead int
+	// Stalled are the instances among Rolling whose upgrade passed
+	// ProgressDeadline, in namespace/name order: what the fleet waits for
+	// until someone acts.
+	Stalled []types.NamespacedName
 }
 
 // Turn decides whether self, a Ready instance whose upgrade comes, may roll
@@ -66,13 +74,17 @@ func (f Fleet) Turn(self types.NamespacedName, announced bool) Turn {
 	for _, in := range f.Instances {
 		switch {
 		case in.Key == self:
-		case HoldsTurn(in.Started, now):
+		case in.HoldsTurn():
 			turn.Rolling++
+			if Stalled(in.Started, now) {
+				turn.Stalled = append(turn.Stalled, in.Key)
+			}
 		case in.Waiting && compareKeys(in.Key, self) < 0:
 			turn.Ahead++
 		}
 	}
 	turn.Start = announced && turn.Rolling+turn.Ahead < f.MaxConcurrent
+	slices.SortFunc(turn.Stalled, compareKeys)
 	return turn
 }
 
@@ -91,10 +103,16 @@ func (f Fleet) Next(ended types.NamespacedName) []types.NamespacedName {
 	return waiting[:min(len(waiting), f.MaxConcurrent)]
 }
 
-// HoldsTurn is true while an upgrade that started at started (zero: none
-// did) holds its turn: for ProgressDeadline at most.
-func HoldsTurn(started, now time.Time) bool {
-	return !started.IsZero() && now.Sub(started) < ProgressDeadline
+// HoldsTurn is true while the instance rolls an upgrade nobody released:
+// until its pod is Ready on the new template, however long that takes.
+func (in Instance) HoldsTurn() bool {
+	return !in.Started.IsZero() && !in.Released
+}
+
+// Stalled is true for an upgrade that started at started (zero: none did)
+// and is still in flight at now, ProgressDeadline or more later.
+func Stalled(started, now time.Time) bool {
+	return !started.IsZero() && now.Sub(started) >= ProgressDeadline
 }
 
 func compareKeys(a, b types.NamespacedName) int {

@@ -17,8 +17,8 @@ func key(ns, name string) types.NamespacedName {
 
 func started(ago time.Duration) time.Time { return now.Add(-ago) }
 
-// Turn counts the upgrades in flight, for a bounded time, and the Ready
-// instances waiting ahead in namespace/name order.
+// Turn counts the upgrades in flight that nobody released, stalled ones
+// too, and the Ready instances waiting ahead in namespace/name order.
 func TestTurn(t *testing.T) {
 	self := key("apps", "m")
 	for _, c := range []struct {
@@ -27,28 +27,35 @@ func TestTurn(t *testing.T) {
 		max            int
 		want           bool
 		rolling, ahead int
+		stalled        []types.NamespacedName
 	}{
-		{"alone", []Instance{{Key: self}}, 1, true, 0, 0},
-		{"one rolling", []Instance{{Key: self}, {Key: key("apps", "z"), Started: started(time.Minute)}}, 1, false, 1, 0},
-		{"one rolling of two", []Instance{{Key: self}, {Key: key("apps", "z"), Started: started(time.Minute)}}, 2, true, 1, 0},
-		{"one stalled", []Instance{{Key: self}, {Key: key("apps", "z"), Started: started(ProgressDeadline)}}, 1, true, 0, 0},
-		{"one waiting ahead", []Instance{{Key: self}, {Key: key("apps", "a"), Waiting: true}}, 1, false, 0, 1},
-		{"one waiting ahead in another namespace", []Instance{{Key: self}, {Key: key("api", "z"), Waiting: true}}, 1, false, 0, 1},
-		{"one waiting behind", []Instance{{Key: self}, {Key: key("apps", "z"), Waiting: true}}, 1, true, 0, 0},
-		{"one waiting ahead, two turns", []Instance{{Key: self}, {Key: key("apps", "a"), Waiting: true}}, 2, true, 0, 1},
-		{"its own upgrade", []Instance{{Key: self, Started: started(time.Minute), Waiting: true}}, 1, true, 0, 0},
-		{"one rolling, one stalled, two waiting ahead, one behind", []Instance{{Key: self},
+		{"alone", []Instance{{Key: self}}, 1, true, 0, 0, nil},
+		{"one rolling", []Instance{{Key: self}, {Key: key("apps", "z"), Started: started(time.Minute)}}, 1, false, 1, 0, nil},
+		{"one rolling of two", []Instance{{Key: self}, {Key: key("apps", "z"), Started: started(time.Minute)}}, 2, true, 1, 0, nil},
+		{"one stalled", []Instance{{Key: self}, {Key: key("apps", "z"), Started: started(ProgressDeadline)}}, 1, false, 1, 0, []types.NamespacedName{key("apps", "z")}},
+		{"one stalled a day", []Instance{{Key: self}, {Key: key("apps", "z"), Started: started(24 * time.Hour)}}, 1, false, 1, 0, []types.NamespacedName{key("apps", "z")}},
+		{"one stalled and released", []Instance{{Key: self}, {Key: key("apps", "z"), Started: started(ProgressDeadline), Released: true}}, 1, true, 0, 0, nil},
+		{"one rolling released before its deadline", []Instance{{Key: self}, {Key: key("apps", "z"), Started: started(time.Minute), Released: true}}, 1, true, 0, 0, nil},
+		{"one waiting ahead", []Instance{{Key: self}, {Key: key("apps", "a"), Waiting: true}}, 1, false, 0, 1, nil},
+		{"one waiting ahead in another namespace", []Instance{{Key: self}, {Key: key("api", "z"), Waiting: true}}, 1, false, 0, 1, nil},
+		{"one waiting behind", []Instance{{Key: self}, {Key: key("apps", "z"), Waiting: true}}, 1, true, 0, 0, nil},
+		{"one waiting ahead, two turns", []Instance{{Key: self}, {Key: key("apps", "a"), Waiting: true}}, 2, true, 0, 1, nil},
+		{"its own upgrade", []Instance{{Key: self, Started: started(time.Minute), Waiting: true}}, 1, true, 0, 0, nil},
+		{"two rolling, two stalled, one released, two waiting ahead, one behind", []Instance{{Key: self},
 			{Key: key("apps", "z"), Started: started(time.Minute)},
 			{Key: key("apps", "y"), Started: started(time.Hour)},
-			{Key: key("apps", "a"), Waiting: true}, {Key: key("apps", "b"), Waiting: true}, {Key: key("apps", "x"), Waiting: true}}, 4, true, 1, 2},
+			{Key: key("apps", "c"), Started: started(time.Hour)},
+			{Key: key("apps", "d"), Started: started(time.Hour), Released: true},
+			{Key: key("apps", "a"), Waiting: true}, {Key: key("apps", "b"), Waiting: true}, {Key: key("apps", "x"), Waiting: true}}, 6, true, 3, 2,
+			[]types.NamespacedName{key("apps", "c"), key("apps", "y")}},
 	} {
 		fleet := Fleet{Instances: c.fleet, MaxConcurrent: c.max, Clock: clocktesting.NewFakePassiveClock(now)}
 		if turn := fleet.Turn(self, false); turn.Start {
 			t.Errorf("%s: an upgrade not announced yet took a turn", c.desc)
 		}
 		turn := fleet.Turn(self, true)
-		if turn.Start != c.want || turn.Rolling != c.rolling || turn.Ahead != c.ahead {
-			t.Errorf("%s: %+v, want start %v, %d rolling, %d ahead", c.desc, turn, c.want, c.rolling, c.ahead)
+		if turn.Start != c.want || turn.Rolling != c.rolling || turn.Ahead != c.ahead || !slices.Equal(turn.Stalled, c.stalled) {
+			t.Errorf("%s: %+v, want start %v, %d rolling, %d ahead, stalled %v", c.desc, turn, c.want, c.rolling, c.ahead, c.stalled)
 		}
 		if !turn.At.Equal(now) {
 			t.Errorf("%s: the turn starts at %v, not now", c.desc, turn.At)
@@ -86,21 +93,27 @@ func TestNext(t *testing.T) {
 	}
 }
 
-// An upgrade holds its turn from when it started, for ProgressDeadline.
-func TestHoldsTurn(t *testing.T) {
+// An upgrade holds its turn from when it started until its pod is Ready
+// (Started is then zero) or someone releases it, past ProgressDeadline too;
+// it is stalled from ProgressDeadline on.
+func TestHoldsTurnAndStalled(t *testing.T) {
 	for _, c := range []struct {
-		desc    string
-		started time.Time
-		want    bool
+		desc          string
+		in            Instance
+		holds, stalls bool
 	}{
-		{"none started", time.Time{}, false},
-		{"just started", started(0), true},
-		{"a second before the deadline", started(ProgressDeadline - time.Second), true},
-		{"at the deadline", started(ProgressDeadline), false},
-		{"long stalled", started(time.Hour), false},
+		{"none started", Instance{}, false, false},
+		{"just started", Instance{Started: started(0)}, true, false},
+		{"a second before the deadline", Instance{Started: started(ProgressDeadline - time.Second)}, true, false},
+		{"at the deadline", Instance{Started: started(ProgressDeadline)}, true, true},
+		{"long stalled", Instance{Started: started(time.Hour)}, true, true},
+		{"long stalled, released", Instance{Started: started(time.Hour), Released: true}, false, true},
 	} {
-		if got := HoldsTurn(c.started, now); got != c.want {
-			t.Errorf("%s: %v, want %v", c.desc, got, c.want)
+		if got := c.in.HoldsTurn(); got != c.holds {
+			t.Errorf("%s: holds its turn %v, want %v", c.desc, got, c.holds)
+		}
+		if got := Stalled(c.in.Started, now); got != c.stalls {
+			t.Errorf("%s: stalled %v, want %v", c.desc, got, c.stalls)
 		}
 	}
 }
