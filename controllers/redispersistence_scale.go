@@ -157,6 +157,12 @@ func (r *RedisPersistenceReconciler) forgetRemovedReplicas(ctx context.Context, 
 		return err
 	}
 	for _, sentinel := range sentinels {
+		if busy, err := failingOver(ctx, r.SentinelAddress(sentinel), creds, rp.Name, view.primaryAddr); err != nil || busy {
+			// A reset in the middle of a failover (a switchover a moment
+			// ago) throws the failover away and the Sentinel back to the
+			// primary it started from.
+			continue
+		}
 		replicas, err := sentinelReplicas(ctx, r.SentinelAddress(sentinel), creds, rp.Name)
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("asking a Sentinel for its replicas failed", "pod", klogRef(sentinel), "err", err)
@@ -211,20 +217,40 @@ func sentinelReplicas(ctx context.Context, addr string, creds serverCredentials,
 	}
 	replicas := make([]map[string]string, 0, len(reply))
 	for _, entry := range reply {
-		fields := map[string]string{}
-		switch e := entry.(type) {
-		case map[any]any: // RESP3
-			for k, v := range e {
-				fields[fmt.Sprint(k)] = fmt.Sprint(v)
-			}
-		case []any: // RESP2: field, value, ...
-			for i := 0; i+1 < len(e); i += 2 {
-				fields[fmt.Sprint(e[i])] = fmt.Sprint(e[i+1])
-			}
-		}
-		replicas = append(replicas, fields)
+		replicas = append(replicas, sentinelFields(entry))
 	}
 	return replicas, nil
+}
+
+// failingOver says whether the Sentinel at addr is in the middle of a
+// failover of name, or names another primary than primaryAddr (host:port).
+func failingOver(ctx context.Context, addr string, creds serverCredentials, name, primaryAddr string) (bool, error) {
+	c := dialServer(addr, creds)
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
+	defer cancel()
+	reply, err := c.Do(ctx, "SENTINEL", "MASTER", name).Result()
+	if err != nil {
+		return false, err
+	}
+	fields := sentinelFields(reply)
+	return strings.Contains(fields["flags"], "failover_in_progress") || net.JoinHostPort(fields["ip"], fields["port"]) != primaryAddr, nil
+}
+
+// sentinelFields are the fields of one instance in a Sentinel's reply.
+func sentinelFields(entry any) map[string]string {
+	fields := map[string]string{}
+	switch e := entry.(type) {
+	case map[any]any: // RESP3
+		for k, v := range e {
+			fields[fmt.Sprint(k)] = fmt.Sprint(v)
+		}
+	case []any: // RESP2: field, value, ...
+		for i := 0; i+1 < len(e); i += 2 {
+			fields[fmt.Sprint(e[i])] = fmt.Sprint(e[i+1])
+		}
+	}
+	return fields
 }
 
 // serverDo sends one command to the server or Sentinel at addr and reads
