@@ -168,7 +168,12 @@ func (r *RedisPersistenceReconciler) partitionToRun(ctx context.Context, rp *v1a
 		return updatedReplica && !p.updated
 	}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchingOver", "rolling the servers onto a new pod template: %s; asking the Sentinels to fail over before it restarts", step.why)
+	priorities := r.replicaPriorities(ctx, creds, pods, passOver)
 	promoted, err := r.switchOver(ctx, rp, creds, pods, view.primary, passOver)
+	// Those passed over restart on the new template, which gives them their
+	// priority back; but a rollout that stops short (the change reverted)
+	// would leave them replicas the Sentinels never promote.
+	r.restorePriorities(context.WithoutCancel(ctx), creds, pods, priorities)
 	if err != nil {
 		log.FromContext(ctx).Info("switching over before the primary restarts failed", "redispersistence", klogRef(rp), "err", err)
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedSwitchover", "the primary %s keeps running on its template for now: %v", view.primary, err)

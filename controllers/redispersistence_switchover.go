@@ -162,3 +162,38 @@ func (r *RedisPersistenceReconciler) askSentinelsToFailOver(ctx context.Context,
 	}
 	return fmt.Errorf("no Sentinel started a failover (%s)", strings.Join(errs, "; "))
 }
+
+// replicaPriorities are the replica-priority of the servers passOver names,
+// by pod, before a switchover sets them to 0; a server that does not answer
+// is left out.
+func (r *RedisPersistenceReconciler) replicaPriorities(ctx context.Context, creds serverCredentials, pods []corev1.Pod, passOver func(pod string) bool) map[string]string {
+	priorities := map[string]string{}
+	for i := range pods {
+		if pods[i].Status.PodIP == "" || !passOver(pods[i].Name) {
+			continue
+		}
+		c := dialServer(r.ServerAddress(&pods[i]), creds)
+		getCtx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
+		values, err := c.ConfigGet(getCtx, "replica-priority").Result()
+		cancel()
+		_ = c.Close()
+		if v, ok := values["replica-priority"]; err == nil && ok {
+			priorities[pods[i].Name] = v
+		}
+	}
+	return priorities
+}
+
+// restorePriorities sets each server's replica-priority back to what
+// replicaPriorities read.
+func (r *RedisPersistenceReconciler) restorePriorities(ctx context.Context, creds serverCredentials, pods []corev1.Pod, priorities map[string]string) {
+	for i := range pods {
+		v, ok := priorities[pods[i].Name]
+		if !ok {
+			continue
+		}
+		if err := serverDo(ctx, r.ServerAddress(&pods[i]), creds, "CONFIG", "SET", "replica-priority", v); err != nil {
+			log.FromContext(ctx).Info("setting replica-priority back failed; the server has it again when it restarts", "pod", klogRef(&pods[i]), "err", err)
+		}
+	}
+}
