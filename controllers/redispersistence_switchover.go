@@ -44,6 +44,12 @@ const (
 	// switchoverCatchUp bounds the wait for the replicas to hold every
 	// write the paused primary took.
 	switchoverCatchUp = 3 * time.Second
+	// switchoverRound bounds each look at the Sentinels and servers while
+	// the writes are paused: one that does not answer within it (down, or
+	// its address unreachable, a dial that times out after seconds) counts
+	// as no answer, as it would if it were down, instead of stretching the
+	// pause every writer sees.
+	switchoverRound = 250 * time.Millisecond
 )
 
 // switchOver hands the primary role from primary to another server,
@@ -94,8 +100,8 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 	}
 
 	var promoted, promotedAddr string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, switchoverPause-switchoverCatchUp, true, func(ctx context.Context) (bool, error) {
-		askCtx, cancel := context.WithTimeout(ctx, replicationBudget)
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, switchoverPause-switchoverCatchUp, true, func(ctx context.Context) (bool, error) {
+		askCtx, cancel := context.WithTimeout(ctx, switchoverRound)
 		defer cancel()
 		view, _, err := r.observeReplication(askCtx, rp, creds)
 		if err != nil || view.primary == "" || view.primary == primary {
