@@ -231,6 +231,15 @@ func TestRolloutSwitchesOverBeforeThePrimaryRestarts(t *testing.T) {
 	if writer.longestGap > 5*time.Second {
 		t.Errorf("the writer waited %s between two acknowledged writes", writer.longestGap.Round(time.Millisecond))
 	}
+	var events corev1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if strings.Contains(e.Reason, "Switch") {
+			t.Logf("event %s %s: %s", e.LastTimestamp.Format(time.TimeOnly), e.Reason, e.Message)
+		}
+	}
 	if !hasEvent(t, ns, "SwitchedOver", pods[0]) {
 		t.Error("no SwitchedOver event names the old primary")
 	}
