@@ -408,7 +408,7 @@ func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.Red
 		}
 		in.Servers = servers
 	}
-	sts, heldUpgrade, err := r.applyStatefulSet(ctx, rp, in, obs.statefulSet)
+	sts, heldUpgrade, err := r.applyStatefulSet(ctx, rp, creds.server, in, obs.statefulSet)
 	if err != nil {
 		return nil, err
 	}

@@ -7,28 +7,15 @@ package controllers
 // INFO replication, as they learn any replica.
 //
 // A scale in removes the highest ordinals. While the primary is one of them
-// the operator keeps the StatefulSet at its size and switches over first,
-// through the Sentinels (SENTINEL FAILOVER): it never promotes a server
-// itself. So that nothing acknowledged is lost and no writer reaches a
-// server that is leaving:
+// the operator keeps the StatefulSet at its size and switches over first
+// (redispersistence_switchover.go), passing over the replicas that leave;
+// only then does the StatefulSet shrink.
 //
-//  1. the replicas being removed get replica-priority 0, so that a Sentinel
-//     which has read it never promotes one;
-//  2. the primary stops taking writes (CLIENT PAUSE WRITE, bounded by
-//     switchoverPause) and every replica that replicates catches up with it;
-//     a switchover waits while a replica that stays does not replicate;
-//  3. a Sentinel fails over and the operator waits until the Sentinels agree
-//     on a primary that confirms it; any candidate held every write;
-//  4. the old primary is made a replica of the new one at once (REPLICAOF;
-//     a Sentinel would do it only seconds later, and the pause blocks its
-//     commands), then let go (CLIENT UNPAUSE): the writes it held are
-//     refused as a replica's, never acknowledged by a server that is going.
-//
-// Only then does the StatefulSet shrink. A Sentinel keeps every replica it
-// ever saw and reports a removed one as down forever: once a removed server
-// is down and its pod gone, the operator resets the Sentinels that list it
-// (SENTINEL RESET), one per reconcile, so that the others keep their quorum
-// while it relearns the replicas from the primary.
+// A Sentinel keeps every replica it ever saw and reports a removed one as
+// down forever: once a removed server is down and its pod gone, the
+// operator resets the Sentinels that list it (SENTINEL RESET), one per
+// reconcile, so that the others keep their quorum while it relearns the
+// replicas from the primary.
 
 import (
 	"context"
@@ -37,26 +24,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
-)
-
-const (
-	// switchoverPause bounds how long the old primary holds writes; the
-	// operator lets them go as soon as it is a replica.
-	switchoverPause = 10 * time.Second
-	// switchoverCatchUp bounds the wait for the replicas to hold every
-	// write the paused primary took.
-	switchoverCatchUp = 3 * time.Second
 )
 
 // scaleInStep is what a reconcile does about the servers a scale-in removes.
@@ -135,7 +111,7 @@ func (r *RedisPersistenceReconciler) serversToRun(ctx context.Context, rp *v1alp
 		return current, nil
 	}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchingOver", "%s: asking the Sentinels to fail over before the StatefulSet shrinks to %d", why, wanted)
-	promoted, err := r.switchOver(ctx, rp, creds, pods, view.primary, wanted)
+	promoted, err := r.switchOver(ctx, rp, creds, pods, view.primary, func(pod string) bool { return ordinalOf(pod) >= int(wanted) })
 	if err != nil {
 		log.FromContext(ctx).Info("switching over before a scale-in failed", "redispersistence", klogRef(rp), "err", err)
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedSwitchover", "keeping %d servers: %v", current, err)
@@ -148,122 +124,6 @@ func (r *RedisPersistenceReconciler) serversToRun(ctx context.Context, rp *v1alp
 	}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchedOver", "the Sentinels promoted %s; %s was primary and is removed by the scale-in", promoted, view.primary)
 	return wanted, nil
-}
-
-// switchOver hands the primary role from primary to a server that stays,
-// through the Sentinels, as the file comment describes, and returns the
-// pod the Sentinels promoted.
-func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pods []corev1.Pod, primary string, wanted int32) (string, error) {
-	byName := map[string]*corev1.Pod{}
-	for i := range pods {
-		if pods[i].Status.PodIP != "" && pods[i].DeletionTimestamp.IsZero() {
-			byName[pods[i].Name] = &pods[i]
-		}
-	}
-	old := byName[primary]
-	if old == nil {
-		return "", fmt.Errorf("the primary's pod %s has no address", primary)
-	}
-	var replicas []*corev1.Pod
-	for name, pod := range byName {
-		if name == primary {
-			continue
-		}
-		if ordinalOf(name) >= int(wanted) {
-			// One that does not answer is no candidate of the Sentinels either.
-			if err := serverDo(ctx, r.ServerAddress(pod), creds, "CONFIG", "SET", "replica-priority", "0"); err != nil {
-				log.FromContext(ctx).Info("setting replica-priority 0 on a server the scale-in removes failed", "pod", klogRef(pod), "err", err)
-			}
-		}
-		replicas = append(replicas, pod)
-	}
-
-	oldAddr := r.ServerAddress(old)
-	if err := serverDo(ctx, oldAddr, creds, "CLIENT", "PAUSE", strconv.FormatInt(switchoverPause.Milliseconds(), 10), "WRITE"); err != nil {
-		return "", fmt.Errorf("pausing the writes of %s: %w", primary, err)
-	}
-	// Whatever happens next, the old primary takes writes again only as a
-	// replica, or once the pause ends.
-	defer func() {
-		if err := serverDo(context.WithoutCancel(ctx), oldAddr, creds, "CLIENT", "UNPAUSE"); err != nil {
-			log.FromContext(ctx).Info("CLIENT UNPAUSE failed; the pause ends by itself", "pod", primary, "err", err)
-		}
-	}()
-	if err := r.waitForCatchUp(ctx, creds, oldAddr, replicas); err != nil {
-		return "", err
-	}
-	if err := r.askSentinelsToFailOver(ctx, rp, creds); err != nil {
-		return "", err
-	}
-
-	var promoted, promotedAddr string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, switchoverPause-switchoverCatchUp, true, func(ctx context.Context) (bool, error) {
-		askCtx, cancel := context.WithTimeout(ctx, replicationBudget)
-		defer cancel()
-		view, _, err := r.observeReplication(askCtx, rp, creds)
-		if err != nil || view.primary == "" || view.primary == primary {
-			return false, nil
-		}
-		promoted, promotedAddr = view.primary, view.primaryAddr
-		return true, nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("the Sentinels did not agree on a new primary within %s", switchoverPause-switchoverCatchUp)
-	}
-	host, port, err := net.SplitHostPort(promotedAddr)
-	if err == nil {
-		err = serverDo(ctx, oldAddr, creds, "REPLICAOF", host, port)
-	}
-	if err != nil {
-		// The Sentinels convert it in seconds; until then it holds writes.
-		log.FromContext(ctx).Info("making the old primary a replica failed; the Sentinels will", "pod", primary, "err", err)
-	}
-	return promoted, nil
-}
-
-// waitForCatchUp waits until every replica that replicates holds every
-// write the paused primary at primaryAddr took.
-func (r *RedisPersistenceReconciler) waitForCatchUp(ctx context.Context, creds serverCredentials, primaryAddr string, replicas []*corev1.Pod) error {
-	primary, err := readReplicationInfo(ctx, primaryAddr, creds)
-	if err != nil {
-		return fmt.Errorf("reading the paused primary's offset: %w", err)
-	}
-	behind := ""
-	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, switchoverCatchUp, true, func(ctx context.Context) (bool, error) {
-		for _, pod := range replicas {
-			info, err := readReplicationInfo(ctx, r.ServerAddress(pod), creds)
-			if err != nil || !info.linkUp {
-				continue // not replicating: a Sentinel does not promote it
-			}
-			if info.offset < primary.offset {
-				behind = pod.Name
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%s did not catch up with the paused primary within %s", behind, switchoverCatchUp)
-	}
-	return nil
-}
-
-// askSentinelsToFailOver asks the Sentinels, one after the other, until one
-// starts a failover or says one is under way.
-func (r *RedisPersistenceReconciler) askSentinelsToFailOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials) error {
-	sentinels, err := r.sentinelPods(ctx, rp)
-	if err != nil {
-		return err
-	}
-	var errs []string
-	for _, pod := range sentinels {
-		err := serverDo(ctx, r.SentinelAddress(pod), creds, "SENTINEL", "FAILOVER", rp.Name)
-		if err == nil || strings.HasPrefix(err.Error(), "INPROG") {
-			return nil
-		}
-		errs = append(errs, fmt.Sprintf("%s: %v", pod.Name, err))
-	}
-	return fmt.Errorf("no Sentinel started a failover (%s)", strings.Join(errs, "; "))
 }
 
 // sentinelPods are rp's Sentinel pods that have an address and are not
@@ -297,6 +157,12 @@ func (r *RedisPersistenceReconciler) forgetRemovedReplicas(ctx context.Context, 
 		return err
 	}
 	for _, sentinel := range sentinels {
+		if busy, err := failingOver(ctx, r.SentinelAddress(sentinel), creds, rp.Name, view.primaryAddr); err != nil || busy {
+			// A reset in the middle of a failover (a switchover a moment
+			// ago) throws the failover away and the Sentinel back to the
+			// primary it started from.
+			continue
+		}
 		replicas, err := sentinelReplicas(ctx, r.SentinelAddress(sentinel), creds, rp.Name)
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("asking a Sentinel for its replicas failed", "pod", klogRef(sentinel), "err", err)
@@ -351,20 +217,40 @@ func sentinelReplicas(ctx context.Context, addr string, creds serverCredentials,
 	}
 	replicas := make([]map[string]string, 0, len(reply))
 	for _, entry := range reply {
-		fields := map[string]string{}
-		switch e := entry.(type) {
-		case map[any]any: // RESP3
-			for k, v := range e {
-				fields[fmt.Sprint(k)] = fmt.Sprint(v)
-			}
-		case []any: // RESP2: field, value, ...
-			for i := 0; i+1 < len(e); i += 2 {
-				fields[fmt.Sprint(e[i])] = fmt.Sprint(e[i+1])
-			}
-		}
-		replicas = append(replicas, fields)
+		replicas = append(replicas, sentinelFields(entry))
 	}
 	return replicas, nil
+}
+
+// failingOver says whether the Sentinel at addr is in the middle of a
+// failover of name, or names another primary than primaryAddr (host:port).
+func failingOver(ctx context.Context, addr string, creds serverCredentials, name, primaryAddr string) (bool, error) {
+	c := dialServer(addr, creds)
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
+	defer cancel()
+	reply, err := c.Do(ctx, "SENTINEL", "MASTER", name).Result()
+	if err != nil {
+		return false, err
+	}
+	fields := sentinelFields(reply)
+	return strings.Contains(fields["flags"], "failover_in_progress") || net.JoinHostPort(fields["ip"], fields["port"]) != primaryAddr, nil
+}
+
+// sentinelFields are the fields of one instance in a Sentinel's reply.
+func sentinelFields(entry any) map[string]string {
+	fields := map[string]string{}
+	switch e := entry.(type) {
+	case map[any]any: // RESP3
+		for k, v := range e {
+			fields[fmt.Sprint(k)] = fmt.Sprint(v)
+		}
+	case []any: // RESP2: field, value, ...
+		for i := 0; i+1 < len(e); i += 2 {
+			fields[fmt.Sprint(e[i])] = fmt.Sprint(e[i+1])
+		}
+	}
+	return fields
 }
 
 // serverDo sends one command to the server or Sentinel at addr and reads

@@ -202,7 +202,7 @@ func joinKeys(keys []types.NamespacedName) string {
 // operator upgrade that must wait for its turn: then it leaves the existing
 // one as it is and says so. It returns the StatefulSet as the API server has
 // it.
-func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v1alpha1.RedisPersistence, in specs.PodInputs, existing *appsv1.StatefulSet) (*appsv1.StatefulSet, *upgradeWait, error) {
+func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in specs.PodInputs, existing *appsv1.StatefulSet) (*appsv1.StatefulSet, *upgradeWait, error) {
 	in.UpgradeStarted = upgradeInFlight(existing) // an upgrade keeps its turn until its pod is Ready
 	sts := specs.StatefulSet(rp, r.Options, in)
 	origin := rolloutOriginOf(sts, existing)
@@ -220,6 +220,15 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 			return existing, upgradeWaitFor(turn, announced, fleet.MaxConcurrent), nil
 		}
 		in.UpgradeStarted = ptr.To(metav1.NewTime(turn.At))
+		sts = specs.StatefulSet(rp, r.Options, in)
+	}
+	if rp.SwitchesOverOnUpdate() {
+		// One server at a time, the primary last (redispersistence_rollout.go).
+		partition, err := r.partitionToRun(ctx, rp, creds, existing, origin != noRollout)
+		if err != nil {
+			return nil, nil, err
+		}
+		in.Partition = &partition
 		sts = specs.StatefulSet(rp, r.Options, in)
 	}
 

@@ -59,6 +59,21 @@ const (
 	StorageCustom StorageProfile = "custom"
 )
 
+// UpdateStrategy is how a replicated instance's servers take a new pod
+// template.
+// +kubebuilder:validation:Enum=switchover;restart
+type UpdateStrategy string
+
+const (
+	// UpdateSwitchover restarts the replicas first, one at a time, then has
+	// the Sentinels hand the primary role to a restarted replica, and
+	// restarts the old primary last.
+	UpdateSwitchover UpdateStrategy = "switchover"
+	// UpdateRestart lets the StatefulSet controller restart the servers from
+	// the highest ordinal down, the primary like any other.
+	UpdateRestart UpdateStrategy = "restart"
+)
+
 // RedisPersistenceSpec is the desired server and its persistence.
 // +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || has(oldSelf.bootstrap) && self.bootstrap == oldSelf.bootstrap",message="spec.bootstrap is how a new instance starts: it cannot be added to or changed on an existing one (remove it, or create a new RedisPersistence)"
 // +kubebuilder:validation:XValidation:rule="!has(self.bootstrap) || self.mode != 'none'",message="spec.bootstrap.recovery needs a mode that keeps data on disk: mode none has nothing to restore into"
@@ -111,6 +126,21 @@ type RedisPersistenceSpec struct {
 	// spec.replicas above 1 and spec.sentinel.
 	// +optional
 	Cluster *ClusterSpec `json:"cluster,omitempty"`
+
+	// updateStrategy is how a replicated instance (spec.replicas above 1)
+	// rolls a change that restarts its servers: the image, resources, a
+	// startup option, a new operator version. switchover restarts the
+	// replicas one at a time, each Ready and replicating again before the
+	// next, then asks the Sentinels to hand the primary role to a restarted
+	// replica (writes pause for the switchover instead of failing), and only
+	// then restarts the old primary. restart lets the StatefulSet controller
+	// restart the servers from the highest ordinal down and the primary like
+	// any server: writes fail until the Sentinels fail over. A single server
+	// always restarts; the shards of spec.cluster are restarted by the
+	// StatefulSet controller and fail over by themselves.
+	// +optional
+	// +kubebuilder:default=switchover
+	UpdateStrategy UpdateStrategy `json:"updateStrategy,omitempty"`
 
 	// sentinel configures the Sentinels that watch a replicated instance
 	// (spec.replicas above 1) and fail it over; they run whether or not this is
@@ -1305,6 +1335,14 @@ type RedisPersistence struct {
 	// +required
 	Spec   RedisPersistenceSpec   `json:"spec"`
 	Status RedisPersistenceStatus `json:"status,omitempty"`
+}
+
+// SwitchesOverOnUpdate says whether a change that restarts rp's servers
+// switches the primary over before it restarts it: a replicated instance
+// (not a sharded one) whose spec.updateStrategy is switchover, the default
+// even for an object that skipped defaulting.
+func (rp *RedisPersistence) SwitchesOverOnUpdate() bool {
+	return rp.Spec.Replicas > 1 && rp.Spec.Cluster == nil && rp.Spec.UpdateStrategy != UpdateRestart
 }
 
 // RedisPersistenceList is a list of RedisPersistence.

@@ -80,6 +80,7 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"too many save rules", map[string]any{"mode": "rdb", "rdb": map[string]any{"save": saves}}, "spec.rdb.save: Too many: 9: must have at most 8 items"},
 		{"unknown fsync policy", map[string]any{"mode": "aof", "aof": map[string]any{"fsync": "sometimes"}}, `spec.aof.fsync: Unsupported value: "sometimes"`},
 		{"unknown ack", uring(map[string]any{"ack": "eventually"}), `spec.uring.ack: Unsupported value: "eventually"`},
+		{"unknown update strategy", map[string]any{"mode": "aof", "replicas": 2, "updateStrategy": "recreate"}, `spec.updateStrategy: Unsupported value: "recreate"`},
 		{"queue depth not a power of two", uring(map[string]any{"queueDepth": 100}), "uring.queueDepth must be a power of two between 8 and 32768"},
 		{"queue depth too small", uring(map[string]any{"queueDepth": 4}), "spec.uring.queueDepth: Invalid value: 4: spec.uring.queueDepth in body should be greater than or equal to 8"},
 		{"queue depth too large", uring(map[string]any{"queueDepth": 65536}), "spec.uring.queueDepth: Invalid value: 65536: spec.uring.queueDepth in body should be less than or equal to 32768"},

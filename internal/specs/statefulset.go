@@ -56,6 +56,12 @@ type PodInputs struct {
 	// A scale-in keeps the servers it would remove while the primary is one
 	// of them (controllers/redispersistence_scale.go).
 	Servers int32
+	// Partition, when set, holds the servers below that ordinal on the
+	// template they run: the operator rolls a replicated instance one
+	// server at a time and switches over before the primary restarts
+	// (controllers/redispersistence_rollout.go). nil lets the StatefulSet
+	// controller roll every server.
+	Partition *int32
 }
 
 func NewPodInputs(rp *v1alpha1.RedisPersistence, password string) PodInputs {
@@ -244,7 +250,11 @@ func buildAffinity(rp *v1alpha1.RedisPersistence) *corev1.Affinity {
 }
 
 func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *appsv1.StatefulSet {
-	return statefulSet(rp, opts, in, rp.Name, cmp.Or(in.Servers, ReplicasOf(rp)), SelectorLabels(rp), PodTemplate(rp, opts, in))
+	sts := statefulSet(rp, opts, in, rp.Name, cmp.Or(in.Servers, ReplicasOf(rp)), SelectorLabels(rp), PodTemplate(rp, opts, in))
+	if in.Partition != nil {
+		sts.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(*in.Partition)}
+	}
+	return sts
 }
 
 // statefulSet runs replicas pods of template, selected by selector, each

@@ -438,3 +438,26 @@ func TestMaxmemoryFollowsTheMemoryLimit(t *testing.T) {
 		}
 	}
 }
+
+// PodInputs.Partition reaches the servers' StatefulSet only, and not the
+// template hashes: moving the partition rolls a server, it is no new template.
+func TestPartitionHoldsTheServersBelowIt(t *testing.T) {
+	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
+	in := specs.NewPodInputs(rp, specstest.Password(rp))
+	free := specs.StatefulSet(rp, specstest.Options, in)
+	if free.Spec.UpdateStrategy.RollingUpdate != nil {
+		t.Errorf("without a partition the StatefulSet has %+v", free.Spec.UpdateStrategy.RollingUpdate)
+	}
+	in.Partition = ptr.To[int32](2)
+	held := specs.StatefulSet(rp, specstest.Options, in)
+	if u := held.Spec.UpdateStrategy; u.Type != appsv1.RollingUpdateStatefulSetStrategyType || u.RollingUpdate == nil || ptr.Deref(u.RollingUpdate.Partition, -1) != 2 {
+		t.Errorf("partition 2: update strategy %+v", u)
+	}
+	if held.Annotations[specs.AnnotationTemplateHash] != free.Annotations[specs.AnnotationTemplateHash] ||
+		held.Annotations[specs.AnnotationSpecTemplateHash] != free.Annotations[specs.AnnotationSpecTemplateHash] {
+		t.Error("the partition changed the template hashes")
+	}
+	if s := specs.SentinelStatefulSet(rp, specstest.Options, in); s.Spec.UpdateStrategy.RollingUpdate != nil {
+		t.Errorf("the Sentinels' StatefulSet took the servers' partition: %+v", s.Spec.UpdateStrategy.RollingUpdate)
+	}
+}

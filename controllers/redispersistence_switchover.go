@@ -1,0 +1,205 @@
+package controllers
+
+// A switchover hands the primary role of a replicated instance to another
+// server while the primary still runs: before a scale-in removes it
+// (redispersistence_scale.go) and before a rolling change restarts it
+// (redispersistence_rollout.go). It goes through the Sentinels (SENTINEL
+// FAILOVER): the operator never promotes a server itself. So that nothing
+// acknowledged is lost and no writer keeps writing to the old primary:
+//
+//  1. the replicas the caller passes over (leaving with a scale-in, or not
+//     restarted yet by a rollout) get replica-priority 0, so that a
+//     Sentinel which has read it never promotes one;
+//  2. the primary stops taking writes (CLIENT PAUSE WRITE, bounded by
+//     switchoverPause) and every replica that replicates catches up with it;
+//  3. a Sentinel fails over and the operator waits until the Sentinels agree
+//     on a primary that confirms it; any candidate held every write;
+//  4. the old primary is made a replica of the new one at once (REPLICAOF;
+//     a Sentinel would do it only seconds later, and the pause blocks its
+//     commands), then let go (CLIENT UNPAUSE): the writes it held are
+//     refused as a replica's, never acknowledged by a server that is going.
+//
+// Writers see one pause: from CLIENT PAUSE until the old primary is a
+// replica and they reconnect to the new one, a second or so.
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+)
+
+const (
+	// switchoverPause bounds how long the old primary holds writes; the
+	// operator lets them go as soon as it is a replica.
+	switchoverPause = 10 * time.Second
+	// switchoverCatchUp bounds the wait for the replicas to hold every
+	// write the paused primary took.
+	switchoverCatchUp = 3 * time.Second
+	// switchoverRound bounds each look at the Sentinels and servers while
+	// the writes are paused: one that does not answer within it (down, or
+	// its address unreachable, a dial that times out after seconds) counts
+	// as no answer, as it would if it were down, instead of stretching the
+	// pause every writer sees.
+	switchoverRound = 250 * time.Millisecond
+)
+
+// switchOver hands the primary role from primary to another server,
+// through the Sentinels, as the file comment describes, and returns the
+// pod the Sentinels promoted. passOver names the replicas that must not be
+// promoted (they get replica-priority 0).
+func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pods []corev1.Pod, primary string, passOver func(pod string) bool) (string, error) {
+	byName := map[string]*corev1.Pod{}
+	for i := range pods {
+		if pods[i].Status.PodIP != "" && pods[i].DeletionTimestamp.IsZero() {
+			byName[pods[i].Name] = &pods[i]
+		}
+	}
+	old := byName[primary]
+	if old == nil {
+		return "", fmt.Errorf("the primary's pod %s has no address", primary)
+	}
+	var replicas []*corev1.Pod
+	for name, pod := range byName {
+		if name == primary {
+			continue
+		}
+		if passOver(name) {
+			// One that does not answer is no candidate of the Sentinels either.
+			if err := serverDo(ctx, r.ServerAddress(pod), creds, "CONFIG", "SET", "replica-priority", "0"); err != nil {
+				log.FromContext(ctx).Info("setting replica-priority 0 on a server the Sentinels must not promote failed", "pod", klogRef(pod), "err", err)
+			}
+		}
+		replicas = append(replicas, pod)
+	}
+
+	oldAddr := r.ServerAddress(old)
+	if err := serverDo(ctx, oldAddr, creds, "CLIENT", "PAUSE", strconv.FormatInt(switchoverPause.Milliseconds(), 10), "WRITE"); err != nil {
+		return "", fmt.Errorf("pausing the writes of %s: %w", primary, err)
+	}
+	// Whatever happens next, the old primary takes writes again only as a
+	// replica, or once the pause ends.
+	defer func() {
+		if err := serverDo(context.WithoutCancel(ctx), oldAddr, creds, "CLIENT", "UNPAUSE"); err != nil {
+			log.FromContext(ctx).Info("CLIENT UNPAUSE failed; the pause ends by itself", "pod", primary, "err", err)
+		}
+	}()
+	if err := r.waitForCatchUp(ctx, creds, oldAddr, replicas); err != nil {
+		return "", err
+	}
+	if err := r.askSentinelsToFailOver(ctx, rp, creds); err != nil {
+		return "", err
+	}
+
+	var promoted, promotedAddr string
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, switchoverPause-switchoverCatchUp, true, func(ctx context.Context) (bool, error) {
+		askCtx, cancel := context.WithTimeout(ctx, switchoverRound)
+		defer cancel()
+		view, _, err := r.observeReplication(askCtx, rp, creds)
+		if err != nil || view.primary == "" || view.primary == primary {
+			return false, nil
+		}
+		promoted, promotedAddr = view.primary, view.primaryAddr
+		return true, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("the Sentinels did not agree on a new primary within %s", switchoverPause-switchoverCatchUp)
+	}
+	host, port, err := net.SplitHostPort(promotedAddr)
+	if err == nil {
+		err = serverDo(ctx, oldAddr, creds, "REPLICAOF", host, port)
+	}
+	if err != nil {
+		// The Sentinels convert it in seconds; until then it holds writes.
+		log.FromContext(ctx).Info("making the old primary a replica failed; the Sentinels will", "pod", primary, "err", err)
+	}
+	return promoted, nil
+}
+
+// waitForCatchUp waits until every replica that replicates holds every
+// write the paused primary at primaryAddr took.
+func (r *RedisPersistenceReconciler) waitForCatchUp(ctx context.Context, creds serverCredentials, primaryAddr string, replicas []*corev1.Pod) error {
+	primary, err := readReplicationInfo(ctx, primaryAddr, creds)
+	if err != nil {
+		return fmt.Errorf("reading the paused primary's offset: %w", err)
+	}
+	behind := ""
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, switchoverCatchUp, true, func(ctx context.Context) (bool, error) {
+		for _, pod := range replicas {
+			info, err := readReplicationInfo(ctx, r.ServerAddress(pod), creds)
+			if err != nil || !info.linkUp {
+				continue // not replicating: a Sentinel does not promote it
+			}
+			if info.offset < primary.offset {
+				behind = pod.Name
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not catch up with the paused primary within %s", behind, switchoverCatchUp)
+	}
+	return nil
+}
+
+// askSentinelsToFailOver asks the Sentinels, one after the other, until one
+// starts a failover or says one is under way.
+func (r *RedisPersistenceReconciler) askSentinelsToFailOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials) error {
+	sentinels, err := r.sentinelPods(ctx, rp)
+	if err != nil {
+		return err
+	}
+	var errs []string
+	for _, pod := range sentinels {
+		err := serverDo(ctx, r.SentinelAddress(pod), creds, "SENTINEL", "FAILOVER", rp.Name)
+		if err == nil || strings.HasPrefix(err.Error(), "INPROG") {
+			return nil
+		}
+		errs = append(errs, fmt.Sprintf("%s: %v", pod.Name, err))
+	}
+	return fmt.Errorf("no Sentinel started a failover (%s)", strings.Join(errs, "; "))
+}
+
+// replicaPriorities are the replica-priority of the servers passOver names,
+// by pod, before a switchover sets them to 0; a server that does not answer
+// is left out.
+func (r *RedisPersistenceReconciler) replicaPriorities(ctx context.Context, creds serverCredentials, pods []corev1.Pod, passOver func(pod string) bool) map[string]string {
+	priorities := map[string]string{}
+	for i := range pods {
+		if pods[i].Status.PodIP == "" || !passOver(pods[i].Name) {
+			continue
+		}
+		c := dialServer(r.ServerAddress(&pods[i]), creds)
+		getCtx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
+		values, err := c.ConfigGet(getCtx, "replica-priority").Result()
+		cancel()
+		_ = c.Close()
+		if v, ok := values["replica-priority"]; err == nil && ok {
+			priorities[pods[i].Name] = v
+		}
+	}
+	return priorities
+}
+
+// restorePriorities sets each server's replica-priority back to what
+// replicaPriorities read.
+func (r *RedisPersistenceReconciler) restorePriorities(ctx context.Context, creds serverCredentials, pods []corev1.Pod, priorities map[string]string) {
+	for i := range pods {
+		v, ok := priorities[pods[i].Name]
+		if !ok {
+			continue
+		}
+		if err := serverDo(ctx, r.ServerAddress(&pods[i]), creds, "CONFIG", "SET", "replica-priority", v); err != nil {
+			log.FromContext(ctx).Info("setting replica-priority back failed; the server has it again when it restarts", "pod", klogRef(&pods[i]), "err", err)
+		}
+	}
+}
