@@ -80,6 +80,8 @@ type RedisPersistenceReconciler struct {
 
 	snapshots snapshots
 	probes    serverProbes
+	// switchovers spaces the attempts at a switchover that failed.
+	switchovers switchoverBackoff
 	// drains holds when the shards being removed served their last slot.
 	drains clusterDrains
 
@@ -239,6 +241,7 @@ func (r *RedisPersistenceReconciler) fetch(ctx context.Context, key types.Namesp
 func (r *RedisPersistenceReconciler) forget(key types.NamespacedName) {
 	forgetInstanceMetrics(key.Namespace, key.Name)
 	r.probes.drop(key)
+	r.switchovers.forget(key)
 }
 
 // credentials are the secrets an instance's servers start with.

@@ -43,10 +43,12 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -167,9 +169,15 @@ func (r *RedisPersistenceReconciler) partitionToRun(ctx context.Context, rp *v1a
 		p := byOrdinal[ordinalOf(pod)]
 		return updatedReplica && !p.updated
 	}
+	key := client.ObjectKeyFromObject(rp)
+	if wait := r.switchovers.wait(key, time.Now()); wait > 0 {
+		log.FromContext(ctx).V(1).Info("the last switchover failed; the next attempt waits", "redispersistence", klogRef(rp), "wait", wait)
+		return held, nil
+	}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchingOver", "rolling the servers onto a new pod template: %s; asking the Sentinels to fail over before it restarts", step.why)
 	priorities := r.replicaPriorities(ctx, creds, pods, passOver)
 	promoted, err := r.switchOver(ctx, rp, creds, pods, view.primary, passOver)
+	r.switchovers.record(key, time.Now(), err)
 	// Those passed over restart on the new template, which gives them their
 	// priority back; but a rollout that stops short (the change reverted)
 	// would leave them replicas the Sentinels never promote.

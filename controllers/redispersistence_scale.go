@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -110,8 +111,14 @@ func (r *RedisPersistenceReconciler) serversToRun(ctx context.Context, rp *v1alp
 		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "ScaleInHeld", "keeping %d servers for now: %s", current, why)
 		return current, nil
 	}
+	key := client.ObjectKeyFromObject(rp)
+	if wait := r.switchovers.wait(key, time.Now()); wait > 0 {
+		log.FromContext(ctx).V(1).Info("the last switchover failed; the next attempt waits", "redispersistence", klogRef(rp), "wait", wait)
+		return current, nil
+	}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchingOver", "%s: asking the Sentinels to fail over before the StatefulSet shrinks to %d", why, wanted)
 	promoted, err := r.switchOver(ctx, rp, creds, pods, view.primary, func(pod string) bool { return ordinalOf(pod) >= int(wanted) })
+	r.switchovers.record(key, time.Now(), err)
 	if err != nil {
 		log.FromContext(ctx).Info("switching over before a scale-in failed", "redispersistence", klogRef(rp), "err", err)
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedSwitchover", "keeping %d servers: %v", current, err)

@@ -28,9 +28,11 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -50,7 +52,63 @@ const (
 	// as no answer, as it would if it were down, instead of stretching the
 	// pause every writer sees.
 	switchoverRound = 250 * time.Millisecond
+	// switchoverRetry and switchoverRetryMax space the attempts at a
+	// switchover that failed (switchoverBackoff).
+	switchoverRetry    = 15 * time.Second
+	switchoverRetryMax = 5 * time.Minute
 )
+
+// switchoverBackoff spaces the attempts at a switchover that failed. Each
+// attempt pauses the primary's writes (up to switchoverPause); one that
+// failed for a reason that lasts (a replica that never catches up, Sentinels
+// that do not agree) would otherwise pause them again at every reconcile,
+// every replicationResync. The first retry waits switchoverRetry, each next
+// one twice as long, at most switchoverRetryMax; a switchover that succeeds
+// forgets the failures. The callers check it before they announce an
+// attempt. It runs on real time, as the INFO rate limit does, also where a
+// test fixes the reconciler's Clock.
+type switchoverBackoff struct {
+	mu     sync.Mutex
+	failed map[types.NamespacedName]failedSwitchovers
+}
+
+type failedSwitchovers struct {
+	count int
+	last  time.Time
+}
+
+// wait is how long key's next switchover must wait, 0 for none.
+func (b *switchoverBackoff) wait(key types.NamespacedName, now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	f, ok := b.failed[key]
+	if !ok {
+		return 0
+	}
+	delay := switchoverRetry << min(f.count-1, 10)
+	return max(min(delay, switchoverRetryMax)-now.Sub(f.last), 0)
+}
+
+// record notes how key's switchover at now ended.
+func (b *switchoverBackoff) record(key types.NamespacedName, now time.Time, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err == nil {
+		delete(b.failed, key)
+		return
+	}
+	if b.failed == nil {
+		b.failed = map[types.NamespacedName]failedSwitchovers{}
+	}
+	b.failed[key] = failedSwitchovers{count: b.failed[key].count + 1, last: now}
+}
+
+// forget drops what it knows of key (the instance is gone).
+func (b *switchoverBackoff) forget(key types.NamespacedName) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.failed, key)
+}
 
 // switchOver hands the primary role from primary to another server,
 // through the Sentinels, as the file comment describes, and returns the
