@@ -115,12 +115,18 @@ func rolloutOriginOf(desired, existing *appsv1.StatefulSet) rolloutOrigin {
 	case have[specs.AnnotationSpecTemplateHash] == want[specs.AnnotationSpecTemplateHash]:
 		// Only the operator's defaults moved.
 		return operatorRollout
-	case have[specs.AnnotationGeneration] == want[specs.AnnotationGeneration] && !passwordsChanged(desired, existing):
+	case have[specs.AnnotationGeneration] == want[specs.AnnotationGeneration] && !passwordsChanged(desired, existing) && !restartAsked(desired, existing):
 		// Neither the spec nor a password changed: a new operator
 		// version builds the template differently.
 		return operatorRollout
 	}
 	return userRollout
+}
+
+// restartAsked: the instance's specs.AnnotationRestartedAt changed, which
+// changes no generation.
+func restartAsked(desired, existing *appsv1.StatefulSet) bool {
+	return desired.Spec.Template.Annotations[specs.AnnotationRestartedAt] != existing.Spec.Template.Annotations[specs.AnnotationRestartedAt]
 }
 
 // passwordsChanged: the server's password, or its ACL users' (a new Secret

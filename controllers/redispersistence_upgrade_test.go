@@ -603,6 +603,12 @@ func TestUpgradeRolloutOrigin(t *testing.T) {
 	}
 	runtimeEdit := edited(func(rp *v1alpha1.RedisPersistence) { rp.Spec.AOF.Fsync = v1alpha1.FsyncAlways })
 	pin := edited(func(rp *v1alpha1.RedisPersistence) { rp.Spec.Image = "redis-uring:mine" })
+	restarted := base()
+	restarted.Annotations = maps.Clone(restarted.Annotations)
+	if restarted.Annotations == nil {
+		restarted.Annotations = map[string]string{}
+	}
+	restarted.Annotations[specs.AnnotationRestartedAt] = "2026-11-29T01:30:00Z"
 	resources := edited(func(rp *v1alpha1.RedisPersistence) {
 		rp.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
 	})
@@ -623,6 +629,8 @@ func TestUpgradeRolloutOrigin(t *testing.T) {
 		{"resources and the default image", build(resources, v2, "secret"), existing, userRollout},
 		{"a new password (rotated live)", build(base(), v1, "rotated"), existing, noRollout},
 		{"the password's Secret", build(edited(func(rp *v1alpha1.RedisPersistence) { rp.Spec.Auth.SecretRef.Name = "other" }), v1, "secret"), existing, userRollout},
+		{"a restart asked for (kubectl uring restart)", build(restarted, v1, "secret"), existing, userRollout},
+		{"a restart asked for and the default image", build(restarted, v2, "secret"), existing, userRollout},
 		{"a new operator version", build(base(), v1, "secret"), older, operatorRollout},
 		{"a new operator version and a spec edit", build(runtimeEdit, v1, "secret"), older, userRollout},
 		{"a new operator version and a new password", build(base(), v1, "rotated"), older, operatorRollout},

@@ -391,10 +391,14 @@ func serverPodTemplate(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs
 		tolerations = append(tolerations, rp.Spec.Placement.Tolerations...)
 	}
 
+	annotations := in.annotations()
+	if at := rp.Annotations[AnnotationRestartedAt]; at != "" {
+		annotations[AnnotationRestartedAt] = at
+	}
 	return corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{
 			Labels:      ObjectLabels(rp),
-			Annotations: in.annotations(),
+			Annotations: annotations,
 		},
 		Spec: corev1.PodSpec{
 			InitContainers:                []corev1.Container{prepare},
@@ -557,6 +561,13 @@ const (
 	// instance's UpToDate condition shows: it releases that upgrade only, so
 	// an annotation left behind does not let a later one through.
 	AnnotationReleaseUpgrade = "uringredis.io/release-upgrade"
+	// AnnotationRestartedAt on a RedisPersistence asks for its servers to
+	// restart, as `kubectl rollout restart` does for a Deployment: its value
+	// (`kubectl uring restart` writes the time) is copied into the servers'
+	// pod template, so a new value is a new template, rolled as any change
+	// of the spec is (spec.updateStrategy: the replicas first and a
+	// switchover before the primary's turn).
+	AnnotationRestartedAt = "uringredis.io/restarted-at"
 )
 
 // operatorDefault stands for every value the operator's defaults supply in

@@ -461,3 +461,31 @@ func TestPartitionHoldsTheServersBelowIt(t *testing.T) {
 		t.Errorf("the Sentinels' StatefulSet took the servers' partition: %+v", s.Spec.UpdateStrategy.RollingUpdate)
 	}
 }
+
+// AnnotationRestartedAt on the instance reaches the servers' pod template,
+// so that a new value is a new template (and a new template hash), and only
+// the servers': the Sentinels keep theirs.
+func TestRestartedAtRollsTheServers(t *testing.T) {
+	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
+	in := specs.NewPodInputs(rp, specstest.Password(rp))
+	before := specs.StatefulSet(rp, specstest.Options, in)
+	sentinelsBefore := specs.SentinelStatefulSet(rp, specstest.Options, in)
+	if _, ok := before.Spec.Template.Annotations[specs.AnnotationRestartedAt]; ok {
+		t.Fatal("a template without a restart asked for carries the annotation")
+	}
+	if rp.Annotations == nil {
+		rp.Annotations = map[string]string{}
+	}
+	rp.Annotations[specs.AnnotationRestartedAt] = "2026-11-29T01:30:00Z"
+	after := specs.StatefulSet(rp, specstest.Options, in)
+	if got := after.Spec.Template.Annotations[specs.AnnotationRestartedAt]; got != "2026-11-29T01:30:00Z" {
+		t.Errorf("the servers' template carries %q", got)
+	}
+	if after.Annotations[specs.AnnotationTemplateHash] == before.Annotations[specs.AnnotationTemplateHash] ||
+		after.Annotations[specs.AnnotationSpecTemplateHash] == before.Annotations[specs.AnnotationSpecTemplateHash] {
+		t.Error("a restart asked for left the template hashes as they were")
+	}
+	if sentinels := specs.SentinelStatefulSet(rp, specstest.Options, in); !equality.Semantic.DeepEqual(sentinels.Spec.Template, sentinelsBefore.Spec.Template) {
+		t.Error("a restart of the servers changed the Sentinels' template")
+	}
+}
