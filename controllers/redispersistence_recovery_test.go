@@ -39,6 +39,20 @@ func runRestoreContainer(t *testing.T, ns string, sts *appsv1.StatefulSet, podNa
 	return code, stdout + stderr
 }
 
+// backupSource is a namespace with a store and, in it, a Ready uring
+// instance "source" that backs up there, with its server's address and a
+// client of it.
+func backupSource(t *testing.T) (ns string, store *testenv.ObjectStore, addr string, admin *redis.Client) {
+	t.Helper()
+	ns, store = namespaceWithStore(t)
+	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store)})
+	makeReady(t, ns, "source")
+	addr = mustLoad(t, &serverAddrs, ns+"/source-0")
+	admin = newClient(addr, instancePassword(t, ns, "source"))
+	t.Cleanup(func() { _ = admin.Close() })
+	return ns, store, addr, admin
+}
+
 // TestRestoreFromBackup: an instance with spec.bootstrap.recovery makes no
 // server while its RedisBackup is not Completed; then its pods' restore
 // container (the real agent, against a real SeaweedFS) puts the backup into
@@ -48,12 +62,7 @@ func runRestoreContainer(t *testing.T, ns string, sts *appsv1.StatefulSet, podNa
 // the pod template.
 func TestRestoreFromBackup(t *testing.T) {
 	ctx := context.Background()
-	ns, store := namespaceWithStore(t)
-	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store)})
-	makeReady(t, ns, "source")
-	sourceAddr, _ := serverAddrs.Load(ns + "/source-0")
-	admin := newClient(sourceAddr.(string), instancePassword(t, ns, "source"))
-	defer func() { _ = admin.Close() }()
+	ns, store, sourceAddr, admin := backupSource(t)
 	writeKeys(t, admin, "backed-up", 300)
 	createBackup(t, ns, "nightly", "source")
 	job := waitJob(t, ns, "nightly-backup")
@@ -66,7 +75,7 @@ func TestRestoreFromBackup(t *testing.T) {
 		t.Fatalf("the copy has a StatefulSet (err %v) before its backup is Completed", err)
 	}
 
-	if code, msg := runBackupPod(t, ns, job, sourceAddr.(string)); code != 0 {
+	if code, msg := runBackupPod(t, ns, job, sourceAddr); code != 0 {
 		t.Fatalf("the backup failed: %s", msg)
 	}
 	b := waitBackup(t, ns, "nightly", backupPhase(v1alpha1.BackupCompleted, ReasonBackupCompleted, ""))
@@ -190,16 +199,11 @@ func (c cacheBehind) Get(ctx context.Context, key client.ObjectKey, obj client.O
 // where it looked.
 func TestRestoreFromStoredBackup(t *testing.T) {
 	ctx := context.Background()
-	ns, store := namespaceWithStore(t)
-	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: destination(store)})
-	makeReady(t, ns, "source")
-	sourceAddr, _ := serverAddrs.Load(ns + "/source-0")
-	admin := newClient(sourceAddr.(string), instancePassword(t, ns, "source"))
-	defer func() { _ = admin.Close() }()
+	ns, store, sourceAddr, admin := backupSource(t)
 	backUp := func(name string) *v1alpha1.RedisBackup {
 		t.Helper()
 		createBackup(t, ns, name, "source")
-		if code, msg := runBackupPod(t, ns, waitJob(t, ns, name+"-backup"), sourceAddr.(string)); code != 0 {
+		if code, msg := runBackupPod(t, ns, waitJob(t, ns, name+"-backup"), sourceAddr); code != 0 {
 			t.Fatalf("the backup %s failed: %s", name, msg)
 		}
 		return waitBackup(t, ns, name, backupPhase(v1alpha1.BackupCompleted, ReasonBackupCompleted, ""))

@@ -209,16 +209,7 @@ func TestRolloutSwitchesOverBeforeThePrimaryRestarts(t *testing.T) {
 	wg.Wait()
 
 	rp := waitCondition(t, ns, name, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
-	newPrimary := newClient(mustLoad(t, &serverAddrs, ns+"/"+rp.Status.Primary), password)
-	defer func() { _ = newPrimary.Close() }()
-	lost := 0
-	for _, key := range writer.acknowledged {
-		if n, err := newPrimary.Exists(context.Background(), key).Result(); err != nil {
-			t.Fatal(err)
-		} else if n == 0 {
-			lost++
-		}
-	}
+	lost := lostAcknowledged(t, mustLoad(t, &serverAddrs, ns+"/"+rp.Status.Primary), password, writer.acknowledged)
 	t.Logf("through the rollout: %d writes acknowledged, %d failed, longest gap between two acknowledged %s; primary %s -> %s",
 		len(writer.acknowledged), writer.failed, writer.longestGap.Round(time.Millisecond), pods[0], rp.Status.Primary)
 

@@ -310,16 +310,7 @@ func TestScaleRestartsNothing(t *testing.T) {
 	wg.Wait()
 
 	rp := waitCondition(t, ns, name, v1alpha1.ConditionReplicating, metav1.ConditionTrue, ReasonReplicating)
-	newPrimary := newClient(mustLoad(t, &serverAddrs, ns+"/"+rp.Status.Primary), password)
-	defer func() { _ = newPrimary.Close() }()
-	lost := 0
-	for _, key := range writer.acknowledged {
-		if n, err := newPrimary.Exists(context.Background(), key).Result(); err != nil {
-			t.Fatal(err)
-		} else if n == 0 {
-			lost++
-		}
-	}
+	lost := lostAcknowledged(t, mustLoad(t, &serverAddrs, ns+"/"+rp.Status.Primary), password, writer.acknowledged)
 	t.Logf("through the scale-in: %d writes acknowledged, %d failed, longest gap between two acknowledged %s; primary %s -> %s",
 		len(writer.acknowledged), writer.failed, writer.longestGap.Round(time.Millisecond), name+"-2", rp.Status.Primary)
 	if lost != 0 {
@@ -382,4 +373,21 @@ func hasEvent(t *testing.T, ns, reason, what string) bool {
 		}
 	}
 	return false
+}
+
+// lostAcknowledged counts the acknowledged keys the server at addr does not
+// hold.
+func lostAcknowledged(t *testing.T, addr, password string, acknowledged []string) int {
+	t.Helper()
+	c := newClient(addr, password)
+	defer func() { _ = c.Close() }()
+	lost := 0
+	for _, key := range acknowledged {
+		if n, err := c.Exists(context.Background(), key).Result(); err != nil {
+			t.Fatal(err)
+		} else if n == 0 {
+			lost++
+		}
+	}
+	return lost
 }
