@@ -118,7 +118,11 @@ func main() {
 		HealthProbeBindAddress: probeAddr,
 		LeaderElection:         leaderElect,
 		LeaderElectionID:       "uring-redis-operator.uringredis.io",
-		EventBroadcaster:       controllers.EventBroadcaster(), //nolint:staticcheck // lives as long as the process
+		// The process ends as soon as the manager stops (main returns): give
+		// the lease up then, so that a standby, or the next version's pod in a
+		// rolling update, leads at once instead of after the lease expires.
+		LeaderElectionReleaseOnCancel: true,
+		EventBroadcaster:              controllers.EventBroadcaster(), //nolint:staticcheck // lives as long as the process
 	})
 	if err != nil {
 		setupLog.Error(err, "creating the manager")
