@@ -30,7 +30,9 @@ package controllers
 // replica on the old template and once more when that one's turn comes:
 // two pauses instead of one, and still no restart of a primary.
 //
-// A server that is not Ready may roll without waiting for its turn's
+// A lone server that is scaled out rolls at once: it has no replica to
+// switch over to, and the new replicas find no primary until it runs the
+// replicated template. A server that is not Ready may roll without waiting for its turn's
 // conditions to improve: it serves nothing a restart could interrupt, and
 // the new template may be what it needs. While the Sentinels name no primary
 // a Ready server does not roll: it could be the primary.
@@ -133,6 +135,12 @@ func (r *RedisPersistenceReconciler) partitionToRun(ctx context.Context, rp *v1a
 	switch {
 	case existing == nil:
 		return 0, nil // every pod starts on the template
+	case ptr.Deref(existing.Spec.Replicas, 1) < 2:
+		// One server scaled out: there is no replica to switch over to, and
+		// its template (a lone server's) must go before the replicas and
+		// Sentinels of the new one can find a primary. Held, it would wait
+		// for them forever.
+		return 0, nil
 	case newTemplate:
 		return ptr.Deref(existing.Spec.Replicas, 1), nil
 	case existing.Status.ObservedGeneration < existing.Generation || existing.Status.UpdateRevision == "":

@@ -13,9 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -233,5 +236,24 @@ func TestRolloutSwitchesOverBeforeThePrimaryRestarts(t *testing.T) {
 	}
 	if !hasEvent(t, ns, "SwitchedOver", pods[0]) {
 		t.Error("no SwitchedOver event names the old primary")
+	}
+}
+
+// A lone server scaled out rolls onto the replicated template at once: held
+// back for a switchover it has no replica for, it would keep the new
+// replicas and Sentinels from ever finding a primary (the e2e's scale of
+// one server to three waited 6 min for replication that never came).
+func TestLoneServerScaledOutIsNotHeld(t *testing.T) {
+	rp := specstest.NewRedisPersistence(specstest.ReplicatedSpec)
+	existing := specs.StatefulSet(specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring}), specstest.Options,
+		specs.NewPodInputs(rp, specstest.Password(rp)))
+	existing.Spec.Replicas = ptr.To[int32](1)
+	partition, err := (&RedisPersistenceReconciler{}).partitionToRun(context.Background(), rp, serverCredentials{}, existing, true)
+	if err != nil || partition != 0 {
+		t.Errorf("a lone server scaled out: partition %d (%v), want 0: it rolls at once", partition, err)
+	}
+	existing.Spec.Replicas = ptr.To[int32](2)
+	if partition, err := (&RedisPersistenceReconciler{}).partitionToRun(context.Background(), rp, serverCredentials{}, existing, true); err != nil || partition != 2 {
+		t.Errorf("two servers on a new template: partition %d (%v), want 2: every server held", partition, err)
 	}
 }
