@@ -277,7 +277,8 @@ Report:      $work/bench-report.png
 Results:     kubectl --kubeconfig $kubeconfig -n $ns get redisbenchmark modes -o yaml
              (the plugin ran it: $(cat "$work/benchmark.txt"))
 
-One instance on one screen, \`kubectl uring status demo-uring-durable -n $ns\`:
+One instance on one screen, \`kubectl uring status demo-uring-durable -n $ns\` (the crash check killed each
+server once on purpose: a Restarted event and Degraded for a minute after it are that kill):
 
 $(uring -n "$ns" status demo-uring-durable 2>&1 | sed 's/^/  /')
 EOF
