@@ -77,16 +77,7 @@ func TestRolloutSwitchesOverBeforeThePrimaryRestarts(t *testing.T) {
 	ns := newNamespace(t)
 	const name = "roll"
 	pods := []string{name + "-0", name + "-1", name + "-2"}
-	createVolumeFor(t, ns, "data-"+name+"-1")
-	createVolumeFor(t, ns, "data-"+name+"-2")
-	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
-		Mode:     v1alpha1.ModeUring,
-		Uring:    &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1},
-		Replicas: 3, Sentinel: &v1alpha1.SentinelSpec{Count: 2, Quorum: 1},
-		// Every test node may run the servers: three, kept apart (Required).
-		Placement: v1alpha1.PlacementSpec{MinKernelVersion: "5.10"},
-	})
-	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	createAckedReplicated(t, ns, name, 3)
 	password := instancePassword(t, ns, name)
 	config := renderedConfig(t, ns, name) + fmt.Sprintf("primaryauth %q\n", password)
 

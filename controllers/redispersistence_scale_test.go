@@ -183,16 +183,7 @@ func TestScaleRestartsNothing(t *testing.T) {
 	ensureNodes(t)
 	ns := newNamespace(t)
 	const name = "scale"
-	createVolumeFor(t, ns, "data-"+name+"-1")
-	createVolumeFor(t, ns, "data-"+name+"-2")
-	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
-		Mode:     v1alpha1.ModeUring,
-		Uring:    &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1},
-		Replicas: 2, Sentinel: &v1alpha1.SentinelSpec{Count: 2, Quorum: 1},
-		// Every test node may run the servers: three, kept apart (Required).
-		Placement: v1alpha1.PlacementSpec{MinKernelVersion: "5.10"},
-	})
-	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	createAckedReplicated(t, ns, name, 2)
 	password := instancePassword(t, ns, name)
 	primary, _ := runPrimaryAndReplica(t, ns, name)
 	_, primaryPort, _ := net.SplitHostPort(primary)
@@ -390,4 +381,21 @@ func lostAcknowledged(t *testing.T, addr, password string, acknowledged []string
 		}
 	}
 	return lost
+}
+
+// createAckedReplicated creates a uring durable instance of servers servers
+// (ackReplicas 1) and two Sentinels, with volumes for ordinals 1 and 2, and
+// waits until it is Scheduled.
+func createAckedReplicated(t *testing.T, ns, name string, servers int32) {
+	t.Helper()
+	createVolumeFor(t, ns, "data-"+name+"-1")
+	createVolumeFor(t, ns, "data-"+name+"-2")
+	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
+		Mode:     v1alpha1.ModeUring,
+		Uring:    &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1},
+		Replicas: servers, Sentinel: &v1alpha1.SentinelSpec{Count: 2, Quorum: 1},
+		// Every test node may run the servers: three, kept apart (Required).
+		Placement: v1alpha1.PlacementSpec{MinKernelVersion: "5.10"},
+	})
+	waitCondition(t, ns, name, v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
 }
