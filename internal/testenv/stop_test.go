@@ -1,0 +1,28 @@
+package testenv
+
+import (
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// A process that ignores SIGTERM is killed after the grace period, as the
+// kubelet kills a container, and Stop returns.
+func TestStopKillsAfterTheGracePeriod(t *testing.T) {
+	defer func(g time.Duration) { stopGrace = g }(stopGrace)
+	stopGrace = 500 * time.Millisecond
+	cmd := exec.Command("sh", "-c", "trap '' TERM; while :; do sleep 0.05; done")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Addr: "ignores-sigterm", cmd: cmd, exited: make(chan error, 1)}
+	go func() { s.exited <- cmd.Wait() }()
+	start := time.Now()
+	s.Stop(t)
+	if took := time.Since(start); took < stopGrace {
+		t.Fatalf("Stop returned after %s, before the grace period of %s", took, stopGrace)
+	}
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != -1 {
+		t.Fatalf("the process ended with %v; want killed by a signal", cmd.ProcessState)
+	}
+}
