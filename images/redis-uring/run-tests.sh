@@ -152,7 +152,7 @@ failures=()
 # run NAME ARGS...: one runtest invocation; counts its [ok]/[err] lines, and a
 # run that crashes or exits non-zero without an [err] line counts as a failure.
 run() {
-  local name=$1 log="$logs/$1.log" rc ok err
+  local name=$1 log="$logs/$1.log" rc ok err t0=$SECONDS
   shift
   echo "== $name: runtest $*"
   (cd "$tree" && ./runtest --clients "$clients" --timeout 600 --baseport "$baseport" --portcount 1000 "$@") >"$log" 2>&1
@@ -164,7 +164,7 @@ run() {
   if [[ $rc -ne 0 && $err -eq 0 ]]; then err=1; fi
   passed=$((passed + ok))
   failed=$((failed + err))
-  echo "   $ok passed, $err failed (rc $rc, log $log)"
+  echo "   $ok passed, $err failed in $((SECONDS - t0)) s (rc $rc, log $log)"
   if [[ $err -ne 0 ]]; then
     failures+=("$name")
     grep -E -A3 '^\[(err|exception|timeout)\]:' "$log" | sed -n 1,40p # reads all: no SIGPIPE under pipefail
