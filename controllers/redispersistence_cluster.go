@@ -464,8 +464,11 @@ func (r *RedisPersistenceReconciler) clusterAdmin(ctx context.Context, rp *v1alp
 	return &cluster.Admin{
 		Dial: func(addr string) *redis.Client {
 			c := dialServer(addr, creds)
-			// MIGRATE of a batch of large keys takes longer than a command.
-			c.Options().ReadTimeout = 10 * time.Second
+			// MIGRATE of a batch of large keys takes longer than a
+			// command: the giver waits up to 10 s on the receiver
+			// (cluster.Admin's migrateTimeout), and its answer, IOERR
+			// included, must come before the client gives up.
+			c.Options().ReadTimeout = 15 * time.Second
 			return c
 		},
 		Password: creds.password,

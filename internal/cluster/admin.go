@@ -574,29 +574,76 @@ func (a *Admin) MoveSlots(ctx context.Context, from, to string, slots []int) err
 	return nil
 }
 
+// migrateTimeout is MIGRATE's own timeout: how long the giver waits on the
+// receiver for one batch.
+const migrateTimeout = 10 * time.Second
+
 // migrateKeys moves the keys of slot from the giver (src, at from) to the
 // receiver at to, migrateBatch at a time, until the giver holds none.
+//
+// A step that times out is taken again: the reply to MIGRATE later than the
+// client's read timeout, the giver's IOERR when the receiver did not answer
+// within migrateTimeout (a loaded node, a long fsync), or the giver's
+// GETKEYSINSLOT waiting behind such a MIGRATE. MIGRATE with REPLACE moves
+// what the giver still holds; the keys an earlier attempt moved are no longer
+// among them. It gives up when ctx ends.
 func (a *Admin) migrateKeys(ctx context.Context, src *redis.Client, from, to, toHost, toPort string, slot int) error {
+	delay := 100 * time.Millisecond
 	for {
-		keys, err := src.ClusterGetKeysInSlot(ctx, slot, migrateBatch).Result()
-		if err != nil {
-			return fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, from, err)
-		}
-		if len(keys) == 0 {
+		err := a.migrateBatch(ctx, src, from, to, toHost, toPort, slot)
+		switch {
+		case err == nil:
+			continue
+		case errors.Is(err, errSlotEmpty):
 			return nil
+		case !timedOut(err):
+			return err
 		}
-		args := []any{"MIGRATE", toHost, toPort, "", 0, 10_000, "REPLACE"}
-		if a.Password != "" {
-			args = append(args, "AUTH2", cmp.Or(a.Username, "default"), a.Password)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
 		}
-		args = append(args, "KEYS")
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		if err := src.Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return fmt.Errorf("MIGRATE of %d keys of slot %d from %s to %s: %w", len(keys), slot, from, to, err)
-		}
+		delay = min(2*delay, 2*time.Second)
+		a.logf("%v; asking again", err)
 	}
+}
+
+// errSlotEmpty: the giver holds no key of the slot.
+var errSlotEmpty = errors.New("no key left in the slot")
+
+// migrateBatch moves up to migrateBatch keys of slot.
+func (a *Admin) migrateBatch(ctx context.Context, src *redis.Client, from, to, toHost, toPort string, slot int) error {
+	keys, err := src.ClusterGetKeysInSlot(ctx, slot, migrateBatch).Result()
+	if err != nil {
+		return fmt.Errorf("CLUSTER GETKEYSINSLOT %d on %s: %w", slot, from, err)
+	}
+	if len(keys) == 0 {
+		return errSlotEmpty
+	}
+	args := []any{"MIGRATE", toHost, toPort, "", 0, migrateTimeout.Milliseconds(), "REPLACE"}
+	if a.Password != "" {
+		args = append(args, "AUTH2", cmp.Or(a.Username, "default"), a.Password)
+	}
+	args = append(args, "KEYS")
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if err := src.Do(ctx, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("MIGRATE of %d keys of slot %d from %s to %s: %w", len(keys), slot, from, to, err)
+	}
+	return nil
+}
+
+// timedOut reports whether err is a client's read timeout or a server's
+// IOERR (MIGRATE's "error or timeout" talking to the receiver).
+func timedOut(err error) bool {
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		return true
+	}
+	var redisErr redis.Error
+	return errors.As(err, &redisErr) && strings.HasPrefix(redisErr.Error(), "IOERR")
 }
 
 // setSlots sends CLUSTER SETSLOT <slot> state id for each of slots to the

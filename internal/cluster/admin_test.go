@@ -393,3 +393,72 @@ func TestReadAsksASlowServerAgain(t *testing.T) {
 		t.Errorf("CLUSTER NODES on %s, where nothing listens, took %s to fail: %v", closed, took, err)
 	}
 }
+
+// A MIGRATE whose receiver stops answering for a moment (CLIENT PAUSE WRITE
+// stands in for a long fsync or a starved process) times out on the
+// client, and the giver's next GETKEYSINSLOT waits behind it: both are asked
+// again, and every key of the slot arrives.
+func TestMigrateAsksAgainAfterATimeout(t *testing.T) {
+	ctx := context.Background()
+	receiver := testenv.RunClusterNode(t, t.TempDir(), "appendonly yes\n").Addr
+	giver := testenv.RunClusterNode(t, t.TempDir(), "appendonly yes\n").Addr
+	var logs []string
+	admin := &Admin{
+		Dial: func(addr string) *redis.Client {
+			return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ReadTimeout: 300 * time.Millisecond})
+		},
+		Log: func(format string, args ...any) {
+			logs = append(logs, fmt.Sprintf(format, args...))
+			t.Logf(format, args...)
+		},
+	}
+	if err := admin.Create(ctx, [][]string{{receiver}, {giver}}); err != nil {
+		t.Fatal(err)
+	}
+	// {a} hashes to slot 15495, which the second shard, the giver, serves.
+	const slot, keys = 15495, 250
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{giver, receiver}})
+	defer func() { _ = c.Close() }()
+	for i := range keys {
+		if err := c.Set(ctx, fmt.Sprintf("{a}:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do := func(addr string, args ...any) {
+		t.Helper()
+		cl := redis.NewClient(&redis.Options{Addr: addr})
+		defer func() { _ = cl.Close() }()
+		if err := cl.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%v on %s: %v", args, addr, err)
+		}
+	}
+	giverID, err := admin.myID(ctx, giver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiverID, err := admin.myID(ctx, receiver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	do(receiver, "CLUSTER", "SETSLOT", slot, "IMPORTING", giverID)
+	do(giver, "CLUSTER", "SETSLOT", slot, "MIGRATING", receiverID)
+	do(receiver, "CLIENT", "PAUSE", 1500, "WRITE")
+	src := admin.Dial(giver)
+	defer func() { _ = src.Close() }()
+	host, port, _ := strings.Cut(receiver, ":")
+	if err := admin.migrateKeys(ctx, src, giver, receiver, host, port, slot); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(logs, func(l string) bool { return strings.Contains(l, "asking again") }) {
+		t.Errorf("no step was asked again during a 1.5 s pause with a 300 ms read timeout: %q", logs)
+	}
+	check := redis.NewClient(&redis.Options{Addr: receiver})
+	defer func() { _ = check.Close() }()
+	if n, err := check.ClusterCountKeysInSlot(ctx, slot).Result(); err != nil || n != keys {
+		t.Fatalf("the receiver holds %d keys of slot %d (%v), want %d", n, slot, err, keys)
+	}
+	left, err := src.ClusterCountKeysInSlot(ctx, slot).Result()
+	if err != nil || left != 0 {
+		t.Fatalf("the giver still holds %d keys of slot %d (%v)", left, slot, err)
+	}
+}
