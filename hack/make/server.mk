@@ -43,7 +43,5 @@ bench-replicas: server-build ## What aof-uring-ack-replicas 1 costs: uring durab
 bench-replies: server-build ## The reply path side by side (unmodified, io-uring-replies, io-threads 2): GET/SET, 50/200 clients, 64 B-8 KiB, pipelines 1/4/16.
 	$(MAKE) -C images/redis-uring/harness bench-replies
 
-# `make test` runs the server's Tcl suites first, then the durability
-# harness' quick suite (root: loop devices and mounts) beside go test
-# (Makefile).
-test: test-server-tcl
+# `make test` runs the server's Tcl suites and the durability harness' quick
+# suite (root: loop devices and mounts) beside go test (Makefile).
