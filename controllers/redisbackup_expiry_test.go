@@ -54,7 +54,7 @@ func TestManualBackupsExpire(t *testing.T) {
 		t.Helper()
 		eventually(t, 60*time.Second, func() error {
 			if err := get(t, &v1alpha1.RedisBackup{}, ns, name); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("the expired backup %s is still there (%v)", name, err)
+				return fmt.Errorf("the expired backup %s is still there (%w)", name, err)
 			}
 			return nil
 		})
@@ -63,7 +63,7 @@ func TestManualBackupsExpire(t *testing.T) {
 	// Completed before the instance had a retention: kept until deleted.
 	start("kept", nil)
 	finish("kept")
-	kept := completed("kept")
+	completed("kept")
 
 	updateRP(t, ns, "cache", func(rp *v1alpha1.RedisPersistence) {
 		rp.Spec.Backup.Schedule = "0 3 1 1 *" // no run within the test
@@ -104,7 +104,7 @@ func TestManualBackupsExpire(t *testing.T) {
 	}
 	gone("defaulted")
 
-	kept = completed("kept")
+	kept := completed("kept")
 	if kept.Status.ExpiresAt != nil || controllerutil.ContainsFinalizer(kept, specs.FinalizerBackupObjects) {
 		t.Errorf("the backup completed before the retention: expiresAt %v, finalizers %v; want neither", kept.Status.ExpiresAt, kept.Finalizers)
 	}
