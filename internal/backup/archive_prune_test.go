@@ -183,8 +183,13 @@ func TestArchivePrunedPastMaxAge(t *testing.T) {
 	}
 	bases := tls[1].Bases
 
-	// now - MaxAge falls between the second base and the third.
-	ahead = time.Until(bases[2].Time.Add(time.Hour - time.Second))
+	// now - MaxAge falls between the second base and the third: half a
+	// second after the second as ahead is set, at most a pass (the wait
+	// for the next second and the shipping) later at the prune.
+	if gap := bases[2].Time.Sub(bases[1].Time); gap < 2*time.Second {
+		t.Fatalf("the second and third bases are %s apart, want at least 2s", gap)
+	}
+	ahead = time.Until(bases[1].Time.Add(time.Hour + 500*time.Millisecond))
 	pass()
 	tls = timelines()
 	if len(tls) != 1 || tls[0].ID != archiver.timeline.ID {
