@@ -53,7 +53,8 @@ const previousJobRequeue = 2 * time.Second
 // operator itself never talks to the store: the Job holds the credentials.
 // A backup waits (Pending) while its instance, destination, credentials or
 // a ready server is missing, and is retried by a new pod when one fails; it
-// fails for good when its Job does.
+// fails for good when its Job does. A completed backup with an expiry
+// (status.expiresAt) is deleted when it passes, its objects first.
 type RedisBackupReconciler struct {
 	client.Client
 	// APIReader reads the object store's credentials Secret, which the
@@ -64,8 +65,9 @@ type RedisBackupReconciler struct {
 	Clock     clock.PassiveClock
 }
 
-// patch: removes the finalizer of a scheduled backup once its objects are deleted.
-// +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redisbackups,verbs=get;list;watch;patch
+// patch: adds the finalizer to a backup that expires, and removes it once its
+// objects are deleted; delete: a backup whose expiry passed.
+// +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redisbackups,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redisbackups/status,verbs=get;patch;update
 // +kubebuilder:rbac:groups=persistence.uringredis.io,resources=redispersistences,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
@@ -89,7 +91,7 @@ func (r *RedisBackupReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	}
 	if backupFinished(b) {
 		exportBackupMetrics(b)
-		return ctrl.Result{}, nil
+		return r.expire(ctx, b)
 	}
 	original := b.DeepCopy()
 	defer func() {
@@ -242,7 +244,11 @@ func (r *RedisBackupReconciler) follow(ctx context.Context, b *v1alpha1.RedisBac
 			r.fail(b, err.Error())
 			return nil
 		}
-		r.complete(b, m)
+		rp, err := r.instance(ctx, b)
+		if err != nil {
+			return err
+		}
+		r.complete(b, m, specs.DefaultExpiresAfter(b, rp))
 	case jobFailed:
 		msg, _ := terminationMessageOf(pods.Items, corev1.PodFailed, specs.ContainerBackup)
 		r.fail(b, fmt.Sprintf("the Job %s failed (%s) after %d attempt(s): %s", job.Name, reason, job.Status.Failed, lastLine(msg)))
@@ -260,7 +266,9 @@ func (r *RedisBackupReconciler) follow(ctx context.Context, b *v1alpha1.RedisBac
 	return nil
 }
 
-func (r *RedisBackupReconciler) complete(b *v1alpha1.RedisBackup, m backup.Metadata) {
+// complete records the agent's result; expiresAfter is the instance's
+// default expiry for a backup without its own (specs.DefaultExpiresAfter).
+func (r *RedisBackupReconciler) complete(b *v1alpha1.RedisBackup, m backup.Metadata, expiresAfter *metav1.Duration) {
 	completed := metav1.NewTime(m.CompletedAt)
 	point := metav1.NewTime(m.Point)
 	st := &b.Status
@@ -270,6 +278,7 @@ func (r *RedisBackupReconciler) complete(b *v1alpha1.RedisBackup, m backup.Metad
 	if m.SourcePod != "" {
 		st.SourcePod = m.SourcePod
 	}
+	st.ExpiresAt = specs.BackupExpiry(b, expiresAfter)
 	text := fmt.Sprintf("%d bytes at %s, consistent at %s", m.Size, m.Location, m.Point.UTC().Format("2006-01-02T15:04:05Z"))
 	r.setCondition(b, metav1.ConditionTrue, ReasonBackupCompleted, text)
 	r.Recorder.Event(b, corev1.EventTypeNormal, ReasonBackupCompleted, text)
@@ -311,8 +320,18 @@ func lastLine(s string) string {
 	return "no message"
 }
 
+// instance is b's RedisPersistence, nil when it does not exist.
+func (r *RedisBackupReconciler) instance(ctx context.Context, b *v1alpha1.RedisBackup) (*v1alpha1.RedisPersistence, error) {
+	rp := &v1alpha1.RedisPersistence{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: b.Namespace, Name: b.Spec.RedisPersistence.Name}, rp)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return rp, err
+}
+
 // release deletes the objects of a RedisBackup that holds
-// FinalizerBackupObjects (the scheduled ones that retention lets go), then
+// FinalizerBackupObjects (the scheduled ones, and those that expire), then
 // its finalizer. The objects are deleted with the instance's destination;
 // when the instance, its destination or its credentials are gone they stay
 // in the store, and an event says where.

@@ -7,7 +7,9 @@ package controllers
 // from the store (the timelines' records, not the segments) at most every
 // archiveCheckEvery, so that status.archive and the uringredis_archive_*
 // metrics say which points a new instance can be recovered to, and an
-// archive that stopped moving is seen.
+// archive that stopped moving is seen. It counts the backups in the store
+// then too: with none, the archive is the only copy of the data outside the
+// cluster (RedisArchiveOnlyCopy).
 
 import (
 	"cmp"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/backup"
@@ -47,6 +50,7 @@ func (r *RedisPersistenceReconciler) observeArchive(ctx context.Context, rp *v1a
 	if old := rp.Status.Archive; old != nil {
 		// What was read before stays when the store cannot be read now.
 		st.FirstRecoverableTime, st.LastArchivedTime, st.Timelines = old.FirstRecoverableTime, old.LastArchivedTime, old.Timelines
+		st.StoredBackups = old.StoredBackups
 	}
 	rp.Status.Archive = st
 	ctx, cancel := context.WithTimeout(ctx, archiveReadBudget)
@@ -61,6 +65,12 @@ func (r *RedisPersistenceReconciler) observeArchive(ctx context.Context, rp *v1a
 		st.Message = fmt.Sprintf("the archive cannot be read: %v", err)
 		return archiveCheckEvery
 	}
+	stored, err := backup.CountBackups(ctx, store)
+	if err != nil {
+		st.Message = fmt.Sprintf("the backups in the store cannot be listed: %v", err)
+		return archiveCheckEvery
+	}
+	st.StoredBackups = ptr.To(int32(stored))
 	first, last, ok := archive.Recoverable()
 	if !ok {
 		st.Message = "the archive holds no base yet: the archive container ships the primary's first one within " + specs.ArchiveInterval(rp).String()

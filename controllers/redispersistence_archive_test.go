@@ -2,8 +2,11 @@ package controllers
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/backup"
 	"github.com/uring-redis/uring-redis-operator/internal/dashboards"
 	"github.com/uring-redis/uring-redis-operator/internal/promtest"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
@@ -27,10 +32,11 @@ import (
 
 // startArchiveContainer plays the kubelet for the archive container of the
 // StatefulSet's pod: the real agent with the container's command line and
-// environment, the server at serverAddr and its data in dataDir. stop
+// environment, the server at serverAddr and its data in dataDir, and
+// extraArgs after the container's. stop
 // sends SIGTERM, as the kubelet does, waits for the agent's last pass and
 // returns its output.
-func startArchiveContainer(t *testing.T, ns string, sts *appsv1.StatefulSet, serverAddr, dataDir string) (stop func() string) {
+func startArchiveContainer(t *testing.T, ns string, sts *appsv1.StatefulSet, serverAddr, dataDir string, extraArgs ...string) (stop func() string) {
 	t.Helper()
 	c := specstest.ContainerNamed(t, sts, specs.ContainerArchive)
 	if len(c.Command) != 2 || c.Command[0] != specs.BackupAgent || c.Command[1] != "archive" {
@@ -46,6 +52,8 @@ func startArchiveContainer(t *testing.T, ns string, sts *appsv1.StatefulSet, ser
 		}
 		args = append(args, arg)
 	}
+	// Of a flag given twice, the last wins.
+	args = append(args, extraArgs...)
 	cmd := exec.Command(agentBin(t), args...)
 	cmd.Env = resolveEnv(t, ns, c.Env)
 	var out bytes.Buffer
@@ -233,4 +241,160 @@ func waitConditionMessage(t *testing.T, ns, name, reason, want string) {
 		}
 		return nil
 	})
+}
+
+// TestArchivePrunedPastMaxAge: spec.backup.archive.maxAge reaches the
+// archive container, whose agent (real, against the real server and a real
+// SeaweedFS) then prunes the archive of an instance with no backup in the
+// store: once an AOF rewrite's base is older than maxAge, the base before it
+// goes, and status.archive.firstRecoverableTime moves forward to the new
+// one.
+func TestArchivePrunedPastMaxAge(t *testing.T) {
+	ctx := context.Background()
+	ns, store := namespaceWithStore(t)
+	archived := destination(store)
+	archived.Archive = &v1alpha1.ArchiveSpec{Interval: &metav1.Duration{Duration: time.Second}, MaxAge: &metav1.Duration{Duration: time.Hour}}
+	createRP(t, ns, "source", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: archived})
+	waitCondition(t, ns, "source", v1alpha1.ConditionScheduled, metav1.ConditionTrue, ReasonScheduled)
+	dataDir := t.TempDir()
+	server := testenv.RunServer(t, dataDir, renderedConfig(t, ns, "source"))
+	serverAddrs.Store(ns+"/source-0", server.Addr)
+	actAsKubelet(t, ns, "source-0", "ext4")
+	waitCondition(t, ns, "source", v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+	sts := &appsv1.StatefulSet{}
+	if err := get(t, sts, ns, "source"); err != nil {
+		t.Fatal(err)
+	}
+	if args := specstest.ContainerNamed(t, sts, specs.ContainerArchive).Args; !slices.Contains(args, "--max-age=1h0m0s") {
+		t.Fatalf("the archive container's args %q lack --max-age=1h0m0s", args)
+	}
+	// The agent runs on real time: the test gives it a max-age of 3 s after
+	// the container's (which the API server refuses in a spec), and has it
+	// prune at every pass.
+	startArchiveContainer(t, ns, sts, server.Addr, dataDir, "--max-age=3s", "--prune-every=1s")
+
+	admin := newClient(server.Addr, instancePassword(t, ns, "source"))
+	defer func() { _ = admin.Close() }()
+	writeKeys(t, admin, "before", 100)
+	archive := func(check func(*v1alpha1.ArchiveStatus) error) *v1alpha1.ArchiveStatus {
+		t.Helper()
+		rp := &v1alpha1.RedisPersistence{}
+		eventually(t, 60*time.Second, func() error {
+			if err := get(t, rp, ns, "source"); err != nil {
+				return err
+			}
+			if st := rp.Status.Archive; st == nil || st.FirstRecoverableTime == nil || st.StoredBackups == nil || *st.StoredBackups != 0 {
+				return fmt.Errorf("status.archive %+v, want a first recoverable time and no backup in the store", st)
+			}
+			return check(rp.Status.Archive)
+		})
+		return rp.Status.Archive
+	}
+	first := archive(func(*v1alpha1.ArchiveStatus) error { return nil }).FirstRecoverableTime
+	// Three seconds hold nothing before the first base to let go.
+	time.Sleep(3 * time.Second)
+	if st := archive(func(*v1alpha1.ArchiveStatus) error { return nil }); !st.FirstRecoverableTime.Equal(first) {
+		t.Fatalf("with one base, the first recoverable time moved from %s to %s", first, st.FirstRecoverableTime)
+	}
+
+	nextSecond(time.Now())
+	rewriteAOF(t, admin)
+	writeKeys(t, admin, "after", 100)
+	moved := archive(func(st *v1alpha1.ArchiveStatus) error {
+		if !st.FirstRecoverableTime.After(first.Time) {
+			return fmt.Errorf("first recoverable time %s, want it past the first base's %s", st.FirstRecoverableTime, first)
+		}
+		return nil
+	})
+	s, err := backup.Open(ctx, backup.Destination{Endpoint: store.Endpoint, Bucket: store.Bucket, Region: store.Region,
+		AccessKey: store.AccessKey, SecretKey: store.SecretKey, Prefix: ns + "/source"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := backup.ReadArchive(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Timelines) != 1 || len(a.Timelines[0].Bases) != 1 || !a.Timelines[0].Bases[0].Time.Equal(moved.FirstRecoverableTime.Time) {
+		t.Errorf("the archive holds %+v; want one timeline with the rewrite's base only", a.Timelines)
+	}
+}
+
+// rewriteAOF runs BGREWRITEAOF and waits for it to finish.
+func rewriteAOF(t *testing.T, c *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.BgRewriteAOF(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "aof_rewrite_in_progress:0") || !strings.Contains(info, "aof_rewrite_scheduled:0") || !strings.Contains(info, "aof_last_bgrewrite_status:ok") {
+			return fmt.Errorf("the AOF rewrite is not done:\n%s", info)
+		}
+		return nil
+	})
+}
+
+// TestArchiveOnlyCopyAlert: an archived instance with no backup in its
+// store has status.archive.storedBackups 0 and the metric
+// uringredis_archive_stored_backups 0, on which the chart's
+// RedisArchiveOnlyCopy goes pending in a real Prometheus that scrapes the
+// operator; a completed backup counts 1 and ends it.
+func TestArchiveOnlyCopyAlert(t *testing.T) {
+	ctx := context.Background()
+	ns, store := namespaceWithStore(t)
+	archived := destination(store)
+	archived.Archive = &v1alpha1.ArchiveSpec{Interval: &metav1.Duration{Duration: time.Second}}
+	createRP(t, ns, "cache", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: archived})
+	makeReady(t, ns, "cache")
+	l := prometheus.Labels{"namespace": ns, "redispersistence": "cache"}
+	stored := func(want int32) {
+		t.Helper()
+		eventually(t, 60*time.Second, func() error {
+			rp := &v1alpha1.RedisPersistence{}
+			if err := get(t, rp, ns, "cache"); err != nil {
+				return err
+			}
+			if st := rp.Status.Archive; st == nil || st.StoredBackups == nil || *st.StoredBackups != want {
+				return fmt.Errorf("status.archive %+v, want storedBackups %d", st, want)
+			}
+			if !hasSeries(archiveStoredBackups, l) || testutil.ToFloat64(archiveStoredBackups.With(l)) != float64(want) {
+				return fmt.Errorf("uringredis_archive_stored_backups is not %d", want)
+			}
+			return nil
+		})
+	}
+	stored(0)
+
+	prom := promtest.Prometheus(t, fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: [%q]
+scrape_configs: [{job_name: operator, static_configs: [{targets: [%q]}]}]
+`, filepath.Join(testenv.RepoRoot(), "charts", "uring-redis-operator", "files", "prometheus-rules.yaml"), operatorMetrics(t)))
+	pending := func(want bool) {
+		t.Helper()
+		eventually(t, 60*time.Second, func() error {
+			alerts, err := promtest.Query(ctx, prom, `ALERTS{alertname="RedisArchiveOnlyCopy", alertstate="pending", namespace="`+ns+`", redispersistence="cache"}`)
+			if err != nil {
+				return err
+			}
+			if got := len(alerts) == 1; got != want {
+				return fmt.Errorf("RedisArchiveOnlyCopy pending for %s/cache: %v, want %v", ns, alerts, want)
+			}
+			return nil
+		})
+	}
+	pending(true)
+
+	addr, _ := serverAddrs.Load(ns + "/cache-0")
+	createBackup(t, ns, "first", "cache")
+	if code, msg := runBackupPod(t, ns, waitJob(t, ns, "first-backup"), addr.(string)); code != 0 {
+		t.Fatalf("the agent failed: %s", msg)
+	}
+	waitBackup(t, ns, "first", backupPhase(v1alpha1.BackupCompleted, ReasonBackupCompleted, ""))
+	stored(1)
+	pending(false)
 }

@@ -69,7 +69,11 @@ var (
 		Name: "uringredis_archive_interval_seconds",
 		Help: "How often the RedisPersistence's archive container ships the AOF (spec.backup.archive.interval).",
 	}, instanceLabels)
-	archiveVecs = []*prometheus.GaugeVec{archiveLast, archiveFirst, archiveInterval}
+	archiveStoredBackups = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_archive_stored_backups",
+		Help: "Completed backups the store holds under the archived RedisPersistence's path (status.archive.storedBackups), counted when the operator reads the archive: 0 means the archive is the only copy of the data outside the cluster.",
+	}, instanceLabels)
+	archiveVecs = []*prometheus.GaugeVec{archiveLast, archiveFirst, archiveInterval, archiveStoredBackups}
 	shardSlots  = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "uringredis_cluster_shard_slots",
 		Help: "Hash slots the primary of a sharded RedisPersistence's shard serves (status.shards[].slotCount).",
@@ -82,7 +86,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(instanceReady, instanceRestarts, instanceDegraded, storageFsync, storageBarrierDisabled, archiveLast, archiveFirst, archiveInterval,
-		tlsNotAfter, shardSlots, shardLag)
+		archiveStoredBackups, tlsNotAfter, shardSlots, shardLag)
 }
 
 // exportInstanceMetrics sets the instance's series from its status, as the
@@ -124,6 +128,9 @@ func exportInstanceMetrics(rp *v1alpha1.RedisPersistence) {
 		if st := rp.Status.Archive; st != nil && st.LastArchivedTime != nil && st.FirstRecoverableTime != nil {
 			archiveLast.With(l).Set(float64(st.LastArchivedTime.Unix()))
 			archiveFirst.With(l).Set(float64(st.FirstRecoverableTime.Unix()))
+		}
+		if st := rp.Status.Archive; st != nil && st.StoredBackups != nil {
+			archiveStoredBackups.With(l).Set(float64(*st.StoredBackups))
 		}
 	}
 }

@@ -35,6 +35,9 @@ var (
 	// sentinelAddrs maps "namespace/pod" to where the reconciler finds that
 	// Sentinel pod's Sentinel.
 	sentinelAddrs sync.Map
+	// backupClock is the RedisBackupReconciler's: at testNow, before every
+	// backup's point, unless a test moves it.
+	backupClock = clocktesting.NewFakePassiveClock(testNow)
 )
 
 // TestMain runs the operator's controllers against a real kube-apiserver with
@@ -108,7 +111,7 @@ func TestMain(m *testing.M) {
 		APIReader: mgr.GetAPIReader(),
 		Options:   specs.BackupOptions{Image: "uring-redis-operator:test"},
 		Recorder:  mgr.GetEventRecorderFor("uring-redis-operator"),
-		Clock:     clocktesting.NewFakePassiveClock(testNow),
+		Clock:     backupClock,
 	}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}

@@ -24,7 +24,8 @@ type BackupSpec struct {
 	Schedule string `json:"schedule,omitempty"`
 	// retention is how many scheduled backups are kept, and for how long.
 	// The operator deletes a scheduled RedisBackup that falls out of it, and
-	// its objects in the store. Backups you create are yours to delete.
+	// its objects in the store. A backup you create is kept by count never,
+	// but maxAge is its default expiry (RedisBackup spec.expiresAfter).
 	// +optional
 	Retention *BackupRetention `json:"retention,omitempty"`
 	// archive ships the AOF to the destination continuously: every base the
@@ -66,6 +67,19 @@ type ArchiveSpec struct {
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('1h')",message="archive.interval is between 1s and 1h"
 	Interval *metav1.Duration `json:"interval,omitempty"`
+	// maxAge bounds how far back the archive reaches, with or without
+	// backups in the store: what only a recovery to a point older than
+	// maxAge needs is deleted. The archive restores from its own bases (the
+	// AOF base the server writes at its first start and at each rewrite),
+	// so it keeps the newest base at or before now - maxAge and everything
+	// after it: the first recoverable point moves forward, to at most
+	// maxAge plus the time between two rewrites ago. A server that never
+	// rewrites its AOF keeps its whole log. Empty: the archive reaches back
+	// as far as the oldest backup in the store, and with none it keeps
+	// everything.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="archive.maxAge is at least 1h"
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
 
 // BackupRetention bounds the scheduled backups kept. The newest completed
@@ -77,7 +91,9 @@ type BackupRetention struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	Count int32 `json:"count,omitempty"`
-	// maxAge deletes completed scheduled backups whose point is older.
+	// maxAge deletes completed scheduled backups whose point is older. It
+	// is also the expiry of a backup you create without spec.expiresAfter,
+	// fixed when that backup completes.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="retention.maxAge is at least 1h"
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
@@ -202,8 +218,10 @@ const (
 	TargetPrimary BackupTarget = "Primary"
 )
 
-// RedisBackupSpec names the instance to back up.
-// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: a backup is of the instance it named when it ran; create a new RedisBackup"
+// RedisBackupSpec names the instance to back up, and when the backup
+// expires.
+// +kubebuilder:validation:XValidation:rule="self.redisPersistence == oldSelf.redisPersistence && self.target == oldSelf.target",message="spec is immutable but for expiresAfter: a backup is of the instance it named when it ran; create a new RedisBackup"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.expiresAfter) || has(self.expiresAfter)",message="spec.expiresAfter cannot be removed once set: set a longer one to keep the backup longer"
 type RedisBackupSpec struct {
 	// redisPersistence is the instance, in this namespace, whose data is
 	// backed up to its spec.backup.destination.
@@ -213,6 +231,20 @@ type RedisBackupSpec struct {
 	// +optional
 	// +kubebuilder:default=PreferReplica
 	Target BackupTarget `json:"target,omitempty"`
+	// expiresAfter is how long after its point a completed backup is kept:
+	// then the operator deletes its objects from the store and the
+	// RedisBackup, and the archive's pruning moves past it. Empty: for a
+	// backup you create, the instance's spec.backup.retention.maxAge as it
+	// is when the backup completes, else kept until you delete it; for a
+	// scheduled one, retention alone. status.expiresAt says when. It may be
+	// set or changed after the backup ran, not removed; there is no
+	// "never": a long duration (87600h) keeps a backup for ten years. A
+	// backup that expires holds the finalizer uringredis.io/backup-objects,
+	// so deleting it before then deletes its objects too. Failed backups
+	// do not expire.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="expiresAfter is at least 1h"
+	ExpiresAfter *metav1.Duration `json:"expiresAfter,omitempty"`
 }
 
 // LocalObjectReference names an object in the same namespace.
@@ -268,6 +300,11 @@ type RedisBackupStatus struct {
 	// mode is the instance's spec.mode when the backup was taken.
 	// +optional
 	Mode PersistenceMode `json:"mode,omitempty"`
+	// expiresAt is when the operator deletes this backup and its objects:
+	// point + spec.expiresAfter, or the default that spec.expiresAfter
+	// describes. Empty: it does not expire.
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 }
 
 // RedisBackup is one backup of a RedisPersistence: a consistent snapshot
@@ -281,6 +318,7 @@ type RedisBackupStatus struct {
 // +kubebuilder:printcolumn:name="Point",type=date,JSONPath=`.status.point`
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,priority=1
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.sourcePod`,priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 type RedisBackup struct {
@@ -441,6 +479,13 @@ type ArchiveStatus struct {
 	// volume that served as the primary.
 	// +optional
 	Timelines int32 `json:"timelines,omitempty"`
+	// storedBackups is how many completed backups the store holds under
+	// this instance's path (backups/*/backup.json, made by RedisBackups or
+	// by an instance that had the path before), counted as the archive is
+	// read. 0: the archive is the only copy of the data outside the
+	// cluster, and nothing of it is pruned unless archive.maxAge is set.
+	// +optional
+	StoredBackups *int32 `json:"storedBackups,omitempty"`
 	// checkedAt is when the operator read the archive.
 	// +optional
 	CheckedAt *metav1.Time `json:"checkedAt,omitempty"`

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -156,6 +158,8 @@ func TestRedisBackupsValidated(t *testing.T) {
 		{"no instance", "rbak-none", map[string]any{}, "spec.redisPersistence: Required value"},
 		{"unknown target", "rbak-target", map[string]any{"redisPersistence": instance, "target": "Replica"}, `Unsupported value: "Replica"`},
 		{"name too long for its Job", strings.Repeat("b", 57), map[string]any{"redisPersistence": instance}, "a RedisBackup name is at most 56 characters"},
+		{"expiry under an hour", "rbak-short", map[string]any{"redisPersistence": instance, "expiresAfter": "30m"}, "expiresAfter is at least 1h"},
+		{"expiry that is no duration", "rbak-nonsense", map[string]any{"redisPersistence": instance, "expiresAfter": "a week"}, "type conversion error from 'string' to 'google.protobuf.Duration' evaluating rule: expiresAfter is at least 1h"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			err := k8s.Create(ctx, newBackup(tc.name, tc.spec), client.FieldValidation("Strict"))
@@ -177,8 +181,31 @@ func TestRedisBackupsValidated(t *testing.T) {
 		t.Errorf("target defaults to %q, want PreferReplica", b.Spec.Target)
 	}
 	b.Spec.RedisPersistence.Name = "other"
-	if err := k8s.Update(ctx, b); err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+	if err := k8s.Update(ctx, b); err == nil || !strings.Contains(err.Error(), "spec is immutable but for expiresAfter") {
 		t.Fatalf("changing the instance: error %v, want spec is immutable", err)
+	}
+
+	// expiresAfter may be set after the backup ran, and changed, but not
+	// removed.
+	for _, expiry := range []string{"720h", "2h"} {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(u), b); err != nil {
+			t.Fatal(err)
+		}
+		b.Spec.ExpiresAfter = &metav1.Duration{}
+		if err := b.Spec.ExpiresAfter.UnmarshalJSON([]byte(`"` + expiry + `"`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Update(ctx, b); err != nil {
+			t.Fatalf("setting expiresAfter to %s: %v", expiry, err)
+		}
+	}
+	b.Spec.ExpiresAfter = nil
+	if err := k8s.Update(ctx, b); err == nil || !strings.Contains(err.Error(), "spec.expiresAfter cannot be removed once set") {
+		t.Fatalf("removing expiresAfter: error %v, want it refused", err)
+	}
+	b.Spec.ExpiresAfter = &metav1.Duration{Duration: 10 * time.Minute}
+	if err := k8s.Update(ctx, b); err == nil || !strings.Contains(err.Error(), "expiresAfter is at least 1h") {
+		t.Fatalf("shortening expiresAfter to 10m: error %v, want it refused", err)
 	}
 }
 
@@ -194,6 +221,8 @@ func TestArchiveValidated(t *testing.T) {
 		{"archive of mode none", withArchive("none", map[string]any{}), "spec.backup.archive ships the AOF: it needs mode aof or uring"},
 		{"archive interval under a second", withArchive("uring", map[string]any{"interval": "500ms"}), "archive.interval is between 1s and 1h"},
 		{"archive interval over an hour", withArchive("aof", map[string]any{"interval": "2h"}), "archive.interval is between 1s and 1h"},
+		{"archive kept under an hour", withArchive("uring", map[string]any{"maxAge": "59m"}), "archive.maxAge is at least 1h"},
+		{"archive kept for no duration", withArchive("uring", map[string]any{"maxAge": "forever"}), "spec.backup.archive.maxAge: Invalid value: \"string\": type conversion error"},
 	} {
 		expectRejected(t, tc)
 	}

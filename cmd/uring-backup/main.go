@@ -217,14 +217,16 @@ func archive(ctx context.Context, args []string) error {
 	fs.StringVar(&a.Source.Addr, "source", "", "The server beside the agent, host:port.")
 	fs.StringVar(&a.DataDir, "data-dir", "/data", "The server's data directory, where appendonlydir is.")
 	fs.DurationVar(&a.Interval, "interval", 30*time.Second, "Time between passes: the most of the log a lost volume takes with it.")
+	fs.DurationVar(&a.MaxAge, "max-age", 0, "Let go of what only a recovery to a point older than this needs, with or without backups in the store; 0: keep what a recovery to the oldest backup's point or later needs, and everything while there is no backup.")
+	fs.DurationVar(&a.PruneEvery, "prune-every", 10*time.Minute, "How often a pass also prunes the archive.")
 	destinationFlags(fs, &a.Destination, &storeCA)
 	sourceTLSFlags(fs, &tlsCA, &tlsCert, &tlsKey)
 	_ = fs.Parse(args)
 	if a.Source.Addr == "" || a.Destination.Endpoint == "" || a.Destination.Bucket == "" {
 		return errors.New("--source, --endpoint and --bucket are required")
 	}
-	if a.Interval <= 0 {
-		return fmt.Errorf("--interval %s: want a positive duration", a.Interval)
+	if a.Interval <= 0 || a.PruneEvery <= 0 || a.MaxAge < 0 {
+		return fmt.Errorf("--interval %s, --prune-every %s, --max-age %s: want positive durations (--max-age 0 too)", a.Interval, a.PruneEvery, a.MaxAge)
 	}
 	if err := signIn(&a.Source, &a.Destination, storeCA, tlsCA, tlsCert, tlsKey); err != nil {
 		return err

@@ -49,6 +49,9 @@ type Archiver struct {
 	// PruneEvery is how often a pass also lets go of what the archive no
 	// longer needs (prune): 10 minutes when zero.
 	PruneEvery time.Duration
+	// MaxAge bounds how far back the archive reaches, with or without
+	// backups in the store (see prune); 0: as far as the oldest backup.
+	MaxAge time.Duration
 
 	store    *Store
 	pruned   time.Time

@@ -2,6 +2,7 @@ package backup
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"slices"
 	"time"
@@ -17,7 +18,8 @@ const defaultPruneEvery = 10 * time.Minute
 // backups/, scheduled or not). Before it, the backups are what an instance
 // is recovered from; retention deletes the scheduled backups it lets go,
 // and so moves the horizon. ok is false when the store holds no backup:
-// then the archive is the only copy, and nothing in it is let go.
+// then the archive is the only copy, and only Archiver.MaxAge lets
+// anything in it go.
 func Horizon(ctx context.Context, store *Store) (horizon time.Time, ok bool, err error) {
 	backups, err := Backups(ctx, store)
 	if err != nil {
@@ -59,6 +61,24 @@ func (t Timeline) Prunable(horizon time.Time) (bases []ArchivedBase, incrs []Arc
 	return bases, incrs
 }
 
+// horizon is the oldest point the archive keeps a recovery to, and why:
+// the oldest backup's point (Horizon), or now - MaxAge when that is later
+// or the store holds no backup. ok is false when neither bounds it.
+func (a *Archiver) horizon(ctx context.Context) (horizon time.Time, why string, ok bool, err error) {
+	horizon, ok, err = Horizon(ctx, a.store)
+	if err != nil {
+		return time.Time{}, "", false, err
+	}
+	why = "the oldest backup's point is " + horizon.Format(time.RFC3339)
+	if a.MaxAge > 0 {
+		if bound := a.now().Add(-a.MaxAge).UTC(); !ok || bound.After(horizon) {
+			horizon, ok = bound, true
+			why = fmt.Sprintf("the archive keeps %s, back to %s", a.MaxAge, bound.Format(time.RFC3339))
+		}
+	}
+	return horizon, why, ok, nil
+}
+
 // prune lets go of what no recovery to the horizon or after needs: the
 // other timelines archived whole before it (volumes that are gone, or
 // that a failover made replicas), and the head of this one (Prunable).
@@ -68,7 +88,7 @@ func (t Timeline) Prunable(horizon time.Time) (bases []ArchivedBase, incrs []Arc
 // an archiver would adopt again (recoverTimeline). A restore reads only a
 // chain that reaches its target, and no pruned chain reaches the horizon.
 func (a *Archiver) prune(ctx context.Context) error {
-	horizon, ok, err := Horizon(ctx, a.store)
+	horizon, why, ok, err := a.horizon(ctx)
 	if err != nil || !ok {
 		return err
 	}
@@ -96,7 +116,7 @@ func (a *Archiver) prune(ctx context.Context) error {
 		if err := a.store.Delete(ctx, timelineKey(t.ID)); err != nil {
 			return err
 		}
-		a.logf("pruned timeline %s: it was archived up to %s, before the oldest backup's point %s", t.ID, t.LastArchivedTime.Format(time.RFC3339), horizon.Format(time.RFC3339))
+		a.logf("pruned timeline %s: it was archived up to %s, and %s", t.ID, t.LastArchivedTime.Format(time.RFC3339), why)
 	}
 
 	bases, incrs := a.timeline.Prunable(horizon)
@@ -125,6 +145,6 @@ func (a *Archiver) prune(ctx context.Context) error {
 	a.timeline.Incrs = slices.DeleteFunc(a.timeline.Incrs, func(i ArchivedIncr) bool {
 		return slices.ContainsFunc(incrs, func(p ArchivedIncr) bool { return p.Seq == i.Seq })
 	})
-	a.logf("pruned %d bases and %d INCR files of timeline %s: the oldest backup's point is %s", len(bases), len(incrs), a.timeline.ID, horizon.Format(time.RFC3339))
+	a.logf("pruned %d bases and %d INCR files of timeline %s: %s", len(bases), len(incrs), a.timeline.ID, why)
 	return a.putTimeline(ctx)
 }

@@ -76,3 +76,21 @@ func readMetadata(ctx context.Context, store *Store, name string) (Metadata, err
 	}
 	return m, nil
 }
+
+// CountBackups is how many backups the store holds under its prefix, as
+// Backups finds them (backups/<name>/backup.json), from one listing and
+// without reading them: cheap enough to count at every look at the archive.
+func CountBackups(ctx context.Context, store *Store) (int, error) {
+	objects, err := store.List(ctx, "backups/")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, o := range objects {
+		name, _, _ := strings.Cut(strings.TrimPrefix(o.Key, "backups/"), "/")
+		if _, metadata := ObjectKeys(name); o.Key == metadata {
+			n++
+		}
+	}
+	return n, nil
+}

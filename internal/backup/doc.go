@@ -87,7 +87,8 @@
 // (of all its segments together, so that it does not grow with every
 // pass), which a restore checks what it downloads against.
 // A segment is never rewritten: the next starts where it ended; the
-// archiver deletes nothing (nothing prunes the archive yet). An INCR
+// archiver deletes only what no recovery to its horizon or later needs
+// (prune: behind the oldest backup in the store, or MaxAge). An INCR
 // file the manifest no longer lists last is read to its end (through the
 // descriptor held since, if a rewrite deleted it) and marked closed. The
 // open INCR file is preallocated: zeros, and in durable mode padding

@@ -76,6 +76,9 @@ func withArchive(rp *v1alpha1.RedisPersistence, opts Options, _ PodInputs, templ
 		}
 		archive.VolumeMounts = append(archive.VolumeMounts, TLSVolumeMount)
 	}
+	if a := rp.Spec.Backup.Archive; a.MaxAge != nil {
+		archive.Args = append(archive.Args, "--max-age="+a.MaxAge.Duration.String())
+	}
 	archive.Args = append(archive.Args, StoreArgs(rp, pod, &archive)...)
 	pod.Containers = append(pod.Containers, archive)
 }

@@ -109,3 +109,35 @@ func ExpiredBackups(rp *v1alpha1.RedisPersistence, backups []v1alpha1.RedisBacku
 	}
 	return expired
 }
+
+// BackupExpiry is when the completed backup b expires: its point plus
+// spec.expiresAfter; without it, the expiry it was given as it completed
+// (status.expiresAt), or, while it completes, its point plus
+// instanceDefault (DefaultExpiresAfter). Nil: it does not expire. In whole
+// seconds, as the status keeps it.
+func BackupExpiry(b *v1alpha1.RedisBackup, instanceDefault *metav1.Duration) *metav1.Time {
+	if b.Status.Phase != v1alpha1.BackupCompleted || b.Status.Point == nil {
+		return nil
+	}
+	after := b.Spec.ExpiresAfter
+	if after == nil {
+		if b.Status.ExpiresAt != nil || instanceDefault == nil {
+			return b.Status.ExpiresAt
+		}
+		after = instanceDefault
+	}
+	return &metav1.Time{Time: b.Status.Point.Add(after.Duration).Truncate(time.Second)}
+}
+
+// DefaultExpiresAfter is the expiry of a backup made by hand without
+// spec.expiresAfter: rp's spec.backup.retention.maxAge, as the retention of
+// a CloudNativePG cluster covers its on-demand backups. It is read once,
+// when the backup completes, so that a retention set later never deletes
+// what was taken before. Scheduled backups have none: retention's count
+// and maxAge keep them, and always the newest. rp may be nil.
+func DefaultExpiresAfter(b *v1alpha1.RedisBackup, rp *v1alpha1.RedisPersistence) *metav1.Duration {
+	if rp == nil || b.Labels[LabelScheduledFor] != "" || rp.Spec.Backup == nil || rp.Spec.Backup.Retention == nil {
+		return nil
+	}
+	return rp.Spec.Backup.Retention.MaxAge
+}

@@ -98,3 +98,46 @@ func TestExpiredBackups(t *testing.T) {
 		t.Errorf("without retention, expired %v", names(got))
 	}
 }
+
+func TestBackupExpiry(t *testing.T) {
+	point := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	hours := func(h int) *metav1.Duration { return &metav1.Duration{Duration: time.Duration(h) * time.Hour} }
+	rp := specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Backup: &v1alpha1.BackupSpec{
+		Schedule: "@daily", Retention: &v1alpha1.BackupRetention{MaxAge: hours(336)},
+	}})
+	completed := func(expiresAfter *metav1.Duration, expiresAt *time.Time) *v1alpha1.RedisBackup {
+		b := &v1alpha1.RedisBackup{Spec: v1alpha1.RedisBackupSpec{ExpiresAfter: expiresAfter}}
+		b.Status.Phase, b.Status.Point = v1alpha1.BackupCompleted, &metav1.Time{Time: point}
+		if expiresAt != nil {
+			b.Status.ExpiresAt = &metav1.Time{Time: *expiresAt}
+		}
+		return b
+	}
+	fixed := point.Add(24 * time.Hour)
+	scheduled := completed(nil, nil)
+	scheduled.Labels = map[string]string{specs.LabelScheduledFor: rp.Name}
+	failed := completed(hours(1), nil)
+	failed.Status.Phase, failed.Status.Point = v1alpha1.BackupFailed, nil
+	for _, tc := range []struct {
+		desc string
+		b    *v1alpha1.RedisBackup
+		rp   *v1alpha1.RedisPersistence
+		want time.Duration // after the point; 0: none
+	}{
+		{"its own expiry", completed(hours(48), nil), rp, 48 * time.Hour},
+		{"its own expiry, changed since it completed", completed(hours(2), &fixed), nil, 2 * time.Hour},
+		{"completing by hand: the instance's retention.maxAge", completed(nil, nil), rp, 336 * time.Hour},
+		{"completed by hand before: what it was given then", completed(nil, &fixed), rp, 24 * time.Hour},
+		{"completing by hand, the instance gone", completed(nil, nil), nil, 0},
+		{"scheduled: retention's alone", scheduled, rp, 0},
+		{"failed", failed, rp, 0},
+	} {
+		got := specs.BackupExpiry(tc.b, specs.DefaultExpiresAfter(tc.b, tc.rp))
+		switch {
+		case tc.want == 0 && got != nil:
+			t.Errorf("%s: expires at %s, want never", tc.desc, got)
+		case tc.want != 0 && (got == nil || !got.Equal(&metav1.Time{Time: point.Add(tc.want)})):
+			t.Errorf("%s: expires at %v, want %s", tc.desc, got, point.Add(tc.want))
+		}
+	}
+}

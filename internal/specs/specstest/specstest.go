@@ -73,7 +73,7 @@ var GoldenCases = map[string]v1alpha1.RedisPersistenceSpec{
 				Endpoint: "http://s3.storage.svc:8333", Bucket: "backups", Region: "us-east-1",
 				Credentials: v1alpha1.S3Credentials{SecretName: "s3", AccessKeyIDKey: "AWS_ACCESS_KEY_ID", SecretAccessKeyKey: "AWS_SECRET_ACCESS_KEY"},
 			}},
-			Archive: &v1alpha1.ArchiveSpec{Interval: &metav1.Duration{Duration: 10 * time.Second}},
+			Archive: &v1alpha1.ArchiveSpec{Interval: &metav1.Duration{Duration: 10 * time.Second}, MaxAge: &metav1.Duration{Duration: 168 * time.Hour}},
 		},
 		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Archive: &v1alpha1.ArchiveRecovery{
 			Path: "team/cache-before", TargetTime: &metav1.Time{Time: time.Date(2026, 11, 27, 6, 30, 0, 0, time.UTC)},
