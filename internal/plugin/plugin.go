@@ -83,7 +83,7 @@ func NewCommand(env Env) *cobra.Command {
 	cmd.SetErr(env.ErrOut)
 	r.flags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVarP(&r.output, "output", "o", "", "Output format: json or yaml; a table when empty.")
-	cmd.AddCommand(r.statusCommand(), r.backupCommand(), r.restoreCommand(), r.benchCommand(), r.reportCommand(), r.restartCommand(), r.switchoverCommand())
+	cmd.AddCommand(r.statusCommand(), r.backupCommand(), r.restoreCommand(), r.benchCommand(), r.reportCommand(), r.restartCommand(), r.switchoverCommand(), r.cliCommand())
 	return cmd
 }
 
