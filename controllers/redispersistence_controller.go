@@ -161,6 +161,11 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		// read again after requeue.
 		return ctrl.Result{RequeueAfter: requeue}, err
 	}
+	// Before anything observes the servers: the roles and the Service follow
+	// the new primary in this reconcile.
+	if err := r.switchOverOnRequest(ctx, rp, creds.server); err != nil {
+		return ctrl.Result{}, err
+	}
 	in := creds.podInputs(rp)
 	if specs.Sharded(rp) {
 		return r.reconcileCluster(ctx, rp, creds, in)
@@ -219,9 +224,13 @@ func (r *RedisPersistenceReconciler) fetch(ctx context.Context, key types.Namesp
 	// restore's steps are done once (status.recovery fixed, then restoredAt
 	// and the ConfigMap emptied): redone from a stale copy, a reconcile would
 	// name the backup in <name>-recovery again, to be restored into a volume
-	// that starts later. While one is pending the instance is read from the
-	// API server, which has every write this operator made.
+	// that starts later. So is a switchover asked for answered once: from a
+	// copy without the answer, a switchover to any replica would run twice.
+	// While one is pending the instance is read from the API server, which
+	// has every write this operator made.
 	if rec := rp.Status.Recovery; err == nil && rp.Spec.Bootstrap != nil && (rec == nil || rec.RestoredAt == nil) {
+		err = r.APIReader.Get(ctx, key, rp)
+	} else if _, asked := specs.SwitchoverRequestOf(rp); err == nil && asked {
 		err = r.APIReader.Get(ctx, key, rp)
 	}
 	if err != nil {

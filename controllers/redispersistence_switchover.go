@@ -127,17 +127,11 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 	}
 	var replicas []*corev1.Pod
 	for name, pod := range byName {
-		if name == primary {
-			continue
+		if name != primary {
+			replicas = append(replicas, pod)
 		}
-		if passOver(name) {
-			// One that does not answer is no candidate of the Sentinels either.
-			if err := serverDo(ctx, r.ServerAddress(pod), creds, "CONFIG", "SET", "replica-priority", "0"); err != nil {
-				log.FromContext(ctx).Info("setting replica-priority 0 on a server the Sentinels must not promote failed", "pod", klogRef(pod), "err", err)
-			}
-		}
-		replicas = append(replicas, pod)
 	}
+	r.passOverReplicas(ctx, creds, replicas, passOver)
 
 	oldAddr := r.ServerAddress(old)
 	if err := serverDo(ctx, oldAddr, creds, "CLIENT", "PAUSE", strconv.FormatInt(switchoverPause.Milliseconds(), 10), "WRITE"); err != nil {
@@ -182,6 +176,20 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 	return promoted, nil
 }
 
+// passOverReplicas sets replica-priority 0 on the replicas passOver names,
+// so that a Sentinel which has read it never promotes one.
+func (r *RedisPersistenceReconciler) passOverReplicas(ctx context.Context, creds serverCredentials, replicas []*corev1.Pod, passOver func(pod string) bool) {
+	for _, pod := range replicas {
+		if !passOver(pod.Name) {
+			continue
+		}
+		// One that does not answer is no candidate of the Sentinels either.
+		if err := serverDo(ctx, r.ServerAddress(pod), creds, "CONFIG", "SET", "replica-priority", "0"); err != nil {
+			log.FromContext(ctx).Info("setting replica-priority 0 on a server the Sentinels must not promote failed", "pod", klogRef(pod), "err", err)
+		}
+	}
+}
+
 // waitForCatchUp waits until every replica that replicates holds every
 // write the paused primary at primaryAddr took.
 func (r *RedisPersistenceReconciler) waitForCatchUp(ctx context.Context, creds serverCredentials, primaryAddr string, replicas []*corev1.Pod) error {
@@ -204,9 +212,18 @@ func (r *RedisPersistenceReconciler) waitForCatchUp(ctx context.Context, creds s
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s did not catch up with the paused primary within %s", behind, switchoverCatchUp)
+		return &replicaBehindError{pod: behind}
 	}
 	return nil
+}
+
+// replicaBehindError: a replica did not hold every write of the paused
+// primary within switchoverCatchUp, so no switchover was asked of the
+// Sentinels.
+type replicaBehindError struct{ pod string }
+
+func (e *replicaBehindError) Error() string {
+	return fmt.Sprintf("%s did not catch up with the paused primary within %s", e.pod, switchoverCatchUp)
 }
 
 // askSentinelsToFailOver asks the Sentinels, one after the other, until one

@@ -88,6 +88,8 @@ var scenarios = map[string]scenario{
 		covers: "helm upgrade from the previous release, instances rolled one at a time, helm uninstall keeping CRDs and data, install.yaml, helm install again"},
 	"TestReplicasFailOver": {tier: tierCI,
 		covers: "a primary and its claim lost while the operator restarts: the Sentinels promote, the operator labels, the Service follows, the lost server rejoins"},
+	"TestPluginOnAReplicatedInstance": {tier: tierCI,
+		covers: "kubectl uring on a real cluster: cli through the kubelet's exec on the primary, a replica and a Sentinel with the pod's password; report with every pod's INFO; a switchover asked for, through Sentinels that name the servers by host name"},
 	"TestBenchmarkCostOfAckReplicas": {tier: tierFull,
 		covers: "a RedisBenchmark of ackReplicas 0 against 1 with the crash check",
 		reason: "a measurement, printed not asserted: ackReplicas' guarantee runs in the ci tier in TestShardedClusterFailsOverAndScales and the crash check in TestBenchmarkComparesModes"},

@@ -1064,6 +1064,58 @@ type ReplicaStatus struct {
 	LinkUp bool `json:"linkUp,omitempty"`
 }
 
+// SwitchoverResult is how a switchover asked for ended.
+// +kubebuilder:validation:Enum=Succeeded;Refused;Failed
+type SwitchoverResult string
+
+const (
+	// SwitchoverSucceeded: the server asked for (or the one the Sentinels
+	// chose, for "any") is the primary.
+	SwitchoverSucceeded SwitchoverResult = "Succeeded"
+	// SwitchoverRefused: the operator did not hand the primary role over,
+	// as the request could not be met safely: an instance that is not
+	// replicated, a pod that is not a replica of it, a replica that does not
+	// replicate or did not catch up with the paused primary.
+	SwitchoverRefused SwitchoverResult = "Refused"
+	// SwitchoverFailed: the operator tried and the primary role did not
+	// move (the Sentinels did not fail over, or promoted another server).
+	SwitchoverFailed SwitchoverResult = "Failed"
+)
+
+// SwitchoverStatus is the operator's answer to a switchover asked for.
+type SwitchoverStatus struct {
+	// to is the request's uringredis.io/switchover-to: a server pod, or "any"
+	// for the replica the Sentinels choose.
+	// +kubebuilder:validation:MaxLength=253
+	To string `json:"to"`
+	// requestedAt is the request's uringredis.io/switchover-requested-at,
+	// as given (empty when the request had none).
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	RequestedAt string `json:"requestedAt,omitempty"`
+	// result: Succeeded, Refused or Failed.
+	Result SwitchoverResult `json:"result"`
+	// reason is why, in one CamelCase word (Switched, AlreadyPrimary,
+	// NotReplicated, NoPrimary, NotAReplica, ReplicaNotReplicating,
+	// NoReplicaReplicating, ReplicaBehind, NotPromotable, SentinelsNotReady,
+	// PromotedAnother, SwitchoverFailed).
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason"`
+	// message says it for people.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+	// from is the primary when the operator took the request up.
+	// +optional
+	From string `json:"from,omitempty"`
+	// primary is the primary after it: the server promoted when it
+	// succeeded.
+	// +optional
+	Primary string `json:"primary,omitempty"`
+	// finishedAt is when the operator answered.
+	FinishedAt metav1.Time `json:"finishedAt"`
+}
+
 // ShardStatus is one shard of a cluster: the servers of the StatefulSet
 // `<name>-s<index>`.
 type ShardStatus struct {
@@ -1200,6 +1252,15 @@ type RedisPersistenceStatus struct {
 	// it never chooses a primary itself.
 	// +optional
 	Primary string `json:"primary,omitempty"`
+
+	// switchover answers the last switchover asked for with the annotations
+	// uringredis.io/switchover-to and uringredis.io/switchover-requested-at
+	// (`kubectl uring switchover` sets them): a request whose two values
+	// equal to and requestedAt here is answered, and the operator does not
+	// act on it again; the annotations stay, so that a GitOps tool that
+	// applies them finds nothing changed.
+	// +optional
+	Switchover *SwitchoverStatus `json:"switchover,omitempty"`
 
 	// shards are a cluster's shards (spec.cluster), as the operator last
 	// read them from its servers (CLUSTER NODES).

@@ -1,6 +1,6 @@
 // Command kubectl-uring is the kubectl plugin of uring-redis-operator: on the
-// PATH, `kubectl uring status|backup|restore` runs it. The commands live in
-// internal/plugin.
+// PATH, `kubectl uring status|backup|restore|bench|report|restart|switchover|cli`
+// runs it. The commands live in internal/plugin.
 package main
 
 import (

@@ -19,6 +19,13 @@ release: $(HELM) $(KUSTOMIZE) ## Build every image, push it to REGISTRY, package
 	@[[ -n "$(REGISTRY)" ]] || { echo "release: set REGISTRY=host[:port][/path], where the images and the chart go" >&2; exit 2; }
 	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) hack/release.sh $(VERSION) $(REGISTRY) $(DIST)
 
+# Where the plugin's archives are downloaded from, for its krew manifest.
+PLUGIN_URL ?= https://github.com/uring-redis/uring-redis-operator/releases/download/v$(VERSION)
+
+.PHONY: release-plugin
+release-plugin: ## Cross-compile kubectl-uring for linux/amd64 and linux/arm64 into DIST as krew archives with .sha256 files, and DIST/uring.yaml, the krew manifest naming them (PLUGIN_URL).
+	hack/release-plugin.sh $(VERSION) $(DIST) $(PLUGIN_URL)
+
 chart-generate: chart-version
 
 .PHONY: chart-version

@@ -65,8 +65,8 @@ func NewCommand(env Env) *cobra.Command {
 		Short: "Day-2 operations on RedisPersistence instances of uring-redis-operator",
 		Long: "kubectl uring shows the state of a RedisPersistence on one screen, takes a backup now,\n" +
 			"writes the RedisPersistence that restores one into a new instance, benchmarks instances side\n" +
-			"by side, restarts the servers without a write outage, and writes a report for a bug report\n" +
-			"with every secret cut out.",
+			"by side, restarts the servers or hands the primary role over without a write outage, opens\n" +
+			"valkey-cli on a server, and writes a report for a bug report with every secret cut out.",
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl uring"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -83,7 +83,7 @@ func NewCommand(env Env) *cobra.Command {
 	cmd.SetErr(env.ErrOut)
 	r.flags.AddFlags(cmd.PersistentFlags())
 	cmd.PersistentFlags().StringVarP(&r.output, "output", "o", "", "Output format: json or yaml; a table when empty.")
-	cmd.AddCommand(r.statusCommand(), r.backupCommand(), r.restoreCommand(), r.benchCommand(), r.reportCommand(), r.restartCommand())
+	cmd.AddCommand(r.statusCommand(), r.backupCommand(), r.restoreCommand(), r.benchCommand(), r.reportCommand(), r.restartCommand(), r.switchoverCommand(), r.cliCommand())
 	return cmd
 }
 

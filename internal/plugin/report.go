@@ -3,6 +3,7 @@ package plugin
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/base64"
@@ -26,16 +27,21 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
 // A report is what a bug report about one instance needs, in one tarball
 // a user can attach without reading it first: the instance and every object
-// of it, the events about them, its pods' and the operator's logs. Nothing
+// of it, the events about them, its pods' and the operator's logs, its
+// servers' and Sentinels' INFO (best effort: a pod that does not answer is
+// named in README.txt, and the report completes without it). Nothing
 // secret leaves the cluster in it:
 //
 //   - a Secret's values are replaced by their length; its
@@ -46,7 +52,9 @@ import (
 //   - in server and Sentinel configuration text, the values of requirepass,
 //     masterauth, primaryauth, sentinel auth-pass and the passwords and
 //     hashes of ACL user lines are cut out, in case they came from a Secret
-//     the plugin could not read.
+//     the plugin could not read;
+//   - in INFO, the value of any field whose name says it is secret, unless
+//     it is a count (redactInfo).
 //
 // The report says, in its README.txt, what it holds, what it could not read
 // and why (a user without get on Secrets or pods/log), and what it cut.
@@ -70,7 +78,8 @@ func (r *root) reportCommand() *cobra.Command {
 		Long: "report writes a gzipped tarball with the RedisPersistence NAME and every object it owns\n" +
 			"(StatefulSets, pods, Services, ConfigMaps, Secrets without their values, claims, Jobs, PDBs,\n" +
 			"NetworkPolicies), its RedisBackups, the events about them, the last 2000 lines of each of its\n" +
-			"containers' logs and of the operator's. Every value of the Secrets the instance owns or\n" +
+			"containers' logs and of the operator's, and the INFO of each of its servers and Sentinels (read\n" +
+			"with valkey-cli in the pod, as cli runs it). Every value of the Secrets the instance owns or\n" +
 			"names is cut out of every file, and so are the passwords of server configuration lines.\n" +
 			"README.txt in the tarball lists what it holds and what could not be read.",
 		Args: cobra.ExactArgs(1),
@@ -91,7 +100,7 @@ func (r *root) reportCommand() *cobra.Command {
 			if file == "" {
 				file = ReportName(args[0], now)
 			}
-			rep, err := collectReport(cmd.Context(), c, clientset, namespace, args[0])
+			rep, err := collectReport(cmd.Context(), c, clientset, config, namespace, args[0])
 			if err != nil {
 				return err
 			}
@@ -147,7 +156,7 @@ func (rep *report) failed(what string, err error) {
 
 // collectReport reads everything the report holds. Only a missing instance
 // is an error: whatever else cannot be read is noted in the report.
-func collectReport(ctx context.Context, c client.Client, cs kubernetes.Interface, namespace, name string) (*report, error) {
+func collectReport(ctx context.Context, c client.Client, cs kubernetes.Interface, config *rest.Config, namespace, name string) (*report, error) {
 	rp, err := getInstance(ctx, c, namespace, name)
 	if err != nil {
 		return nil, err
@@ -232,6 +241,9 @@ func collectReport(ctx context.Context, c client.Client, cs kubernetes.Interface
 		for _, container := range append(slices.Clone(pod.Spec.InitContainers), pod.Spec.Containers...) {
 			rep.collectLog(ctx, cs, pod.Namespace, pod.Name, container.Name)
 		}
+	}
+	for _, pod := range pods {
+		rep.collectInfo(ctx, config, rp, pod)
 	}
 	operators, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: operatorSelector})
 	if err != nil {
@@ -371,6 +383,79 @@ func (rep *report) collectLog(ctx context.Context, cs kubernetes.Interface, name
 		rep.failed(what, err)
 	}
 	rep.add(path.Join("logs", namespace, pod, container+".log"), data)
+}
+
+// reportInfoTimeout bounds each pod's INFO: a server that does not answer
+// costs the report that, and is named in its README.txt.
+const reportInfoTimeout = 10 * time.Second
+
+// collectInfo adds the INFO of pod's server or Sentinel (every section:
+// INFO everything), read with valkey-cli in the pod as `cli` runs it,
+// signed in as the exporter's user where the pod has it.
+func (rep *report) collectInfo(ctx context.Context, config *rest.Config, rp *v1alpha1.RedisPersistence, pod corev1.Pod) {
+	what := fmt.Sprintf("the INFO of %s/%s", pod.Namespace, pod.Name)
+	var target cliTarget
+	switch pod.Labels[specs.LabelName] {
+	case specs.SelectorLabels(rp)[specs.LabelName]:
+		target = cliTarget{pod: pod.Name, container: specs.ContainerRedis, port: specs.RedisPort}
+	case specs.SentinelSelectorLabels(rp)[specs.LabelName]:
+		target = cliTarget{pod: pod.Name, container: specs.ContainerSentinel, port: specs.SentinelPort}
+	default:
+		return // a Job's pod: no server in it
+	}
+	switch {
+	case pod.Spec.NodeName == "":
+		rep.problems = append(rep.problems, what+": the pod is not scheduled")
+		return
+	case pod.Status.Phase != corev1.PodRunning:
+		rep.problems = append(rep.problems, fmt.Sprintf("%s: the pod is %s, not Running", what, cmp.Or(string(pod.Status.Phase), "not started")))
+		return
+	}
+	execCtx, cancel := context.WithTimeout(ctx, reportInfoTimeout)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	err := execInPod(execCtx, config, pod.Namespace, target, cliCommand(rp, target, asMonitor, []string{"INFO", "everything"}),
+		remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+	if err == nil && !bytes.Contains(stdout.Bytes(), []byte("# Server")) {
+		err = fmt.Errorf("valkey-cli answered %q", strings.TrimSpace(stdout.String()))
+	}
+	if err != nil {
+		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+			err = fmt.Errorf("%w: %s", err, msg)
+		}
+		rep.failed(what, err)
+		return
+	}
+	info, cut := redactInfo(stdout.Bytes())
+	rep.configCut += cut
+	rep.add(path.Join("info", pod.Name+".txt"), info)
+}
+
+// infoSecretField names INFO fields that would hold a secret, and
+// infoCounter the values that are counts, not secrets: a number, or the
+// name=number list of a commandstats or latencystats line (cmdstat_auth).
+var (
+	infoSecretField = regexp.MustCompile(`(?i)pass|secret|token|credential|auth`)
+	infoCounter     = regexp.MustCompile(`^(?:[-+]?[0-9.]+|(?:[a-z_0-9.]+=[-+0-9.]+,?)+)$`)
+)
+
+// redactInfo cuts the value of every INFO field whose name says it is
+// secret, unless the value is a count. Valkey's INFO holds no password
+// (requirepass, masterauth and the ACL are not in it); this keeps one a
+// later version or a module might add out of the report, and the report's
+// scrub cuts the instance's secret values wherever they are.
+func redactInfo(info []byte) ([]byte, int) {
+	cut := 0
+	lines := bytes.Split(info, []byte("\n"))
+	for i, line := range lines {
+		field, value, ok := bytes.Cut(bytes.TrimRight(line, "\r"), []byte(":"))
+		if !ok || bytes.HasPrefix(field, []byte("#")) || !infoSecretField.Match(field) || infoCounter.Match(value) {
+			continue
+		}
+		lines[i] = append(slices.Clone(field), ":<cut out>"...)
+		cut++
+	}
+	return bytes.Join(lines, []byte("\n")), cut
 }
 
 // configSecrets are the configuration lines whose last word is a password:

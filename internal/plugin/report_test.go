@@ -131,7 +131,8 @@ func TestReportCutsOutSecrets(t *testing.T) {
 		}
 	}
 	for name, want := range map[string][]string{
-		"README.txt":              {"RedisPersistence cache", "secrets/cache-auth.yaml", "the logs of " + ns + "/cache-0: the pod is not scheduled"},
+		"README.txt": {"RedisPersistence cache", "secrets/cache-auth.yaml", "the logs of " + ns + "/cache-0: the pod is not scheduled",
+			"the INFO of " + ns + "/cache-0: the pod is not scheduled"},
 		"redispersistence.yaml":   {"name: cache", "mode: uring"},
 		"secrets/cache-auth.yaml": {"password: '<cut out: 18 bytes>'"},
 		"secrets/store.yaml":      {"accessKey:"},
@@ -209,4 +210,24 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// INFO holds no password (requirepass, masterauth and the ACL are not in
+// it: a real server's INFO everything was checked for them), but a field
+// whose name says it is secret has its value cut, unless the value is a
+// count: a number, or the name=number list of a commandstats or
+// latencystats line. Everything else stays as the server wrote it.
+func TestRedactInfo(t *testing.T) {
+	info := "# Server\r\nvalkey_version:8.1.1\r\nexecutable:/usr/bin/valkey-server\r\n" +
+		"# Stats\r\nacl_access_denied_auth:3\r\nkeyspace_hits:10\r\n" +
+		"# Replication\r\nrole:slave\r\nmaster_host:cache-0.cache-headless\r\nmaster_auth:hunter2-s3cret\r\n" +
+		"# Commandstats\r\ncmdstat_auth:calls=1,usec=10,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n" +
+		"# Latencystats\r\nlatency_percentiles_usec_auth:p50=10.047,p99=10.047,p99.9=10.047\r\n" +
+		"# Modules\r\nmodule:name=vault,ver=1,api_token=abc123\r\nsome_SECRET_key:s3\r\nsentinel_password:\r\n"
+	got, cut := redactInfo([]byte(info))
+	want := strings.NewReplacer("master_auth:hunter2-s3cret\r", "master_auth:<cut out>",
+		"some_SECRET_key:s3\r", "some_SECRET_key:<cut out>", "sentinel_password:\r", "sentinel_password:<cut out>").Replace(info)
+	if string(got) != want || cut != 3 {
+		t.Errorf("redactInfo cut %d:\n%q\nwant 3:\n%q", cut, got, want)
+	}
 }

@@ -66,6 +66,8 @@ type Status struct {
 	// store, so neither backups nor an archive.
 	Backup     bool                       `json:"backup"`
 	LastBackup *v1alpha1.LastBackupStatus `json:"lastBackup,omitempty"`
+	// Switchover is the operator's answer to the last switchover asked for.
+	Switchover *v1alpha1.SwitchoverStatus `json:"switchover,omitempty"`
 	Archive    *v1alpha1.ArchiveStatus    `json:"archive,omitempty"`
 	// Conditions are those that are not healthy: False, or Unknown, for all
 	// but Degraded, which is healthy when False.
@@ -175,6 +177,7 @@ func statusOf(rp *v1alpha1.RedisPersistence, events []corev1.Event, now time.Tim
 		Backup:         rp.Spec.Backup != nil,
 		LastBackup:     rp.Status.LastBackup,
 		Archive:        rp.Status.Archive,
+		Switchover:     rp.Status.Switchover,
 	}
 	switch {
 	case rp.Spec.Cluster != nil:
@@ -287,6 +290,7 @@ func writeStatus(w io.Writer, s *Status, now time.Time) error {
 	line("TLS:", tlsLine(s.TLS, now))
 	line("Last backup:", lastBackupLine(s, now))
 	line("Archive:", archiveLine(s, now))
+	line("Switchover:", switchoverLine(s.Switchover, now))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -438,6 +442,15 @@ func tlsLine(t *v1alpha1.TLSStatus, now time.Time) string {
 		}
 	}
 	return line
+}
+
+// switchoverLine is the last switchover asked for and the operator's answer.
+func switchoverLine(sw *v1alpha1.SwitchoverStatus, now time.Time) string {
+	if sw == nil {
+		return ""
+	}
+	return fmt.Sprintf("to %s%s: %s (%s) %s ago: %s", sw.To, wrap(" asked at ", sw.RequestedAt, ""), sw.Result, sw.Reason,
+		age(sw.FinishedAt, now), sw.Message)
 }
 
 func lastBackupLine(s *Status, now time.Time) string {

@@ -71,6 +71,9 @@ func replicatedInstance(t *testing.T, ns string) {
 			FirstRecoverableTime: at(-26 * time.Hour), LastArchivedTime: at(-30 * time.Second),
 			Timelines: 2, CheckedAt: at(-20 * time.Second),
 		},
+		Switchover: &v1alpha1.SwitchoverStatus{To: "cache-2", RequestedAt: "2026-11-28T11:50:00Z", Result: v1alpha1.SwitchoverRefused,
+			Reason: "ReplicaNotReplicating", Message: "cache-2's link to the primary cache-0 is down: it does not hold the primary's writes",
+			From: "cache-0", FinishedAt: *at(-10 * time.Minute)},
 		Conditions: []metav1.Condition{
 			condition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Ready", "the server serves with mode uring", time.Hour),
 			condition(v1alpha1.ConditionUringActive, metav1.ConditionTrue, "Active", "the append-only file is written through io_uring", time.Hour),

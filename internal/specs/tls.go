@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -85,14 +86,20 @@ func TLSServerConfig(rp *v1alpha1.RedisPersistence, port int) []string {
 // with the instance's CA and, when clients must present one, the server's
 // certificate. valkey-cli checks the chain, not the host name.
 func ValkeyCLI(rp *v1alpha1.RedisPersistence) string {
+	return strings.Join(append([]string{"valkey-cli"}, CLITLSArgs(rp)...), " ")
+}
+
+// CLITLSArgs are the valkey-cli flags of ValkeyCLI, none without spec.tls:
+// the files are where the server and Sentinel containers mount them.
+func CLITLSArgs(rp *v1alpha1.RedisPersistence) []string {
 	if !TLSEnabled(rp) {
-		return "valkey-cli"
+		return nil
 	}
-	cli := "valkey-cli --tls --cacert " + TLSCAFile
+	args := []string{"--tls", "--cacert", TLSCAFile}
 	if ClientAuth(rp) {
-		cli += " --cert " + TLSCertFile + " --key " + TLSKeyFile
+		args = append(args, "--cert", TLSCertFile, "--key", TLSKeyFile)
 	}
-	return cli
+	return args
 }
 
 // CLITLSEnv has the start scripts' valkey-cli calls (lookups.sh) speak TLS
