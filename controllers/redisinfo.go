@@ -41,6 +41,21 @@ const serverBudget = 8 * time.Second
 // bursts, and each would otherwise ask the server again.
 const infoMaxAge = 10 * time.Second
 
+// infoErrMaxAge is how long a failed INFO answers the reconciles of its
+// instance: shorter than the first retry of an unreachable server
+// (unreachableRetry), which must ask again.
+const infoErrMaxAge = time.Second
+
+// unreachableRetry is how soon an instance whose Ready server could not be
+// reached for `for` is looked at again: 2 s at first, then as long as it has
+// been unreachable (about doubling), and the resync interval at most. A
+// server the kubelet calls Ready but the operator cannot reach is mostly a
+// moment's matter: a new operator pod whose address an enforcing network
+// plugin has not admitted yet, a NetworkPolicy the operator just changed.
+func unreachableRetry(unreachableFor time.Duration) time.Duration {
+	return min(max(unreachableFor, 2*time.Second), resyncInterval)
+}
+
 // dialServer returns a client for one server; every request through it is
 // bounded by serverRequestTimeout.
 func dialServer(addr string, creds serverCredentials) *redis.Client {
@@ -74,6 +89,9 @@ type serverProbe struct {
 	at       time.Time
 	info     *serverInfo
 	err      error
+	// failingSince is when the INFO of this pod's server first failed
+	// since it last answered (zero while it answers).
+	failingSince time.Time
 }
 
 // info returns the INFO of the server behind pod, asking it at most once per
@@ -86,7 +104,8 @@ func (p *serverProbes) info(ctx context.Context, key types.NamespacedName, pod *
 	p.Lock()
 	last, ok := p.last[key]
 	p.Unlock()
-	if ok && last.pod == pod.UID && last.restarts == restarts && p.clock.Since(last.at) < infoMaxAge {
+	same := ok && last.pod == pod.UID && last.restarts == restarts
+	if maxAge := cond(last.err != nil, infoErrMaxAge, infoMaxAge); same && p.clock.Since(last.at) < maxAge {
 		return last.info, last.err
 	}
 	info, err := ask(ctx)
@@ -95,8 +114,33 @@ func (p *serverProbes) info(ctx context.Context, key types.NamespacedName, pod *
 	if p.last == nil {
 		p.last = map[types.NamespacedName]serverProbe{}
 	}
-	p.last[key] = serverProbe{pod: pod.UID, restarts: restarts, at: p.clock.Now(), info: info, err: err}
+	probe := serverProbe{pod: pod.UID, restarts: restarts, at: p.clock.Now(), info: info, err: err}
+	if err != nil {
+		probe.failingSince = probe.at
+		if same && !last.failingSince.IsZero() {
+			probe.failingSince = last.failingSince
+		}
+	}
+	p.last[key] = probe
 	return info, err
+}
+
+// unreachableFor is how long the INFO of key's server has failed, 0 while
+// it answers.
+func (p *serverProbes) unreachableFor(key types.NamespacedName) time.Duration {
+	p.Lock()
+	defer p.Unlock()
+	if last, ok := p.last[key]; ok && !last.failingSince.IsZero() {
+		return p.clock.Since(last.failingSince)
+	}
+	return 0
+}
+
+func cond[T any](c bool, yes, no T) T {
+	if c {
+		return yes
+	}
+	return no
 }
 
 // forget drops what is known of the server: the operator just changed it.

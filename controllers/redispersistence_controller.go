@@ -399,7 +399,8 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 		return readServerInfo(ctx, r.ServerAddress(pod), creds)
 	})
 	if obs.infoErr != nil {
-		log.FromContext(ctx).Info("reading server INFO failed", "pod", klogRef(pod), "err", obs.infoErr)
+		obs.unreachableFor = r.probes.unreachableFor(client.ObjectKeyFromObject(rp))
+		log.FromContext(ctx).Info("reading server INFO failed", "pod", klogRef(pod), "err", obs.infoErr, "for", obs.unreachableFor.Round(time.Second))
 	}
 	return nil
 }

@@ -31,6 +31,9 @@ func requeueAfter(rp *v1alpha1.RedisPersistence, obs observation, heldUpgrade *u
 			return left + time.Second
 		}
 	}
+	if obs.info == nil && obs.infoErr != nil {
+		return unreachableRetry(obs.unreachableFor)
+	}
 	if obs.info == nil || rp.Spec.Mode == v1alpha1.ModeUring || rp.Status.AppliedConfigHash != specs.RuntimeConfigHash(rp) ||
 		degraded || meta.IsStatusConditionFalse(rp.Status.Conditions, v1alpha1.ConditionStorageResized) || heldUpgrade != nil {
 		// No event says that a volume finished expanding or that a

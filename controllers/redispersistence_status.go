@@ -72,8 +72,11 @@ type observation struct {
 	storage       storageReport // zero until the prepare container reported
 	info          *serverInfo   // nil when the server was not asked
 	infoErr       error
-	modeChange    *condition // set while a mode change holds the old configuration
-	configErr     error      // why the runtime options could not be applied this reconcile
+	// unreachableFor is how long the server's INFO has failed (0 when it
+	// answered).
+	unreachableFor time.Duration
+	modeChange     *condition // set while a mode change holds the old configuration
+	configErr      error      // why the runtime options could not be applied this reconcile
 	// appliedMode is the mode of the ConfigMap last applied: the mode whose
 	// files hold the data, "" for a new instance.
 	appliedMode v1alpha1.PersistenceMode
