@@ -131,7 +131,16 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 			replicas = append(replicas, pod)
 		}
 	}
-	r.passOverReplicas(ctx, creds, replicas, passOver)
+	if r.passOverReplicas(ctx, creds, replicas, passOver) > 0 {
+		// A Sentinel reads its replicas' INFO every 10 s: one that has not
+		// read the priorities yet may promote a server passed over, and the
+		// writes would be paused for a second switchover. The writes go on
+		// while it waits; after switchoverSentinelsRead it goes on anyway,
+		// as it did before it waited.
+		if err := r.waitForSentinelsToPassOver(ctx, rp, creds, pods, "", passOver); err != nil {
+			log.FromContext(ctx).Info("the Sentinels have not read every replica-priority 0; switching over all the same", "redispersistence", klogRef(rp), "err", err)
+		}
+	}
 
 	oldAddr := r.ServerAddress(old)
 	if err := serverDo(ctx, oldAddr, creds, "CLIENT", "PAUSE", strconv.FormatInt(switchoverPause.Milliseconds(), 10), "WRITE"); err != nil {
@@ -177,17 +186,21 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 }
 
 // passOverReplicas sets replica-priority 0 on the replicas passOver names,
-// so that a Sentinel which has read it never promotes one.
-func (r *RedisPersistenceReconciler) passOverReplicas(ctx context.Context, creds serverCredentials, replicas []*corev1.Pod, passOver func(pod string) bool) {
+// so that a Sentinel which has read it never promotes one, and returns how
+// many it named.
+func (r *RedisPersistenceReconciler) passOverReplicas(ctx context.Context, creds serverCredentials, replicas []*corev1.Pod, passOver func(pod string) bool) int {
+	named := 0
 	for _, pod := range replicas {
 		if !passOver(pod.Name) {
 			continue
 		}
+		named++
 		// One that does not answer is no candidate of the Sentinels either.
 		if err := serverDo(ctx, r.ServerAddress(pod), creds, "CONFIG", "SET", "replica-priority", "0"); err != nil {
 			log.FromContext(ctx).Info("setting replica-priority 0 on a server the Sentinels must not promote failed", "pod", klogRef(pod), "err", err)
 		}
 	}
+	return named
 }
 
 // waitForCatchUp waits until every replica that replicates holds every

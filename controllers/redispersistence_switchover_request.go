@@ -203,7 +203,7 @@ func (r *RedisPersistenceReconciler) switchOverTo(ctx context.Context, rp *v1alp
 			}
 		}
 		r.passOverReplicas(ctx, creds, others, passOver)
-		if err := r.waitForSentinelsToPassOver(ctx, rp, creds, pods, target); err != nil {
+		if err := r.waitForSentinelsToPassOver(ctx, rp, creds, pods, target, passOver); err != nil {
 			return &switchoverOutcome{result: v1alpha1.SwitchoverFailed, reason: SwitchoverReasonSentinelsNotReady, primary: primary,
 				message: fmt.Sprintf("the writes were not paused: %v", err)}
 		}
@@ -226,8 +226,9 @@ func (r *RedisPersistenceReconciler) switchOverTo(ctx context.Context, rp *v1alp
 
 // waitForSentinelsToPassOver waits until every Sentinel that answers lists
 // target as a replica it may promote and reads replica-priority 0 on every
-// other replica that is up.
-func (r *RedisPersistenceReconciler) waitForSentinelsToPassOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pods []corev1.Pod, target string) error {
+// other replica that is up; with target "", until it reads replica-priority
+// 0 on every replica that is up and has it (those passed over).
+func (r *RedisPersistenceReconciler) waitForSentinelsToPassOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pods []corev1.Pod, target string, passOver func(pod string) bool) error {
 	sentinels, err := r.sentinelPods(ctx, rp)
 	if err != nil {
 		return err
@@ -243,7 +244,7 @@ func (r *RedisPersistenceReconciler) waitForSentinelsToPassOver(ctx context.Cont
 				continue // one that does not answer starts no failover either
 			}
 			answered++
-			if waiting := sentinelPassesOver(rp, pods, replicas, target, r.ServerAddress); waiting != "" {
+			if waiting := sentinelPassesOver(rp, pods, replicas, target, passOver, r.ServerAddress); waiting != "" {
 				why = sentinel.Name + " " + waiting
 				return false, nil
 			}
@@ -258,23 +259,26 @@ func (r *RedisPersistenceReconciler) waitForSentinelsToPassOver(ctx context.Cont
 
 // sentinelPassesOver says what a Sentinel whose replicas are replicas
 // (SENTINEL REPLICAS) has not read yet for a switchover to target, "" when
-// it would promote target and no other.
-func sentinelPassesOver(rp *v1alpha1.RedisPersistence, pods []corev1.Pod, replicas []map[string]string, target string, serverAddress func(*corev1.Pod) string) string {
+// it would promote target and no other. With target "" the servers passed
+// over are those passedOver names: "" when it reads replica-priority 0 on
+// each that is up.
+func sentinelPassesOver(rp *v1alpha1.RedisPersistence, pods []corev1.Pod, replicas []map[string]string, target string, passedOver func(pod string) bool, serverAddress func(*corev1.Pod) string) string {
 	listed := false
 	for _, replica := range replicas {
 		pod, known := podOfAddress(rp, pods, replica["name"], serverAddress)
 		down := strings.Contains(replica["flags"], "s_down") || strings.Contains(replica["flags"], "disconnected")
 		switch {
 		case !known:
-		case pod == target && down:
+		case target != "" && pod == target && down:
 			return "sees " + target + " down"
-		case pod == target:
+		case target != "" && pod == target:
 			listed = true
+		case target == "" && !passedOver(pod):
 		case !down && replica["slave-priority"] != "0":
 			return fmt.Sprintf("reads replica-priority %s on %s", replica["slave-priority"], pod)
 		}
 	}
-	if !listed {
+	if target != "" && !listed {
 		return "does not list " + target + " among the replicas"
 	}
 	return ""

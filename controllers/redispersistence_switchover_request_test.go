@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -232,5 +233,39 @@ func TestSwitchoverOfALoneServerRefused(t *testing.T) {
 	})
 	if !hasEvent(t, ns, "RefusedSwitchover", "no replica to hand the primary role to") {
 		t.Error("no RefusedSwitchover event says why")
+	}
+}
+
+// What a Sentinel must have read before a switchover pauses the writes: a
+// named target listed and every other replica at priority 0; with no
+// target, priority 0 on the replicas passed over, whatever the others read.
+func TestSentinelPassesOver(t *testing.T) {
+	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
+	var pods []corev1.Pod
+	for i := range 3 {
+		pods = append(pods, corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c-%d", i)}, Status: corev1.PodStatus{PodIP: fmt.Sprintf("10.0.0.%d", i)}})
+	}
+	addr := func(p *corev1.Pod) string { return p.Status.PodIP + ":6379" }
+	replica := func(i int, priority, flags string) map[string]string {
+		return map[string]string{"name": fmt.Sprintf("10.0.0.%d:6379", i), "slave-priority": priority, "flags": "slave" + flags}
+	}
+	notUpdated := func(pod string) bool { return pod == "c-2" }
+	for _, c := range []struct {
+		desc     string
+		replicas []map[string]string
+		target   string
+		want     string
+	}{
+		{"target listed, the other at 0", []map[string]string{replica(1, "100", ""), replica(2, "0", "")}, "c-1", ""},
+		{"target listed, the other not read yet", []map[string]string{replica(1, "100", ""), replica(2, "100", "")}, "c-1", "reads replica-priority 100 on c-2"},
+		{"target down", []map[string]string{replica(1, "100", ",s_down"), replica(2, "0", "")}, "c-1", "sees c-1 down"},
+		{"target not listed", []map[string]string{replica(2, "0", "")}, "c-1", "does not list c-1 among the replicas"},
+		{"no target: the one passed over at 0, the updated one promotable", []map[string]string{replica(1, "100", ""), replica(2, "0", "")}, "", ""},
+		{"no target: the one passed over not read yet", []map[string]string{replica(1, "100", ""), replica(2, "100", "")}, "", "reads replica-priority 100 on c-2"},
+		{"no target: the one passed over is down", []map[string]string{replica(1, "100", ""), replica(2, "100", ",s_down")}, "", ""},
+	} {
+		if got := sentinelPassesOver(rp, pods, c.replicas, c.target, notUpdated, addr); got != c.want {
+			t.Errorf("%s: %q, want %q", c.desc, got, c.want)
+		}
 	}
 }
