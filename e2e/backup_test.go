@@ -80,8 +80,14 @@ func backupSpec(endpoint, secretName string) *v1alpha1.BackupSpec {
 // createStoreSecret makes the credentials Secret name in the test namespace.
 func createStoreSecret(t *testing.T, name, accessKey, secretKey string) {
 	t.Helper()
+	createStoreSecretIn(t, namespace, name, accessKey, secretKey)
+}
+
+// createStoreSecretIn is createStoreSecret in the namespace ns.
+func createStoreSecretIn(t *testing.T, ns, name, accessKey, secretKey string) {
+	t.Helper()
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Data:       map[string][]byte{"AWS_ACCESS_KEY_ID": []byte(accessKey), "AWS_SECRET_ACCESS_KEY": []byte(secretKey)},
 	}
 	if err := k8s.Create(context.Background(), secret); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -247,10 +253,15 @@ func TestBackupToObjectStore(t *testing.T) {
 
 // TestRestoreFromBackup: more keys are written after the backup, the time
 // is noted, more again; the instance backed up is lost with its volumes.
-// A new one of the same name bootstraps from the backup, and another from
-// the archive up to the noted time: the first's servers hold exactly the
-// keys written before the backup, the second's exactly those written before
-// the noted time, expiries kept, and neither holds a key written after.
+// Disaster recovery from the bucket alone: in a new namespace, which holds
+// no RedisBackup and never held the instance, one of the same name
+// bootstraps from the backup found in the store (storedBackup, its
+// backup.json), and in another the archive is recovered up to the noted
+// time: the first's servers hold exactly the keys written before the
+// backup, the second's exactly those written before the noted time,
+// expiries kept, and neither holds a key written after. (The suite's own
+// namespace, which the other scenarios share, is not deleted: the new ones
+// stand in for a namespace or a cluster made again.)
 func TestRestoreFromBackup(t *testing.T) {
 	ctx := context.Background()
 	b := backupOfKnownKeys(t)
@@ -299,44 +310,64 @@ func TestRestoreFromBackup(t *testing.T) {
 		waitGone(t, "claim "+claim.Name, func() error { return k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim) }, nil)
 	}
 
+	// Nothing of the lost instance is read from Kubernetes from here on:
+	// the namespaces below know only the bucket, its path and credentials.
+	dr := newRestrictedNamespace(t, namespace+"-dr")
+	createStoreSecretIn(t, dr, "backup-store", storeAccessKey, storeSecretKey)
 	spec := replicatedBackupSource(endpoint)
-	spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Backup: &v1alpha1.LocalObjectReference{Name: b.backup.Name}}}
+	spec.Bootstrap = &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{StoredBackup: &v1alpha1.StoredBackupRecovery{
+		Path: namespace + "/" + name, Name: b.backup.Name,
+	}}}
 	start := time.Now()
-	create(t, name, spec)
-	t.Cleanup(func() {
-		if !t.Failed() {
-			_ = k8s.Delete(context.Background(), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-1", Namespace: namespace}})
-		}
-	})
-	rp = waitFor(t, name, 8*time.Minute, hasCondition(v1alpha1.ConditionReplicating, metav1.ConditionTrue, "Replicating"))
-	rp = waitReady(t, name)
-	t.Logf("restored %s from %s (%d bytes): Replicating and Ready %s after it was created", name, b.backup.Name, b.backup.Status.Size, time.Since(start).Round(time.Second))
+	createIn(t, dr, name, spec)
+	rp = waitForIn(t, dr, name, 8*time.Minute, hasCondition(v1alpha1.ConditionReplicating, metav1.ConditionTrue, "Replicating"))
+	rp = waitForIn(t, dr, name, 4*time.Minute, hasCondition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Ready"))
+	t.Logf("restored %s/%s from the stored backup %s (%d bytes): Replicating and Ready %s after it was created", dr, name, b.backup.Name, b.backup.Status.Size, time.Since(start).Round(time.Second))
 	if rec := rp.Status.Recovery; rec == nil || rec.Backup != b.backup.Name || rec.SHA256 != b.backup.Status.SHA256 || rec.Location != b.backup.Status.Location {
 		t.Errorf("status.recovery %+v, want backup %s, its location and sha256", rec, b.backup.Name)
 	}
 	for _, r := range rp.Status.Replicas {
-		t.Run(r.Pod, func(t *testing.T) { checkKeys(t, r.Pod, b) })
+		t.Run(r.Pod, func(t *testing.T) { checkKeysIn(t, dr, r.Pod, b) })
 	}
 
-	// The restored instance archives under the same path, on a timeline of
-	// its own whose base is the backup: the recovery to the noted time must
-	// still replay the lost instance's timeline.
-	pitr := name + "-pitr"
+	// The instance restored above archives under its own path, on a
+	// timeline whose base is the backup; the recovery to the noted time
+	// replays the lost instance's timeline, into a namespace that never
+	// knew it or its backups.
+	pitrNS := newRestrictedNamespace(t, namespace+"-pitr")
+	createStoreSecretIn(t, pitrNS, "backup-store", storeAccessKey, storeSecretKey)
 	storage := localNVMe
 	start = time.Now()
-	create(t, pitr, v1alpha1.RedisPersistenceSpec{
+	createIn(t, pitrNS, name, v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable}, Storage: &storage,
 		Backup: backupSpec(endpoint, "backup-store"),
 		Bootstrap: &v1alpha1.BootstrapSpec{Recovery: v1alpha1.RecoverySpec{Archive: &v1alpha1.ArchiveRecovery{
 			Path: namespace + "/" + name, TargetTime: &metav1.Time{Time: target},
 		}}},
 	})
-	rp = waitReady(t, pitr)
-	t.Logf("recovered %s from the archive of %s up to %s: Ready %s after it was created", pitr, name, target.UTC().Format(time.RFC3339), time.Since(start).Round(time.Second))
+	rp = waitForIn(t, pitrNS, name, 4*time.Minute, hasCondition(v1alpha1.ConditionReady, metav1.ConditionTrue, "Ready"))
+	t.Logf("recovered %s/%s from the archive of %s/%s up to %s: Ready %s after it was created", pitrNS, name, namespace, name, target.UTC().Format(time.RFC3339), time.Since(start).Round(time.Second))
 	if rec := rp.Status.Recovery; rec == nil || rec.Archive != "s3://"+storeBucket+"/"+namespace+"/"+name || rec.TargetTime == nil || !rec.TargetTime.Time.Equal(target) {
 		t.Errorf("status.recovery %+v, want the archive of %s up to %s", rec, name, target)
 	}
-	checkKeys(t, pitr+"-0", uptoTarget)
+	checkKeysIn(t, pitrNS, name+"-0", uptoTarget)
+}
+
+// newRestrictedNamespace creates the namespace name under the Pod Security
+// level restricted, as the suite's own, and deletes it with everything in
+// it when t passes.
+func newRestrictedNamespace(t *testing.T, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: restrictedLabels}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = k8s.Delete(context.Background(), ns)
+		}
+	})
+	return name
 }
 
 // waitArchived waits until rp's archive covers after, and returns the last
@@ -408,7 +439,13 @@ func leftOf(t *testing.T, rp *v1alpha1.RedisPersistence) []string {
 // their values, and that the expiring ones still expire.
 func checkKeys(t *testing.T, pod string, b *backedUp) {
 	t.Helper()
-	scan := podExec(t, pod, "", "valkey-cli", "--scan")
+	checkKeysIn(t, namespace, pod, b)
+}
+
+// checkKeysIn is checkKeys in the namespace ns.
+func checkKeysIn(t *testing.T, ns, pod string, b *backedUp) {
+	t.Helper()
+	scan := podExecIn(t, ns, pod, "", "valkey-cli", "--scan")
 	got := strings.Fields(scan)
 	slices.Sort(got)
 	want := slices.Sorted(maps.Keys(b.keys))
@@ -424,7 +461,7 @@ func checkKeys(t *testing.T, pod string, b *backedUp) {
 	for _, key := range b.expiring {
 		fmt.Fprintf(&script, "TTL %s\n", key)
 	}
-	answers := strings.Split(podExec(t, pod, script.String(), "valkey-cli"), "\n")
+	answers := strings.Split(podExecIn(t, ns, pod, script.String(), "valkey-cli"), "\n")
 	if len(answers) != len(want)+len(b.expiring) {
 		t.Fatalf("%d answers to %d GETs and %d TTLs", len(answers), len(want), len(b.expiring))
 	}

@@ -179,11 +179,17 @@ func updateRP(t *testing.T, name string, change func(*v1alpha1.RedisPersistence)
 
 func create(t *testing.T, name string, spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
 	t.Helper()
+	return createIn(t, namespace, name, spec)
+}
+
+// createIn is create in the namespace ns.
+func createIn(t *testing.T, ns, name string, spec v1alpha1.RedisPersistenceSpec) *v1alpha1.RedisPersistence {
+	t.Helper()
 	if spec.Storage == nil {
 		storage := localNVMe
 		spec.Storage = &storage
 	}
-	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: spec}
+	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
 	if err := k8s.Create(context.Background(), rp); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +200,7 @@ func create(t *testing.T, name string, spec v1alpha1.RedisPersistenceSpec) *v1al
 		// Claims outlive a RedisPersistence by design; give the volume back
 		// to the test bed's small pool of local disks.
 		_ = k8s.Delete(context.Background(), rp)
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-0", Namespace: namespace}}
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-0", Namespace: ns}}
 		_ = k8s.Delete(context.Background(), pvc)
 	})
 	return rp
@@ -203,16 +209,23 @@ func create(t *testing.T, name string, spec v1alpha1.RedisPersistenceSpec) *v1al
 // waitFor polls the RedisPersistence until check passes.
 func waitFor(t *testing.T, name string, timeout time.Duration, check func(*v1alpha1.RedisPersistence) error) *v1alpha1.RedisPersistence {
 	t.Helper()
+	return waitForIn(t, namespace, name, timeout, check)
+}
+
+// waitForIn is waitFor in the namespace ns.
+func waitForIn(t *testing.T, ns, name string, timeout time.Duration, check func(*v1alpha1.RedisPersistence) error) *v1alpha1.RedisPersistence {
+	t.Helper()
 	rp := &v1alpha1.RedisPersistence{}
 	var last error
 	if wait.PollUntilContextTimeout(context.Background(), time.Second, timeout, true, func(context.Context) (bool, error) {
-		last = k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, rp)
+		last = k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, rp)
 		if last == nil {
 			last = check(rp)
 		}
 		return last == nil, nil
 	}) != nil {
-		fatalDescribed(t, name, "%s after %s: %v", name, timeout, last)
+		t.Log(describeIn(ns, name))
+		t.Fatalf("%s/%s after %s: %v", ns, name, timeout, last)
 	}
 	return rp
 }
@@ -234,10 +247,15 @@ func waitReady(t *testing.T, name string) *v1alpha1.RedisPersistence {
 
 // describe gathers what a person would look at when a wait fails.
 func describe(name string) string {
+	return describeIn(namespace, name)
+}
+
+// describeIn is describe in the namespace ns.
+func describeIn(ns, name string) string {
 	var out bytes.Buffer
 	run := func(args ...string) {
 		fmt.Fprintf(&out, "$ kubectl %s\n", strings.Join(args, " "))
-		cmd := exec.Command(kubectl[0], append(append(kubectl[1:], "-n", namespace), args...)...)
+		cmd := exec.Command(kubectl[0], append(append(kubectl[1:], "-n", ns), args...)...)
 		cmd.Stdout, cmd.Stderr = &out, &out
 		_ = cmd.Run()
 	}
@@ -245,7 +263,7 @@ func describe(name string) string {
 	run("get", "pods,pvc", "-o", "wide")
 	run("get", "events", "--sort-by=.lastTimestamp")
 	var pods corev1.PodList
-	_ = k8s.List(context.Background(), &pods, client.InNamespace(namespace))
+	_ = k8s.List(context.Background(), &pods, client.InNamespace(ns))
 	for _, pod := range pods.Items {
 		if !strings.HasPrefix(pod.Name, name+"-") {
 			continue
@@ -273,9 +291,15 @@ func cli(t *testing.T, name string, args ...string) string {
 
 func podExec(t *testing.T, pod, stdin string, command ...string) string {
 	t.Helper()
-	out, err := tryPodExec(pod, stdin, command...)
+	return podExecIn(t, namespace, pod, stdin, command...)
+}
+
+// podExecIn is podExec in the namespace ns.
+func podExecIn(t *testing.T, ns, pod, stdin string, command ...string) string {
+	t.Helper()
+	out, err := tryPodExecIn(ns, pod, stdin, command...)
 	if err != nil {
-		t.Fatalf("exec %v in %s: %v", command, pod, err)
+		t.Fatalf("exec %v in %s/%s: %v", command, ns, pod, err)
 	}
 	return out
 }
@@ -283,7 +307,12 @@ func podExec(t *testing.T, pod, stdin string, command ...string) string {
 // tryPodExec runs command in pod's server container and returns its output,
 // or an error that carries what it printed.
 func tryPodExec(pod, stdin string, command ...string) (string, error) {
-	args := append(append([]string{}, kubectl[1:]...), "-n", namespace, "exec", "-i", pod, "-c", "redis", "--")
+	return tryPodExecIn(namespace, pod, stdin, command...)
+}
+
+// tryPodExecIn is tryPodExec in the namespace ns.
+func tryPodExecIn(ns, pod, stdin string, command ...string) (string, error) {
+	args := append(append([]string{}, kubectl[1:]...), "-n", ns, "exec", "-i", pod, "-c", "redis", "--")
 	cmd := exec.Command(kubectl[0], append(args, command...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	// kubectl's own warnings ("Unknown stream id 1, discarding message") go

@@ -48,7 +48,7 @@ var scenarios = map[string]scenario{
 	"TestBackupToObjectStore": {tier: tierCI,
 		covers: "a RedisBackup to a real S3 store (SeaweedFS) with SSE, the object's SHA-256 and content restored into a server pod; bad credentials fail the backup, not the instance"},
 	"TestRestoreFromBackup": {tier: tierCI,
-		covers: "bootstrap.recovery from a backup into new instances of other modes"},
+		covers: "disaster recovery from the bucket alone: bootstrap.recovery.storedBackup and a point-in-time recovery of the archive, each in a new namespace that never held the instance or its RedisBackups"},
 	"TestBenchmarkComparesModes": {tier: tierCI,
 		covers: "the product's comparison: a RedisBenchmark Job across the modes with the crash check, as the benchmark's ACL user"},
 	"TestDefaultInstanceIsClosed": {tier: tierCI,
