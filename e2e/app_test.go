@@ -174,7 +174,7 @@ valkey-cli --no-auth-warning -u "$REDIS_URL" GET app:greeting
 	for _, replica := range []string{name + "-1", name + "-2"} {
 		var n string
 		eventually(t, time.Minute, func() bool {
-			n, _ = tryPodExec(replica, "", "valkey-cli", "DBSIZE")
+			n, _ = tryPodExec(replica, "valkey-cli", "DBSIZE")
 			return n == keys
 		})
 		if n != keys {

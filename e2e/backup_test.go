@@ -527,11 +527,11 @@ func loadRDB(t *testing.T, image string, rdb []byte) string {
 		"--daemonize", "yes", "--pidfile", "/data/valkey.pid", "--logfile", "/data/valkey.log")
 	var pong string
 	eventually(t, time.Minute, func() bool {
-		pong, _ = tryPodExec(pod.Name, "", "valkey-cli", "PING")
+		pong, _ = tryPodExec(pod.Name, "valkey-cli", "PING")
 		return pong == "PONG"
 	})
 	if pong != "PONG" {
-		log, _ := tryPodExec(pod.Name, "", "tail", "-20", "/data/valkey.log")
+		log, _ := tryPodExec(pod.Name, "tail", "-20", "/data/valkey.log")
 		t.Fatalf("the server on the backup's RDB answers %q:\n%s", pong, log)
 	}
 	return pod.Name

@@ -193,7 +193,7 @@ func TestAuthInstanceDoesNotStallOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	ping := func(password string) string {
-		out, _ := tryPodExec("guarded-0", "", "valkey-cli", "--no-auth-warning", "-a", password, "ping")
+		out, _ := tryPodExec("guarded-0", "valkey-cli", "--no-auth-warning", "-a", password, "ping")
 		return out
 	}
 	start := time.Now()

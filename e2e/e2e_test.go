@@ -306,8 +306,8 @@ func podExecIn(t *testing.T, ns, pod, stdin string, command ...string) string {
 
 // tryPodExec runs command in pod's server container and returns its output,
 // or an error that carries what it printed.
-func tryPodExec(pod, stdin string, command ...string) (string, error) {
-	return tryPodExecIn(namespace, pod, stdin, command...)
+func tryPodExec(pod string, command ...string) (string, error) {
+	return tryPodExecIn(namespace, pod, "", command...)
 }
 
 // tryPodExecIn is tryPodExec in the namespace ns.

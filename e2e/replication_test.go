@@ -103,7 +103,7 @@ func TestReplicasFailOver(t *testing.T) {
 	// connection is refused, and a client retries.
 	var role string
 	for deadline := time.Now().Add(30 * time.Second); role != "master" && time.Now().Before(deadline); time.Sleep(time.Second) {
-		out, err := tryPodExec(primary, "", "valkey-cli", "-h", name, "INFO", "replication")
+		out, err := tryPodExec(primary, "valkey-cli", "-h", name, "INFO", "replication")
 		if role = infoField(out, "role"); err != nil {
 			role = err.Error()
 		}
