@@ -163,6 +163,11 @@ type BenchmarkResult struct {
 	// engine the server reported writing its append-only file with (posix or uring).
 	// +optional
 	Engine string `json:"engine,omitempty"`
+	// storage is the target's volume: its spec.storage.storageClassName, or
+	// its storage profile when that is empty. Targets compare with one
+	// another on the same storage (a slow flush slows every durable mode).
+	// +optional
+	Storage string `json:"storage,omitempty"`
 	// replicas is the fewest replicas the target's primary streamed to
 	// during the run; 0 for a standalone server.
 	// +optional

@@ -36,6 +36,7 @@ func main() {
 	flag.BoolVar(&cluster, "cluster", false, "The server is a node of a cluster: drive every primary (valkey-benchmark --cluster); --db must be 0.")
 	flag.StringVar(&w.Target, "target", "", "RedisPersistence name, echoed in the result.")
 	flag.StringVar(&w.Mode, "mode", "", "Persistence mode label, echoed in the result.")
+	flag.StringVar(&w.Storage, "storage", "", "The target's volume (StorageClass or storage profile), echoed in the result.")
 	flag.StringVar(&commands, "commands", "set,hset,lpush,incr", "valkey-benchmark tests, comma-separated.")
 	flag.IntVar(&w.Requests, "requests", 100000, "Requests per test.")
 	flag.IntVar(&w.Clients, "clients", 50, "Concurrent connections.")

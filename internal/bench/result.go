@@ -24,6 +24,8 @@ type Result struct {
 	Target string `json:"target"`
 	Mode   string `json:"mode"`
 	Engine string `json:"engine,omitempty"`
+	// Storage is the target's volume (Workload.Storage).
+	Storage string `json:"storage,omitempty"`
 	// Replicas is the fewest replicas streaming from the target at any
 	// sample of the run; AckReplicas how many of them a durable reply waited
 	// for (aof-uring-ack-replicas).
@@ -107,6 +109,7 @@ func StatusResults(r Result) []v1alpha1.BenchmarkResult {
 			Target:               r.Target,
 			Mode:                 r.Mode,
 			Engine:               r.Engine,
+			Storage:              r.Storage,
 			Replicas:             int32(r.Replicas),
 			AckReplicas:          int32(r.AckReplicas),
 			Command:              c.Command,

@@ -21,7 +21,9 @@ const GetDuringSet = "get-during-set"
 
 // Workload is one target's run, as the operator's Job arguments describe it.
 type Workload struct {
-	Target, Mode                string
+	Target, Mode string
+	// Storage names the target's volume, echoed in the result.
+	Storage                     string
 	Commands                    []string
 	Requests, Clients, Pipeline int
 	ValueSize, Keyspace         int
@@ -76,7 +78,7 @@ func sampleOf(ctx context.Context, c *redis.Client) (Sample, error) {
 // Run measures every command of w once. Repetitions are the operator's: a
 // Job per target and repetition, interleaved across targets.
 func (r Runner) Run(ctx context.Context, w Workload) (Result, error) {
-	res := Result{Target: w.Target, Mode: w.Mode}
+	res := Result{Target: w.Target, Mode: w.Mode, Storage: w.Storage}
 	commands := append([]string(nil), w.Commands...)
 	if w.MixedReads {
 		commands = append(commands, GetDuringSet)

@@ -16,6 +16,7 @@ var writeCommands = []string{"set", "hset", "lpush", "incr"}
 // row is one target's summary over the write commands.
 type row struct {
 	target, mode, engine  string
+	storage               string
 	replicas, ackReplicas int32
 	ops                   float64 // mean ops/s over the write commands
 	cpu, p99              float64 // means, µs
@@ -26,13 +27,16 @@ type row struct {
 
 // Table writes the comparison a person reads first: one row per target with
 // the mean throughput of the write commands, its ratio to the aof-everysec
-// and aof-always targets (when the benchmark has them), mean server CPU per
+// and aof-always targets on the same storage (when the benchmark has them),
+// mean server CPU per
 // 1000 operations, mean p99, mean fsync p99 (of the commands during which
 // the server fsynced the AOF, in every mode that does), the p99 of GETs of
 // untouched keys during SET load, and the crash check. When a target has replicas, two
 // more columns say how many and how many acknowledged each write, and the
 // throughput of one with ackReplicas k > 0 against a target of the same mode
-// and replicas with k = 0: the cost of waiting for the replicas' disks.
+// and replicas with k = 0: the cost of waiting for the replicas' disks. When
+// the targets are on more than one storage (a StorageClass, or a profile), a
+// column names each one's, and every ratio compares targets on the same.
 // Ratios are of figures measured in the same benchmark, one target after
 // another on the same node.
 func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.CrashCheckResult) error {
@@ -41,7 +45,7 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 	for _, r := range results {
 		x := byTarget[r.Target]
 		if x == nil {
-			x = &row{target: r.Target, mode: r.Mode, engine: r.Engine, replicas: r.Replicas, ackReplicas: r.AckReplicas}
+			x = &row{target: r.Target, mode: r.Mode, engine: r.Engine, storage: r.Storage, replicas: r.Replicas, ackReplicas: r.AckReplicas}
 			byTarget[r.Target] = x
 			rows = append(rows, x)
 		}
@@ -84,11 +88,16 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 		}
 		return 0
 	}
-	modeIs := func(mode string) func(*row) bool { return func(x *row) bool { return x.mode == mode } }
-	everysec, always := opsOf(modeIs("aof-everysec")), opsOf(modeIs("aof-always"))
+	// baseline is the throughput of the first target of mode on y's storage.
+	baseline := func(mode string, y *row) float64 {
+		return opsOf(func(x *row) bool { return x.mode == mode && x.storage == y.storage })
+	}
 	replicated := slices.ContainsFunc(summarized, func(x *row) bool { return x.replicas > 0 })
+	storages := slices.ContainsFunc(summarized, func(x *row) bool { return x.storage != summarized[0].storage })
 	withoutAcks := func(y *row) float64 {
-		return opsOf(func(x *row) bool { return x.mode == y.mode && x.replicas == y.replicas && x.ackReplicas == 0 })
+		return opsOf(func(x *row) bool {
+			return x.mode == y.mode && x.storage == y.storage && x.replicas == y.replicas && x.ackReplicas == 0
+		})
 	}
 	ratio := func(ops, base float64) string {
 		if base == 0 {
@@ -103,7 +112,11 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 
 	// The tabwriter buffers every row; what fails to reach w fails Flush.
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	header := "target\tmode\tengine\twrite ops/s\tvs everysec\tvs always\tCPU ms/kop\tp99 ms\tfsync p99 ms\tGET p99 ms during SET\tcrash: lost/acked\t"
+	header := "target\tmode\tengine\t"
+	if storages {
+		header += "storage\t"
+	}
+	header += "write ops/s\tvs everysec\tvs always\tCPU ms/kop\tp99 ms\tfsync p99 ms\tGET p99 ms during SET\tcrash: lost/acked\t"
 	if replicated {
 		header += "replicas\tackReplicas\tvs ackReplicas 0\t"
 	}
@@ -120,8 +133,12 @@ func Table(w io.Writer, results []v1alpha1.BenchmarkResult, crashes []v1alpha1.C
 		if x.fsyncP99 > 0 {
 			fsync = fmt.Sprintf("%.2f", x.fsyncP99/1000)
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%.2f\t%s\t%s\t%s\t", x.target, x.mode, orDash(x.engine),
-			x.ops, ratio(x.ops, everysec), ratio(x.ops, always), x.cpu/1000, x.p99/1000, fsync, read, lost)
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t", x.target, x.mode, orDash(x.engine))
+		if storages {
+			_, _ = fmt.Fprintf(tw, "%s\t", orDash(x.storage))
+		}
+		_, _ = fmt.Fprintf(tw, "%.0f\t%s\t%s\t%.1f\t%.2f\t%s\t%s\t%s\t", x.ops, ratio(x.ops, baseline("aof-everysec", x)),
+			ratio(x.ops, baseline("aof-always", x)), x.cpu/1000, x.p99/1000, fsync, read, lost)
 		if replicated {
 			cost := "-"
 			if x.ackReplicas > 0 {

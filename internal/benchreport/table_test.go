@@ -90,3 +90,38 @@ func TestTableWithoutBaselines(t *testing.T) {
 		t.Error("a table without write results is an error")
 	}
 }
+
+// TestTableTwoStorages: targets on two storages get a storage column, and
+// each is compared with the everysec and always targets of its own storage.
+func TestTableTwoStorages(t *testing.T) {
+	results := []v1alpha1.BenchmarkResult{
+		{Target: "always", Mode: "aof-always", Storage: "local-nvme", Command: "set", OpsPerSecond: 4000},
+		{Target: "durable", Mode: "uring-durable", Storage: "local-nvme", Command: "set", OpsPerSecond: 5000},
+		{Target: "always-gp3", Mode: "aof-always", Storage: "uring-gp3-like", Command: "set", OpsPerSecond: 1000},
+		{Target: "durable-gp3", Mode: "uring-durable", Storage: "uring-gp3-like", Command: "set", OpsPerSecond: 1600},
+	}
+	var out bytes.Buffer
+	if err := Table(&out, results, nil); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) != 5 || !strings.Contains(lines[0], "storage") {
+		t.Fatalf("want a header with a storage column and 4 rows:\n%s", out.String())
+	}
+	for i, want := range []struct{ target, storage, vsAlways string }{
+		{"always", "local-nvme", "1.00x"},
+		{"durable", "local-nvme", "1.25x"},
+		{"always-gp3", "uring-gp3-like", "1.00x"},
+		{"durable-gp3", "uring-gp3-like", "1.60x"},
+	} {
+		fields := strings.Fields(lines[i+1])
+		// target mode engine storage ops vs-everysec vs-always ...
+		if fields[0] != want.target || fields[3] != want.storage || fields[6] != want.vsAlways {
+			t.Errorf("row %d %q: want %+v", i, lines[i+1], want)
+		}
+	}
+	out.Reset()
+	if err := Table(&out, results[:2], nil); err != nil || strings.Contains(out.String(), "storage") {
+		t.Errorf("targets on one storage have no storage column: %v\n%s", err, out.String())
+	}
+}

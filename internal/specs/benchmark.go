@@ -113,6 +113,15 @@ func PersistenceMode(rp *v1alpha1.RedisPersistence) string {
 	}
 }
 
+// StorageLabel names rp's volume for a benchmark's results: its
+// StorageClass when spec.storage names one, else its storage profile (the
+// StorageClass behind a profile is the operator's flag, the same for every
+// target of a benchmark).
+func StorageLabel(rp *v1alpha1.RedisPersistence) string {
+	s := StorageOf(rp)
+	return cmp.Or(s.StorageClassName, string(s.Profile))
+}
+
 // DurableMode is true for the modes that promise never to lose an acknowledged write.
 func DurableMode(mode string) bool { return mode == "aof-always" || mode == "uring-durable" }
 
@@ -150,6 +159,7 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.R
 		"--db=" + strconv.Itoa(int(db)),
 		"--target=" + rp.Name,
 		"--mode=" + PersistenceMode(rp),
+		"--storage=" + StorageLabel(rp),
 		"--commands=" + strings.Join(commands, ","),
 		"--requests=" + strconv.Itoa(int(cmp.Or(w.Requests, 100000))),
 		"--clients=" + strconv.Itoa(int(cmp.Or(w.Clients, 50))),
