@@ -8,6 +8,10 @@
 # The cluster is the offline one-node cluster of e2e/cluster (E2E_CLUSTER=local, the
 # default) or the kind cluster of e2e/kind (E2E_CLUSTER=kind: a control plane and
 # three workers); each runs its own registry, which `make release` pushes to.
+# On the local cluster the durable and AOF modes also run on a second device class:
+# volumes with a slow, serial cache flush like EBS gp3 (emulated: ext4 on a loop
+# device over fusedisk, 1.5 ms per flush; e2e/cluster/cluster.sh make_slow_disks),
+# the StorageClass uring-gp3-like. DEMO_GP3=0 leaves them out (kind has no such disks).
 # DEMO_REQUESTS (default 50000) sizes each command of the benchmark, DEMO_REPETITIONS
 # (default 3) how many interleaved rounds it runs, DEMO_PROMETHEUS_PORT (9090) where
 # this machine reaches the demo's Prometheus.
@@ -24,6 +28,8 @@ prom_port=${DEMO_PROMETHEUS_PORT:-9090}
 make=(make --no-print-directory)
 
 export E2E_CLUSTER=${E2E_CLUSTER:-local}
+gp3=${DEMO_GP3:-1}
+[[ $E2E_CLUSTER == local ]] || gp3=0
 kubeconfig=$("${make[@]}" -s print-e2e-kubeconfig)
 kubectl_bin=$("${make[@]}" -s print-kubectl)
 kubectl() { "$kubectl_bin" --kubeconfig "$kubeconfig" "$@"; }
@@ -58,7 +64,9 @@ step() {
   printf '           done in %s\n' "$(elapsed "$t0")"
 }
 
-# The modes compared, as RedisPersistence specs, in benchmark order.
+# The modes compared, as RedisPersistence specs, in benchmark order, and the
+# storage of each: the local ext4 volumes, and the gp3-like ones for the modes a
+# device's flush slows (none never touches the disk while it serves).
 targets=(demo-none demo-everysec demo-always demo-uring-durable demo-uring-fast)
 declare -A specs=(
   [demo-none]='mode: none'
@@ -67,6 +75,16 @@ declare -A specs=(
   [demo-uring-durable]=$'mode: uring\n  uring: {ack: durable}'
   [demo-uring-fast]=$'mode: uring\n  uring: {ack: fast}'
 )
+declare -A storage
+for t in "${targets[@]}"; do storage[$t]='profile: local-nvme'; done
+if ((gp3)); then
+  export E2E_SLOW_DISKS=${E2E_SLOW_DISKS:-4}
+  for t in demo-everysec demo-always demo-uring-durable demo-uring-fast; do
+    targets+=("$t-gp3")
+    specs[$t-gp3]=${specs[$t]}
+    storage[$t-gp3]='storageClassName: uring-gp3-like'
+  done
+fi
 
 instances() {
   kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f -
@@ -79,7 +97,7 @@ kind: RedisPersistence
 metadata: {name: $t, namespace: $ns}
 spec:
   ${specs[$t]}
-  storage: {profile: local-nvme, size: 1Gi}
+  storage: {${storage[$t]}, size: 1Gi}
   benchmark: {crashCheck: true}
 EOF
   done | tee "$work/instances.yaml" | kubectl apply -f -
@@ -104,6 +122,10 @@ report() {
   kubectl -n "$ns" get redisbenchmark modes -o json >"$work/modes.json"
   go run ./internal/benchreport/cmd/bench-report -in "$work/modes.json" -out "$work/bench-report.png" -table \
     -title "Persistence modes compared ($E2E_CLUSTER cluster, $requests requests per command, 50 clients, median of $repetitions)" >"$work/table.txt"
+  if ((gp3)); then
+    printf '\nstorage local-nvme: ext4 on a loop device (this VM'"'"'s disk); uring-gp3-like: the same over fusedisk, every flush\n'
+    printf '1.5 ms and serial, like an EBS gp3 volume (emulated; EBS also slows writes, which this does not)\n'
+  fi >>"$work/table.txt"
   cat "$work/table.txt"
 }
 
@@ -268,8 +290,8 @@ cat <<EOF
 
 Persistence modes compared on this machine (RedisBenchmark $ns/modes; each command's
 median of $repetitions interleaved repetitions; write ops/s is the mean over SET, HSET, LPUSH
-and INCR; ratios are to the everysec and always targets of the same run; crash: a kill of
-the server during 5 s of writes by 50 clients):
+and INCR; ratios are to the everysec and always targets of the same run on the same storage;
+crash: a kill of the server during 5 s of writes by 50 clients):
 
 $(cat "$work/table.txt")
 

@@ -32,7 +32,8 @@
 #
 # Environment: E2E_DISKS (default 10) and E2E_DISK_SIZE (default 2G) size the local
 # volumes; E2E_STORAGE=chart leaves serving them to the chart's localNvme preset;
-# KUBECTL picks the kubectl binary.
+# E2E_SLOW_DISKS (default 0) adds that many volumes of the emulated gp3-like class
+# (make_slow_disks); KUBECTL picks the kubectl binary.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -50,6 +51,8 @@ state=/var/lib/uring-e2e      # etcd, containerd, CNI config, volume images
 run=/run/uring-e2e            # sockets, pids, pod network namespaces
 kubelet_root=/var/lib/kubelet # the default, so seccomp profiles land where a chart puts them
 disks=/mnt/uring-e2e/local-ext4 # the provisioner's discovery directory
+slow_disks=/mnt/uring-e2e/gp3-like # make_slow_disks' ext4 mounts
+slow_class=uring-gp3-like
 containerd_sock=$run/containerd/containerd.sock
 registry=localhost:${E2E_REGISTRY_PORT:-5000} # what e2e-images pushes to and the node pulls from
 
@@ -371,6 +374,88 @@ make_disks() {
   done
 }
 
+# Volumes with a slow, serial cache flush, like EBS gp3 (emulated): ext4 on a loop
+# device whose image lives on fusedisk (images/redis-uring/tests/tools/fusedisk.c,
+# the harness' gp3 volume), one fusedisk per volume so that one server's flushes
+# never wait for another's. Every fsync of the image holds fusedisk's "device" for
+# E2E_SLOW_FLUSH_US (1500); ext4's cache flushes and FUA writes become such fsyncs
+# through the loop device, so every persistence mode pays the delay alike. What it
+# does not model: flushes of one volume are serial, and writes are not slowed (EBS
+# slows both). Each volume is a local PV of the StorageClass uring-gp3-like,
+# written here (no provisioner: the PVs are Retain, and `down` removes them with the
+# cluster).
+make_slow_disks() {
+  local count=${E2E_SLOW_DISKS:-0} delay=${E2E_SLOW_FLUSH_US:-1500} i dir img loop fusedisk
+  ((count > 0)) || return 0
+  "$repo/images/redis-uring/deps.sh"
+  make -s -C "$repo/images/redis-uring" fusedisk >/dev/null
+  fusedisk=$repo/bin/redis-uring/fusedisk
+  mkdir -p "$state/slow-disks" "$slow_disks"
+  for ((i = 0; i < count; i++)); do
+    mountpoint -q "$slow_disks/disk$i" && continue
+    dir=$state/slow-disks/disk$i
+    mkdir -p "$dir.backing" "$dir.fuse"
+    if ! mountpoint -q "$dir.fuse"; then
+      start "fusedisk-$i" "$fusedisk" "$dir.backing" "$dir.fuse" -f -o "flush_delay_us=$delay"
+      wait_for "fusedisk $i" 30 mountpoint -q "$dir.fuse"
+    fi
+    img=$dir.fuse/disk.img
+    # Allocated, not sparse: the loop device's writes then allocate no host blocks.
+    fallocate -l "${E2E_SLOW_DISK_SIZE:-1200M}" "$img"
+    loop=$(losetup --find --show "$img")
+    mkfs.ext4 -q -F -E nodiscard -L "uring-gp3-$i" "$loop"
+    mkdir -p "$slow_disks/disk$i"
+    mount -t ext4 "$loop" "$slow_disks/disk$i"
+  done
+  kubectl apply -f - >/dev/null <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: $slow_class
+  annotations: {uringredis.io/emulated: "ext4 on a loop device over fusedisk, every flush ${delay} us, serial"}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Retain
+$(for ((i = 0; i < count; i++)); do
+    cat <<PV
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: $slow_class-$i}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  storageClassName: $slow_class
+  volumeMode: Filesystem
+  local: {path: $slow_disks/disk$i, fsType: ext4}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms: [{matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [$node]}]}]
+PV
+  done)
+EOF
+}
+
+# What make_slow_disks made, undone in the order it was made: the ext4 mounts (and
+# kubelet's bind mounts of them, gone with unmount_under before this), the loop
+# devices, then the fusedisk daemons with their mounts.
+remove_slow_disks() {
+  local mnt pid
+  for mnt in "$slow_disks"/*; do
+    if mountpoint -q "$mnt"; then umount "$mnt"; fi
+  done
+  losetup -n -O NAME,BACK-FILE 2>/dev/null | awk -v s="$state/slow-disks/" 'index($2, s) == 1 { print $1 }' | xargs -r -n1 losetup -d
+  for pid in "$run"/pids/fusedisk-*.pid; do
+    [[ -f $pid ]] || continue
+    pid=${pid##*/}
+    stop "${pid%.pid}"
+  done
+  for mnt in "$state"/slow-disks/*.fuse; do
+    if mountpoint -q "$mnt"; then umount -l "$mnt"; fi
+  done
+}
+
 boot() {
   log "booting Kubernetes $k8s_version"
   mkdir -p "$run/pids" "$logs" "$state"
@@ -601,7 +686,9 @@ teardown() {
   for name in kube-router coredns kube-proxy kubelet kube-scheduler kube-controller-manager; do stop "$name"; done
   stop_containers
   for name in containerd kube-apiserver etcd registry; do stop "$name"; done
-  unmount_under "$kubelet_root" "$run" "$state" "${disks%/*}"
+  unmount_under "$kubelet_root" "$run" "${disks%/*}"
+  remove_slow_disks
+  unmount_under "$state"
   local mnt img
   for mnt in "$disks"/*; do
     if mountpoint -q "$mnt"; then umount "$mnt"; fi
@@ -682,6 +769,7 @@ up() {
   if all_running; then
     log "already up"
     deploy_storage
+    make_slow_disks
   else
     ensure_binaries
     ensure_pause_image
@@ -692,6 +780,7 @@ up() {
     log "images imported after ${SECONDS}s"
     make_disks
     deploy_storage
+    make_slow_disks
     [[ ${E2E_STORAGE:-cluster} == chart ]] || wait_for "local PVs" 120 wait_for_pvs
     touch "$run/complete"
     log "up in $((SECONDS - start))s"
