@@ -184,7 +184,7 @@ func (r *RedisPersistenceReconciler) partitionToRun(ctx context.Context, rp *v1a
 	}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchingOver", "rolling the servers onto a new pod template: %s; asking the Sentinels to fail over before it restarts", step.why)
 	priorities := r.replicaPriorities(ctx, creds, pods, passOver)
-	promoted, err := r.switchOver(ctx, rp, creds, pods, view.primary, passOver)
+	promoted, err := r.switchOver(ctx, rp, creds, pods, view.primary, "", passOver)
 	r.switchovers.record(key, time.Now(), err)
 	// Those passed over restart on the new template, which gives them their
 	// priority back; but a rollout that stops short (the change reverted)

@@ -117,7 +117,7 @@ func (r *RedisPersistenceReconciler) serversToRun(ctx context.Context, rp *v1alp
 		return current, nil
 	}
 	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchingOver", "%s: asking the Sentinels to fail over before the StatefulSet shrinks to %d", why, wanted)
-	promoted, err := r.switchOver(ctx, rp, creds, pods, view.primary, func(pod string) bool { return ordinalOf(pod) >= int(wanted) })
+	promoted, err := r.switchOver(ctx, rp, creds, pods, view.primary, "", func(pod string) bool { return ordinalOf(pod) >= int(wanted) })
 	r.switchovers.record(key, time.Now(), err)
 	if err != nil {
 		log.FromContext(ctx).Info("switching over before a scale-in failed", "redispersistence", klogRef(rp), "err", err)

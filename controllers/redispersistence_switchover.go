@@ -24,6 +24,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -110,11 +111,19 @@ func (b *switchoverBackoff) forget(key types.NamespacedName) {
 	delete(b.failed, key)
 }
 
+// errSentinelsNotReady: a switchover to a named replica does not pause the
+// writes while a Sentinel may still promote another.
+var errSentinelsNotReady = errors.New("the Sentinels have not read the replica priorities")
+
 // switchOver hands the primary role from primary to another server,
 // through the Sentinels, as the file comment describes, and returns the
 // pod the Sentinels promoted. passOver names the replicas that must not be
-// promoted (they get replica-priority 0).
-func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pods []corev1.Pod, primary string, passOver func(pod string) bool) (string, error) {
+// promoted (they get replica-priority 0). target is the replica asked for,
+// "" for any: with a target, the writes are paused only once every Sentinel
+// lists it as promotable and has read the others' priorities, else the error
+// wraps errSentinelsNotReady; without, switchOver goes on after
+// switchoverSentinelsRead all the same, as it did before it waited.
+func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pods []corev1.Pod, primary, target string, passOver func(pod string) bool) (string, error) {
 	byName := map[string]*corev1.Pod{}
 	for i := range pods {
 		if pods[i].Status.PodIP != "" && pods[i].DeletionTimestamp.IsZero() {
@@ -131,13 +140,14 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 			replicas = append(replicas, pod)
 		}
 	}
-	if r.passOverReplicas(ctx, creds, replicas, passOver) > 0 {
+	if r.passOverReplicas(ctx, creds, replicas, passOver) > 0 || target != "" {
 		// A Sentinel reads its replicas' INFO every 10 s: one that has not
 		// read the priorities yet may promote a server passed over, and the
 		// writes would be paused for a second switchover. The writes go on
-		// while it waits; after switchoverSentinelsRead it goes on anyway,
-		// as it did before it waited.
-		if err := r.waitForSentinelsToPassOver(ctx, rp, creds, pods, "", passOver); err != nil {
+		// while it waits.
+		if err := r.waitForSentinelsToPassOver(ctx, rp, creds, pods, target, passOver); err != nil && target != "" {
+			return "", fmt.Errorf("%w: %w", errSentinelsNotReady, err)
+		} else if err != nil {
 			log.FromContext(ctx).Info("the Sentinels have not read every replica-priority 0; switching over all the same", "redispersistence", klogRef(rp), "err", err)
 		}
 	}

@@ -195,22 +195,12 @@ func (r *RedisPersistenceReconciler) switchOverTo(ctx context.Context, rp *v1alp
 	}
 	priorities := r.replicaPriorities(ctx, creds, pods, passOver)
 	defer r.restorePriorities(context.WithoutCancel(ctx), creds, pods, priorities)
-	if target != "" {
-		var others []*corev1.Pod
-		for i := range pods {
-			if pods[i].Status.PodIP != "" && passOver(pods[i].Name) {
-				others = append(others, &pods[i])
-			}
-		}
-		r.passOverReplicas(ctx, creds, others, passOver)
-		if err := r.waitForSentinelsToPassOver(ctx, rp, creds, pods, target, passOver); err != nil {
-			return &switchoverOutcome{result: v1alpha1.SwitchoverFailed, reason: SwitchoverReasonSentinelsNotReady, primary: primary,
-				message: fmt.Sprintf("the writes were not paused: %v", err)}
-		}
-	}
-	promoted, err := r.switchOver(ctx, rp, creds, pods, primary, passOver)
+	promoted, err := r.switchOver(ctx, rp, creds, pods, primary, target, passOver)
 	var behind *replicaBehindError
 	switch {
+	case errors.Is(err, errSentinelsNotReady):
+		return &switchoverOutcome{result: v1alpha1.SwitchoverFailed, reason: SwitchoverReasonSentinelsNotReady, primary: primary,
+			message: fmt.Sprintf("the writes were not paused: %v", err)}
 	case errors.As(err, &behind):
 		return &switchoverOutcome{result: v1alpha1.SwitchoverRefused, reason: SwitchoverReasonReplicaBehind, primary: primary,
 			message: fmt.Sprintf("%v; the writes were paused that long and let go on %s", err, primary)}
