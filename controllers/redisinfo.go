@@ -105,7 +105,11 @@ func (p *serverProbes) info(ctx context.Context, key types.NamespacedName, pod *
 	last, ok := p.last[key]
 	p.Unlock()
 	same := ok && last.pod == pod.UID && last.restarts == restarts
-	if maxAge := cond(last.err != nil, infoErrMaxAge, infoMaxAge); same && p.clock.Since(last.at) < maxAge {
+	maxAge := infoMaxAge
+	if last.err != nil {
+		maxAge = infoErrMaxAge
+	}
+	if same && p.clock.Since(last.at) < maxAge {
 		return last.info, last.err
 	}
 	info, err := ask(ctx)
@@ -134,13 +138,6 @@ func (p *serverProbes) unreachableFor(key types.NamespacedName) time.Duration {
 		return p.clock.Since(last.failingSince)
 	}
 	return 0
-}
-
-func cond[T any](c bool, yes, no T) T {
-	if c {
-		return yes
-	}
-	return no
 }
 
 // forget drops what is known of the server: the operator just changed it.
