@@ -90,11 +90,7 @@ func (r *root) cliCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, namespace, err := r.client()
-			if err != nil {
-				return err
-			}
-			config, err := r.flags.ToRESTConfig()
+			c, config, namespace, err := r.clients()
 			if err != nil {
 				return err
 			}

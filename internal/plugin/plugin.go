@@ -22,6 +22,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -90,26 +91,33 @@ func NewCommand(env Env) *cobra.Command {
 // client is a client of the API server the kubectl flags name, and the
 // namespace they select.
 func (r *root) client() (client.Client, string, error) {
+	c, _, namespace, err := r.clients()
+	return c, namespace, err
+}
+
+// clients is client with the REST configuration it was made from, which
+// the commands that exec in a pod or read logs need too.
+func (r *root) clients() (client.Client, *rest.Config, string, error) {
 	config, err := r.flags.ToRESTConfig()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	namespace, _, err := r.flags.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	c, err := client.New(config, client.Options{Scheme: scheme})
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
-	return c, namespace, nil
+	return c, config, namespace, nil
 }
 
 // print writes v as -o asks when it asks for json or yaml, and returns

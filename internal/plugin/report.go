@@ -84,11 +84,7 @@ func (r *root) reportCommand() *cobra.Command {
 			"README.txt in the tarball lists what it holds and what could not be read.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, namespace, err := r.client()
-			if err != nil {
-				return err
-			}
-			config, err := r.flags.ToRESTConfig()
+			c, config, namespace, err := r.clients()
 			if err != nil {
 				return err
 			}
