@@ -283,15 +283,15 @@ func (r *RedisPersistenceReconciler) reconcileCluster(ctx context.Context, rp *v
 		in := in
 		in.AntiAffinity = specs.PodAntiAffinityFor(rp, eligible, statefulSets[i])
 		sts := specs.ShardStatefulSet(rp, r.Options, in, i)
-		if existing := statefulSets[i]; existing != nil {
-			specs.KeepClaimSize(sts, existing)
-			specs.KeepClaimClass(sts, existing)
-		}
+		r.keepClaimTemplate(rp, sts, statefulSets[i])
 		if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
 			return ctrl.Result{}, fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)
 		}
 		statefulSets[i] = sts
+	}
+	if err := r.reportVolumeSize(ctx, rp); err != nil {
+		return ctrl.Result{}, err
 	}
 
 	// Passwords, options and users go to every server that runs, as to a

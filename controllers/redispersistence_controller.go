@@ -435,14 +435,8 @@ func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.Red
 		}
 	}
 
-	resized, err := r.resizeVolume(ctx, rp)
-	if err != nil {
+	if err := r.reportVolumeSize(ctx, rp); err != nil {
 		return nil, err
-	}
-	if resized != nil {
-		r.setCondition(rp, v1alpha1.ConditionStorageResized, *resized)
-	} else {
-		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionStorageResized)
 	}
 	return heldUpgrade, nil
 }

@@ -328,6 +328,44 @@ func TestStorageGrows(t *testing.T) {
 	}
 }
 
+// A sharded instance's data claims grow as a single server's do: every
+// shard's, through the same resize.
+func TestShardStorageGrows(t *testing.T) {
+	ensureNodes(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	expandable := &storagev1.StorageClass{
+		ObjectMeta:           metav1.ObjectMeta{Name: "test-expandable"},
+		Provisioner:          "kubernetes.io/no-provisioner",
+		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+		AllowVolumeExpansion: ptr.To(true),
+	}
+	if err := k8s.Create(ctx, expandable); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	claims := []string{"data-shards-s0-0", "data-shards-s1-0", "data-shards-s2-0"}
+	for _, claim := range claims {
+		createVolumeOfClass(t, ns, claim, expandable.Name)
+	}
+	createRP(t, ns, "shards", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF,
+		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](0)},
+		Storage: &v1alpha1.StorageSpec{StorageClassName: expandable.Name}})
+	waitCondition(t, ns, "shards", v1alpha1.ConditionStorageResized, metav1.ConditionTrue, ReasonVolumeSized)
+	updateRP(t, ns, "shards", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Storage.Size = ptr.To(resource.MustParse("16Gi"))
+	})
+	waitCondition(t, ns, "shards", v1alpha1.ConditionStorageResized, metav1.ConditionFalse, ReasonVolumeExpanding)
+	for _, name := range claims {
+		claim := &corev1.PersistentVolumeClaim{}
+		if err := get(t, claim, ns, name); err != nil {
+			t.Fatal(err)
+		}
+		if got := claim.Spec.Resources.Requests[corev1.ResourceStorage]; got.Cmp(resource.MustParse("16Gi")) != 0 {
+			t.Errorf("the claim %s asks for %s, want 16Gi", name, got.String())
+		}
+	}
+}
+
 func fetchRP(t *testing.T, ns, name string) *v1alpha1.RedisPersistence {
 	t.Helper()
 	rp := &v1alpha1.RedisPersistence{}

@@ -238,14 +238,7 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 		sts = specs.StatefulSet(rp, r.Options, in)
 	}
 
-	if existing != nil {
-		specs.KeepClaimSize(sts, existing)
-		if kept, wanted, differ := specs.KeepClaimClass(sts, existing); differ {
-			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "StorageClassKept",
-				"the volume keeps StorageClass %s; storage profile %q now maps to %s, which only a new RedisPersistence uses",
-				kept, specs.StorageOf(rp).Profile, wanted)
-		}
-	}
+	r.keepClaimTemplate(rp, sts, existing)
 	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
 		return nil, nil, fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)

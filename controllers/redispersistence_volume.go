@@ -1,12 +1,15 @@
 package controllers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -70,22 +73,52 @@ func (r *RedisPersistenceReconciler) resizeVolume(ctx context.Context, rp *v1alp
 	if !specs.HasVolume(rp) {
 		return nil, nil
 	}
-	// Every server's claim grows; the condition is the first one not done,
-	// else ordinal 0's.
-	var first *condition
-	for ordinal := range specs.ReplicasOf(rp) {
-		c, err := r.resizeClaim(ctx, rp, specs.DataClaimName(rp, ordinal))
+	// Every server's claim grows at once; the condition is the first one
+	// not done, else the first server's.
+	var first, pending *condition
+	for _, claim := range specs.DataClaimNames(rp) {
+		c, err := r.resizeClaim(ctx, rp, claim)
 		if err != nil {
 			return nil, err
 		}
-		if c != nil && c.status != metav1.ConditionTrue {
-			return c, nil
+		if c != nil && c.status != metav1.ConditionTrue && pending == nil {
+			pending = c
 		}
 		if first == nil {
 			first = c
 		}
 	}
-	return first, nil
+	return cmp.Or(pending, first), nil
+}
+
+// reportVolumeSize grows the data claims (resizeVolume) and sets the
+// StorageResized condition, or removes it while there is no claim.
+func (r *RedisPersistenceReconciler) reportVolumeSize(ctx context.Context, rp *v1alpha1.RedisPersistence) error {
+	resized, err := r.resizeVolume(ctx, rp)
+	if err != nil {
+		return err
+	}
+	if resized != nil {
+		r.setCondition(rp, v1alpha1.ConditionStorageResized, *resized)
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionStorageResized)
+	}
+	return nil
+}
+
+// keepClaimTemplate keeps existing's claim template in sts, which a
+// StatefulSet cannot change: its size (resizeVolume grows the claims) and
+// its StorageClass, saying so when the storage profile now maps elsewhere.
+func (r *RedisPersistenceReconciler) keepClaimTemplate(rp *v1alpha1.RedisPersistence, sts, existing *appsv1.StatefulSet) {
+	if existing == nil {
+		return
+	}
+	specs.KeepClaimSize(sts, existing)
+	if kept, wanted, differ := specs.KeepClaimClass(sts, existing); differ {
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "StorageClassKept",
+			"the volume keeps StorageClass %s; storage profile %q now maps to %s, which only a new RedisPersistence uses",
+			kept, specs.StorageOf(rp).Profile, wanted)
+	}
 }
 
 // resizeClaim expands one data claim to spec.storage.size where it can; nil

@@ -95,3 +95,21 @@ func StorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, node st
 func DataClaimName(rp *v1alpha1.RedisPersistence, ordinal int32) string {
 	return fmt.Sprintf("data-%s-%d", rp.Name, ordinal)
 }
+
+// DataClaimNames are the data claims of every server rp asks for, in ordinal
+// order; a sharded instance's shard by shard.
+func DataClaimNames(rp *v1alpha1.RedisPersistence) []string {
+	var names []string
+	if !Sharded(rp) {
+		for ordinal := range ReplicasOf(rp) {
+			names = append(names, DataClaimName(rp, ordinal))
+		}
+		return names
+	}
+	for shard := range Shards(rp) {
+		for ordinal := range ServersPerShard(rp) {
+			names = append(names, fmt.Sprintf("data-%s-%d", ShardName(rp, shard), ordinal))
+		}
+	}
+	return names
+}
