@@ -167,19 +167,14 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 	in := creds.podInputs(rp)
-	if specs.Sharded(rp) {
-		return r.reconcileCluster(ctx, rp, creds, in)
-	}
-	// Every request to the server in this reconcile shares one deadline.
+	// Every request to the servers in this reconcile shares one deadline.
 	serverCtx, cancelServer := context.WithTimeout(ctx, serverBudget)
 	defer cancelServer()
-	if rotating, err := r.rotateDefaultPassword(serverCtx, rp, creds); err != nil {
-		log.FromContext(ctx).Info("rotating the default password failed", "redispersistence", klogRef(rp), "err", err)
-		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedRotatePassword", "%v", err)
-		defer func() { result = requeueWithin(result, 10*time.Second) }()
-	} else if rotating > 0 {
-		// The previous password stops working then.
-		defer func() { result = requeueWithin(result, max(rotating, time.Second)) }()
+	if again := r.rotatePassword(serverCtx, rp, creds); again > 0 {
+		defer func() { result = requeueWithin(result, again) }()
+	}
+	if specs.Sharded(rp) {
+		return r.reconcileCluster(ctx, serverCtx, rp, creds, in)
 	}
 	obs, err := r.observe(ctx, serverCtx, rp, creds.server, in)
 	if err != nil {
@@ -202,16 +197,44 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		// refused an option waits for the next spec change or resync.
 		defer func() { result = requeueWithin(result, configRetry) }()
 	}
-	if expiry := r.convergeUsers(serverCtx, rp, creds); !expiry.IsZero() {
-		// A previous password stops working then (wall-clock time, see readUsers).
-		defer func() { result = requeueWithin(result, max(time.Until(expiry), time.Second)) }()
-	}
-	tlsRotating, err := r.convergeCertificate(serverCtx, rp, creds)
+	again, tlsRotating, err := r.convergeAccess(serverCtx, rp, creds)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-
+	if again > 0 {
+		defer func() { result = requeueWithin(result, again) }()
+	}
 	return r.report(ctx, rp, obs, heldUpgrade, tlsRotating)
+}
+
+// rotatePassword brings the running servers to the default password creds
+// holds (rotateDefaultPassword) and returns when to look again: when the
+// previous password stops working, or soon after a failure; 0 when no
+// rotation is in progress.
+func (r *RedisPersistenceReconciler) rotatePassword(ctx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials) time.Duration {
+	rotating, err := r.rotateDefaultPassword(ctx, rp, creds)
+	if err != nil {
+		log.FromContext(ctx).Info("rotating the default password failed", "redispersistence", klogRef(rp), "err", err)
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedRotatePassword", "%v", err)
+		return 10 * time.Second
+	}
+	if rotating > 0 {
+		return max(rotating, time.Second)
+	}
+	return 0
+}
+
+// convergeAccess brings the running servers to spec.users and to the
+// certificate of spec.tls. again is when a user's previous password stops
+// working (0: none does); tlsRotating says a server still serves an old
+// certificate.
+func (r *RedisPersistenceReconciler) convergeAccess(ctx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials) (again time.Duration, tlsRotating bool, err error) {
+	if expiry := r.convergeUsers(ctx, rp, creds); !expiry.IsZero() {
+		// Wall-clock time, see readUsers.
+		again = max(time.Until(expiry), time.Second)
+	}
+	tlsRotating, err = r.convergeCertificate(ctx, rp, creds)
+	return again, tlsRotating, err
 }
 
 // fetch reads the RedisPersistence to reconcile, or nil once it is gone or
