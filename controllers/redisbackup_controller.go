@@ -175,9 +175,10 @@ func (r *RedisBackupReconciler) start(ctx context.Context, b *v1alpha1.RedisBack
 // CreateContainerConfigError instead of failing.
 func (r *RedisBackupReconciler) checkCredentials(ctx context.Context, rp *v1alpha1.RedisPersistence) (string, error) {
 	s3 := rp.Spec.Backup.Destination.S3
-	want := map[string][]string{s3.Credentials.SecretName: {s3.Credentials.AccessKeyIDKey, s3.Credentials.SecretAccessKeyKey}}
+	idKey, secretKey := s3.Credentials.Keys()
+	want := map[string][]string{s3.Credentials.SecretName: {idKey, secretKey}}
 	if s3.CASecret != nil {
-		want[s3.CASecret.Name] = append(want[s3.CASecret.Name], s3.CASecret.Key)
+		want[s3.CASecret.Name] = append(want[s3.CASecret.Name], s3.CASecret.KeyOrDefault())
 	}
 	var problems []string
 	for name, keys := range want {

@@ -58,11 +58,6 @@ const modeChangeRetry = 2 * time.Second
 // before it lets go of the worker and requeues.
 const modeChangeWait = 5 * time.Second
 
-// keepsAOF is true for the modes whose data is in the append-only file.
-func keepsAOF(mode v1alpha1.PersistenceMode) bool {
-	return mode == v1alpha1.ModeAOF || mode == v1alpha1.ModeUring
-}
-
 type modeChange struct {
 	from, to v1alpha1.PersistenceMode
 }
@@ -73,7 +68,7 @@ func (c modeChange) needsServer() bool {
 	if c.from == "" || c.from == c.to {
 		return false
 	}
-	return !keepsAOF(c.to) || !keepsAOF(c.from)
+	return !c.to.KeepsAOF() || !c.from.KeepsAOF()
 }
 
 // renderedModeHeader finds the mode in the header of a redis.conf rendered
@@ -153,7 +148,7 @@ func (r *RedisPersistenceReconciler) prepareStep(ctx context.Context, server *re
 	if err != nil {
 		return false, "", err
 	}
-	if keepsAOF(change.to) {
+	if change.to.KeepsAOF() {
 		switch {
 		case !info.aofEnabled:
 			if err := configSet(ctx, server, "appendonly", "yes"); err != nil {

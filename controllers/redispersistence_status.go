@@ -112,10 +112,9 @@ func scheduledCondition(obs observation) condition {
 	return condition{metav1.ConditionFalse, ReasonPending, "waiting for the server pod to be scheduled"}
 }
 
-// needsExt4 is true for the modes whose durability this product measures on ext4.
-func needsExt4(rp *v1alpha1.RedisPersistence) bool {
-	return rp.Spec.Mode == v1alpha1.ModeAOF || rp.Spec.Mode == v1alpha1.ModeUring
-}
+// needsExt4 is true for the modes whose durability this product measures
+// on ext4: those that keep an AOF.
+func needsExt4(rp *v1alpha1.RedisPersistence) bool { return rp.Spec.Mode.KeepsAOF() }
 
 // uringCondition is nil for modes other than uring.
 func uringCondition(rp *v1alpha1.RedisPersistence, obs observation) *condition {

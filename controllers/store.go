@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 
@@ -21,19 +20,19 @@ import (
 // instance recovers from; the agent does the rest, in the instance's pods.
 func openStore(ctx context.Context, reader client.Reader, rp *v1alpha1.RedisPersistence, prefix string) (*backup.Store, error) {
 	s3 := rp.Spec.Backup.Destination.S3
-	d := backup.Destination{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Prefix: prefix, Region: cmp.Or(s3.Region, "us-east-1"), SSE: string(s3.ServerSideEncryption)}
+	d := backup.Destination{Endpoint: s3.Endpoint, Bucket: s3.Bucket, Prefix: prefix, Region: s3.RegionOrDefault(), SSE: string(s3.ServerSideEncryption)}
 	creds := &corev1.Secret{}
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: s3.Credentials.SecretName}, creds); err != nil {
 		return nil, fmt.Errorf("reading the store's credentials: %w", err)
 	}
-	d.AccessKey = string(creds.Data[cmp.Or(s3.Credentials.AccessKeyIDKey, "AWS_ACCESS_KEY_ID")])
-	d.SecretKey = string(creds.Data[cmp.Or(s3.Credentials.SecretAccessKeyKey, "AWS_SECRET_ACCESS_KEY")])
+	idKey, secretKey := s3.Credentials.Keys()
+	d.AccessKey, d.SecretKey = string(creds.Data[idKey]), string(creds.Data[secretKey])
 	if s3.CASecret != nil {
 		ca := &corev1.Secret{}
 		if err := reader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: s3.CASecret.Name}, ca); err != nil {
 			return nil, fmt.Errorf("reading the store's CA: %w", err)
 		}
-		d.CA = ca.Data[cmp.Or(s3.CASecret.Key, "ca.crt")]
+		d.CA = ca.Data[s3.CASecret.KeyOrDefault()]
 	}
 	return backup.Open(ctx, d)
 }

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"cmp"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -154,6 +156,26 @@ type S3Destination struct {
 	// +optional
 	ServerSideEncryption ServerSideEncryption `json:"serverSideEncryption,omitempty"`
 }
+
+// The defaults the API server fills in for an object store; the methods
+// below give them for an object that did not pass through it.
+const (
+	DefaultS3Region       = "us-east-1"
+	DefaultAccessKeyIDKey = "AWS_ACCESS_KEY_ID"
+	DefaultSecretKeyKey   = "AWS_SECRET_ACCESS_KEY"
+	DefaultCAKey          = "ca.crt"
+)
+
+// RegionOrDefault is the bucket's region.
+func (s *S3Destination) RegionOrDefault() string { return cmp.Or(s.Region, DefaultS3Region) }
+
+// Keys are the Secret's keys for the access key ID and the secret access key.
+func (c *S3Credentials) Keys() (accessKeyID, secretAccessKey string) {
+	return cmp.Or(c.AccessKeyIDKey, DefaultAccessKeyIDKey), cmp.Or(c.SecretAccessKeyKey, DefaultSecretKeyKey)
+}
+
+// KeyOrDefault is the Secret's key for the certificate authority.
+func (c *CASecretRef) KeyOrDefault() string { return cmp.Or(c.Key, DefaultCAKey) }
 
 // S3Credentials names the Secret that holds an access key.
 type S3Credentials struct {

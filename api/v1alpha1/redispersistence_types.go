@@ -22,6 +22,10 @@ const (
 	ModeUring PersistenceMode = "uring"
 )
 
+// KeepsAOF is true for the modes whose data is in the append-only file:
+// aof and uring.
+func (m PersistenceMode) KeepsAOF() bool { return m == ModeAOF || m == ModeUring }
+
 // AOFFsync is the upstream appendfsync policy.
 // +kubebuilder:validation:Enum=always;everysec;no
 type AOFFsync string

@@ -21,8 +21,7 @@ const (
 
 // ArchiveEnabled says whether rp's servers archive their AOF.
 func ArchiveEnabled(rp *v1alpha1.RedisPersistence) bool {
-	return rp.Spec.Backup != nil && rp.Spec.Backup.Archive != nil &&
-		(rp.Spec.Mode == v1alpha1.ModeAOF || rp.Spec.Mode == v1alpha1.ModeUring)
+	return rp.Spec.Backup != nil && rp.Spec.Backup.Archive != nil && rp.Spec.Mode.KeepsAOF()
 }
 
 // ArchiveInterval is how often the open INCR file's new entries ship.

@@ -86,9 +86,10 @@ func backupLabels(b *v1alpha1.RedisBackup, rp *v1alpha1.RedisPersistence) map[st
 // from the credentials Secret, in the variables S3 tools read.
 func StoreEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 	creds := rp.Spec.Backup.Destination.S3.Credentials
+	idKey, secretKey := creds.Keys()
 	return []corev1.EnvVar{
-		secretKeyEnv("AWS_ACCESS_KEY_ID", creds.SecretName, cmp.Or(creds.AccessKeyIDKey, "AWS_ACCESS_KEY_ID")),
-		secretKeyEnv("AWS_SECRET_ACCESS_KEY", creds.SecretName, cmp.Or(creds.SecretAccessKeyKey, "AWS_SECRET_ACCESS_KEY")),
+		secretKeyEnv("AWS_ACCESS_KEY_ID", creds.SecretName, idKey),
+		secretKeyEnv("AWS_SECRET_ACCESS_KEY", creds.SecretName, secretKey),
 	}
 }
 
@@ -100,7 +101,7 @@ func StoreArgs(rp *v1alpha1.RedisPersistence, pod *corev1.PodSpec, agent *corev1
 		"--endpoint=" + s3.Endpoint,
 		"--bucket=" + s3.Bucket,
 		"--prefix=" + BackupPrefix(rp),
-		"--region=" + cmp.Or(s3.Region, "us-east-1"),
+		"--region=" + s3.RegionOrDefault(),
 	}
 	if s3.ServerSideEncryption != "" {
 		args = append(args, "--sse="+string(s3.ServerSideEncryption))
@@ -109,7 +110,7 @@ func StoreArgs(rp *v1alpha1.RedisPersistence, pod *corev1.PodSpec, agent *corev1
 		args = append(args, "--compression="+string(c))
 	}
 	if s3.CASecret != nil {
-		key := cmp.Or(s3.CASecret.Key, CACertKey)
+		key := s3.CASecret.KeyOrDefault()
 		args = append(args, "--store-ca-file="+backupStoreCADir+"/"+key)
 		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "store-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: s3.CASecret.Name, Items: []corev1.KeyToPath{{Key: key, Path: key}},

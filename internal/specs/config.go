@@ -200,7 +200,7 @@ func RuntimeSettings(rp *v1alpha1.RedisPersistence) []ServerSetting {
 	default:
 		settings = append(settings, ServerSetting{Name: "appendfsync-engine", Value: "posix", Implicit: true})
 	}
-	if rp.Spec.Mode == v1alpha1.ModeAOF || rp.Spec.Mode == v1alpha1.ModeUring {
+	if rp.Spec.Mode.KeepsAOF() {
 		// The archive is cut at the AOF's #TS annotations (a point-in-time
 		// recovery); off, the server's default, is left implicit.
 		archive := ArchiveEnabled(rp)

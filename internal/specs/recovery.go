@@ -80,7 +80,7 @@ func withRecovery(rp *v1alpha1.RedisPersistence, opts Options, _ PodInputs, temp
 		Command: []string{BackupAgent, "restore"},
 		Args: append(args,
 			"--data-dir="+DataDir,
-			"--aof="+strconv.FormatBool(rp.Spec.Mode == v1alpha1.ModeAOF || rp.Spec.Mode == v1alpha1.ModeUring),
+			"--aof="+strconv.FormatBool(rp.Spec.Mode.KeepsAOF()),
 			"--ordinal-zero-only",
 		),
 		Env: append(StoreEnv(rp),
