@@ -375,10 +375,15 @@ func TestSpecChangeWaitsForAnUnreachableServer(t *testing.T) {
 	}
 
 	serverAddrs.Store(ns+"/away-0", server)
-	rp = waitCondition(t, ns, "away", v1alpha1.ConditionConfigApplied, metav1.ConditionTrue, ReasonConfigApplied)
-	if rp.Status.Phase != v1alpha1.PhaseReady {
-		t.Errorf("phase %s once the server took the change", rp.Status.Phase)
-	}
+	waitCondition(t, ns, "away", v1alpha1.ConditionConfigApplied, metav1.ConditionTrue, ReasonConfigApplied)
+	// The reconcile that applied the options may still read the failed INFO
+	// (cached a second); the next one reads the server again.
+	eventually(t, 30*time.Second, func() error {
+		if phase := fetchRP(t, ns, "away").Status.Phase; phase != v1alpha1.PhaseReady {
+			return fmt.Errorf("phase %s once the server took the change", phase)
+		}
+		return nil
+	})
 	c := newClient(server, instancePassword(t, ns, "away"))
 	defer func() { _ = c.Close() }()
 	if got, err := c.ConfigGet(context.Background(), "appendfsync").Result(); err != nil || got["appendfsync"] != "always" {
