@@ -279,15 +279,7 @@ func TestStorageGrows(t *testing.T) {
 	ensureNodes(t)
 	ns := newNamespace(t)
 	ctx := context.Background()
-	expandable := &storagev1.StorageClass{
-		ObjectMeta:           metav1.ObjectMeta{Name: "test-expandable"},
-		Provisioner:          "kubernetes.io/no-provisioner",
-		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
-		AllowVolumeExpansion: ptr.To(true),
-	}
-	if err := k8s.Create(ctx, expandable); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	expandable := expandableClass(t)
 	createRP(t, ns, "fixed", v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF})
 	createVolumeOfClass(t, ns, "data-growing-0", expandable.Name)
 	growing := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "growing", Namespace: ns}, Spec: v1alpha1.RedisPersistenceSpec{
@@ -333,16 +325,7 @@ func TestStorageGrows(t *testing.T) {
 func TestShardStorageGrows(t *testing.T) {
 	ensureNodes(t)
 	ns := newNamespace(t)
-	ctx := context.Background()
-	expandable := &storagev1.StorageClass{
-		ObjectMeta:           metav1.ObjectMeta{Name: "test-expandable"},
-		Provisioner:          "kubernetes.io/no-provisioner",
-		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
-		AllowVolumeExpansion: ptr.To(true),
-	}
-	if err := k8s.Create(ctx, expandable); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	expandable := expandableClass(t)
 	claims := []string{"data-shards-s0-0", "data-shards-s1-0", "data-shards-s2-0"}
 	for _, claim := range claims {
 		createVolumeOfClass(t, ns, claim, expandable.Name)
@@ -364,6 +347,21 @@ func TestShardStorageGrows(t *testing.T) {
 			t.Errorf("the claim %s asks for %s, want 16Gi", name, got.String())
 		}
 	}
+}
+
+// expandableClass is a StorageClass that allows volume expansion.
+func expandableClass(t *testing.T) *storagev1.StorageClass {
+	t.Helper()
+	class := &storagev1.StorageClass{
+		ObjectMeta:           metav1.ObjectMeta{Name: "test-expandable"},
+		Provisioner:          "kubernetes.io/no-provisioner",
+		VolumeBindingMode:    ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+		AllowVolumeExpansion: ptr.To(true),
+	}
+	if err := k8s.Create(context.Background(), class); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return class
 }
 
 func fetchRP(t *testing.T, ns, name string) *v1alpha1.RedisPersistence {
