@@ -41,8 +41,9 @@
  * (docs/measurements.md). So once a chunk is durable the worker has it read
  * back (POSIX_FADV_WILLNEED): the pages are then cached and clean, and the
  * log's writes into them read nothing. 'everysec''s fsync job keeps the
- * cache of a preallocated file (patch 0029), where upstream drops it after
- * every fsync.
+ * cache of the file the preallocator holds (patch 0029), where upstream drops
+ * it after every fsync: also when the tail has caught up with the zeros, or a
+ * job queued then would drop the next chunk, read back just after.
  *
  * Threading. One worker thread, started on first use, is the only one that
  * writes zeros. The main thread writes the log and never writes at or past
@@ -368,6 +369,16 @@ int aofPreallocCovers(int fd, off_t end) {
     covers = P.fd == fd && end <= P.region_end;
     pthread_mutex_unlock(&P.lock);
     return covers;
+}
+
+int aofPreallocHolds(int fd) {
+    int holds;
+
+    if (!started || fd == -1 || !preallocEnabled()) return 0;
+    pthread_mutex_lock(&P.lock);
+    holds = P.fd == fd;
+    pthread_mutex_unlock(&P.lock);
+    return holds;
 }
 
 int aofPreallocTrim(int fd, off_t size) {

@@ -14,6 +14,9 @@ void aofPreallocWritten(int fd, off_t end);
  * the attached file and end is at most its region's end. An overwrite there
  * allocates nothing and changes no size. */
 int aofPreallocCovers(int fd, off_t end);
+/* Whether fd is the file the preallocator keeps zeros ahead of (whether or
+ * not the tail has caught up with them): its page cache is kept. */
+int aofPreallocHolds(int fd);
 /* Forget fd: the worker stops extending it (waiting for the chunk it is
  * writing); used when the file's length changes behind our back (a short
  * write truncated away). */
