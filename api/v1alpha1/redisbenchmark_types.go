@@ -29,7 +29,7 @@ type RedisBenchmarkSpec struct {
 	// target another one drives waits for it.
 	// +required
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:MaxItems=12
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=52
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
@@ -272,18 +272,18 @@ type RedisBenchmarkStatus struct {
 	// median repetition by throughput (its repetition field says which).
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=48
+	// +kubebuilder:validation:MaxItems=72
 	Results []BenchmarkResult `json:"results,omitempty"`
 	// runs are the figures of every repetition, in run order.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=480
+	// +kubebuilder:validation:MaxItems=720
 	Runs []BenchmarkResult `json:"runs,omitempty"`
 
 	// crashChecks, one per target, when spec.crashCheck is set.
 	// +optional
 	// +listType=atomic
-	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:MaxItems=12
 	CrashChecks []CrashCheckResult `json:"crashChecks,omitempty"`
 }
 

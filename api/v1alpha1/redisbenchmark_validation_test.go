@@ -31,7 +31,7 @@ func TestInvalidBenchmarksAreRejected(t *testing.T) {
 		{"no targets", "", map[string]any{"targets": []any{}}, "spec.targets: Invalid value: 0"},
 		{"repeated target", "", map[string]any{"targets": []any{"a", "b", "a"}}, "targets must not repeat a RedisPersistence"},
 		{"target not a name", "", map[string]any{"targets": []any{"Not_A_Name"}}, `spec.targets[0]: Invalid value: "Not_A_Name"`},
-		{"too many targets", "", map[string]any{"targets": []any{"a", "b", "c", "d", "e", "f", "g", "h", "i"}}, "must have at most 8 items"},
+		{"too many targets", "", map[string]any{"targets": []any{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"}}, "must have at most 12 items"},
 		{"unknown command", "", map[string]any{"targets": targets, "workload": map[string]any{"commands": []any{"zadd"}}}, `Unsupported value: "zadd"`},
 		{"repeated command", "", map[string]any{"targets": targets, "workload": map[string]any{"commands": []any{"set", "set"}}}, "workload.commands must not repeat a command"},
 		{"mixed reads without set", "", map[string]any{"targets": targets, "workload": map[string]any{"commands": []any{"incr"}, "mixedReads": true}}, "commands must include set"},
