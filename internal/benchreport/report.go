@@ -39,10 +39,54 @@ var palette = []color.Color{
 	color.RGBA{240, 228, 66, 255}, color.RGBA{0, 0, 0, 255},
 }
 
-// series is one target's bars: its label and a value per command.
+// series is one target's bars: its label, its colour and a value per command.
 type series struct {
 	label  string
+	colour color.Color
 	values map[string]v1alpha1.BenchmarkResult
+}
+
+// colours gives each target a colour of palette: its own, or, for a target
+// of the same mode as one on another storage, that target's colour lighter
+// by a step per storage, so that a mode on two device classes reads as one
+// hue. ok is false when the palette runs out.
+type colours struct {
+	storages []string
+	// byKind is the palette index of each mode (with its replicas and
+	// acknowledgements) and the storages it was given on.
+	byKind map[string]int
+	onKind map[string][]string
+	next   int
+}
+
+func (c *colours) of(r v1alpha1.BenchmarkResult) (color.Color, bool) {
+	if c.byKind == nil {
+		c.byKind, c.onKind = map[string]int{}, map[string][]string{}
+	}
+	if !slices.Contains(c.storages, r.Storage) {
+		c.storages = append(c.storages, r.Storage)
+	}
+	kind := fmt.Sprintf("%s/%d/%d", r.Mode, r.Replicas, r.AckReplicas)
+	i, seen := c.byKind[kind]
+	if !seen || slices.Contains(c.onKind[kind], r.Storage) {
+		if c.next == len(palette) {
+			return nil, false
+		}
+		i, c.next = c.next, c.next+1
+		c.byKind[kind], c.onKind[kind] = i, nil
+	}
+	c.onKind[kind] = append(c.onKind[kind], r.Storage)
+	return lighter(palette[i], slices.Index(c.storages, r.Storage)), true
+}
+
+// lighter mixes colour with white: by half for step 1, three quarters for 2.
+func lighter(colour color.Color, step int) color.Color {
+	r, g, b, _ := colour.RGBA()
+	mix := func(v uint32) uint8 {
+		w := 1 - 1/float64(int(1)<<step)
+		return uint8(float64(v>>8)*(1-w) + 255*w)
+	}
+	return color.RGBA{mix(r), mix(g), mix(b), 255}
 }
 
 // Render writes a 2x2 grid of bar charts for the results as PNG.
@@ -52,7 +96,9 @@ func Render(w io.Writer, title string, results []v1alpha1.BenchmarkResult) error
 	}
 	var commands []string
 	var targets []*series
+	var paint colours
 	byTarget := map[string]*series{}
+	storages := slices.ContainsFunc(results, func(x v1alpha1.BenchmarkResult) bool { return x.Storage != results[0].Storage })
 	for _, r := range results {
 		s := byTarget[r.Target]
 		if s == nil {
@@ -60,10 +106,17 @@ func Render(w io.Writer, title string, results []v1alpha1.BenchmarkResult) error
 			if r.AckReplicas > 0 {
 				label += fmt.Sprintf(", ackReplicas %d", r.AckReplicas)
 			}
+			if storages {
+				label += " on " + r.Storage
+			}
 			if r.Target != r.Mode {
 				label += " (" + r.Target + ")"
 			}
-			s = &series{label: label, values: map[string]v1alpha1.BenchmarkResult{}}
+			colour, ok := paint.of(r)
+			if !ok {
+				return fmt.Errorf("%d targets; the report tells at most %d modes apart (on any number of storages)", len(byTarget)+1, len(palette))
+			}
+			s = &series{label: label, colour: colour, values: map[string]v1alpha1.BenchmarkResult{}}
 			byTarget[r.Target] = s
 			targets = append(targets, s)
 		}
@@ -72,10 +125,6 @@ func Render(w io.Writer, title string, results []v1alpha1.BenchmarkResult) error
 		}
 		s.values[r.Command] = r
 	}
-	if len(targets) > len(palette) {
-		return fmt.Errorf("%d targets; the report tells at most %d apart", len(targets), len(palette))
-	}
-
 	const width, height = 16 * vg.Inch, 10 * vg.Inch
 	img := vgimg.New(width, height)
 	dc := draw.New(img)
@@ -123,7 +172,7 @@ func chart(f figure, commands []string, targets []*series) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		bars.Color = palette[i]
+		bars.Color = s.colour
 		bars.LineStyle.Width = 0
 		bars.Offset = barWidth * vg.Length(float64(i)-float64(len(targets)-1)/2)
 		p.Add(bars)

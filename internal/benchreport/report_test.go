@@ -2,6 +2,8 @@ package benchreport
 
 import (
 	"bytes"
+	"image"
+	"image/color"
 	"image/png"
 	"testing"
 
@@ -32,19 +34,53 @@ func TestRender(t *testing.T) {
 	}
 	// Every mode's colour appears: its bars were drawn.
 	for i := range 4 {
-		want := palette[i]
-		found := false
-		for y := b.Min.Y; y < b.Max.Y && !found; y += 2 {
-			for x := b.Min.X; x < b.Max.X && !found; x += 2 {
-				r1, g1, b1, _ := img.At(x, y).RGBA()
-				r2, g2, b2, _ := want.RGBA()
-				found = r1 == r2 && g1 == g2 && b1 == b2
-			}
-		}
-		if !found {
+		if !hasColour(img, palette[i]) {
 			t.Errorf("no bar in the colour of target %d", i)
 		}
 	}
+}
+
+// A mode on a second storage is drawn in a lighter shade of its colour on
+// the first; another mode gets its own colour.
+func TestRenderTwoStorages(t *testing.T) {
+	var results []v1alpha1.BenchmarkResult
+	for _, target := range []struct{ name, mode, storage string }{
+		{"always", "aof-always", "local-nvme"}, {"durable", "uring-durable", "local-nvme"},
+		{"always-gp3", "aof-always", "gp3"}, {"durable-gp3", "uring-durable", "gp3"},
+	} {
+		results = append(results, v1alpha1.BenchmarkResult{Target: target.name, Mode: target.mode, Storage: target.storage,
+			Command: "set", OpsPerSecond: 10000, CPUMicrosPerKop: 1000, P99Micros: 900, FsyncP99Micros: 500})
+	}
+	var out bytes.Buffer
+	if err := Render(&out, "test", results); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&out)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	for _, want := range []color.Color{palette[0], palette[1], lighter(palette[0], 1), lighter(palette[1], 1)} {
+		if !hasColour(img, want) {
+			t.Errorf("no bar in %v", want)
+		}
+	}
+	if hasColour(img, palette[2]) {
+		t.Error("a mode on its second storage took a colour of its own")
+	}
+}
+
+func hasColour(img image.Image, want color.Color) bool {
+	b := img.Bounds()
+	r2, g2, b2, _ := want.RGBA()
+	for y := b.Min.Y; y < b.Max.Y; y += 2 {
+		for x := b.Min.X; x < b.Max.X; x += 2 {
+			r1, g1, b1, _ := img.At(x, y).RGBA()
+			if r1 == r2 && g1 == g2 && b1 == b2 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func TestRenderRefuses(t *testing.T) {
