@@ -20,14 +20,7 @@ func TestRender(t *testing.T) {
 			})
 		}
 	}
-	var out bytes.Buffer
-	if err := Render(&out, "test", results); err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(&out)
-	if err != nil {
-		t.Fatalf("not a PNG: %v", err)
-	}
+	img := render(t, results)
 	b := img.Bounds()
 	if b.Dx() < 1000 || b.Dy() < 600 {
 		t.Errorf("image is %dx%d", b.Dx(), b.Dy())
@@ -51,14 +44,7 @@ func TestRenderTwoStorages(t *testing.T) {
 		results = append(results, v1alpha1.BenchmarkResult{Target: target.name, Mode: target.mode, Storage: target.storage,
 			Command: "set", OpsPerSecond: 10000, CPUMicrosPerKop: 1000, P99Micros: 900, FsyncP99Micros: 500})
 	}
-	var out bytes.Buffer
-	if err := Render(&out, "test", results); err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(&out)
-	if err != nil {
-		t.Fatalf("not a PNG: %v", err)
-	}
+	img := render(t, results)
 	for _, want := range []color.Color{palette[0], palette[1], lighter(palette[0], 1), lighter(palette[1], 1)} {
 		if !hasColour(img, want) {
 			t.Errorf("no bar in %v", want)
@@ -67,6 +53,20 @@ func TestRenderTwoStorages(t *testing.T) {
 	if hasColour(img, palette[2]) {
 		t.Error("a mode on its second storage took a colour of its own")
 	}
+}
+
+// render is Render's PNG of results, decoded.
+func render(t *testing.T, results []v1alpha1.BenchmarkResult) image.Image {
+	t.Helper()
+	var out bytes.Buffer
+	if err := Render(&out, "test", results); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&out)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	return img
 }
 
 func hasColour(img image.Image, want color.Color) bool {
