@@ -93,8 +93,11 @@ func StorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, node st
 // DataClaimName is the data claim of the server with this ordinal: the
 // StatefulSet's claim template "data" and the pod's name.
 func DataClaimName(rp *v1alpha1.RedisPersistence, ordinal int32) string {
-	return fmt.Sprintf("data-%s-%d", rp.Name, ordinal)
+	return dataClaimOf(rp.Name, ordinal)
 }
+
+// dataClaimOf is the data claim the StatefulSet sts makes for its pod ordinal.
+func dataClaimOf(sts string, ordinal int32) string { return fmt.Sprintf("data-%s-%d", sts, ordinal) }
 
 // DataClaimNames are the data claims of every server rp asks for, in ordinal
 // order; a sharded instance's shard by shard.
@@ -108,7 +111,7 @@ func DataClaimNames(rp *v1alpha1.RedisPersistence) []string {
 	}
 	for shard := range Shards(rp) {
 		for ordinal := range ServersPerShard(rp) {
-			names = append(names, fmt.Sprintf("data-%s-%d", ShardName(rp, shard), ordinal))
+			names = append(names, dataClaimOf(ShardName(rp, shard), ordinal))
 		}
 	}
 	return names
