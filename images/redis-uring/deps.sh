@@ -9,10 +9,11 @@
 # runs its TLS half),
 # libseccomp (the launcher that denies io_uring_setup in the fallback test),
 # FUSE 3 (fusedisk, the harness' disk with a volatile cache and a slow flush),
-# tcl for the upstream test suite, and curl for the pinned source from the pool.
+# tcl for the upstream test suite, gdb (run-tests.sh takes the stacks of a
+# server left hanging), and curl for the pinned source from the pool.
 set -euo pipefail
 
-pkgs=(build-essential pkg-config liburing-dev libssl-dev openssl libseccomp-dev fuse3 libfuse3-dev tcl tcl-tls xz-utils patch procps curl)
+pkgs=(build-essential pkg-config liburing-dev libssl-dev openssl libseccomp-dev fuse3 libfuse3-dev tcl tcl-tls gdb xz-utils patch procps curl)
 missing=()
 for p in "${pkgs[@]}"; do
   # Not `dpkg-query | grep -q`: under pipefail, grep quitting early would fail

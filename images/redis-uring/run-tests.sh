@@ -149,25 +149,81 @@ passed=0
 failed=0
 failures=()
 
+# runtest gives up after this many seconds without a test client's report, and
+# then kills every server with SIGKILL, stacks unread. A hung run is the one
+# whose stacks matter: the watchdog below takes them first.
+test_timeout=600
+hang_after=${TEST_HANG_AFTER:-$((test_timeout - 90))}
+
+# snapshot_servers NAME: the kernel and user stacks of every server this tree
+# runs, and the tail of each one's log, into $logs/NAME.hang.txt.
+snapshot_servers() {
+  local out="$logs/$1.hang.txt" pid cwd task
+  {
+    echo "runtest log unchanged for ${hang_after} s at $(date -u +%FT%TZ); the servers of $tree:"
+    for pid in $(pgrep -x valkey-server); do
+      cwd=$(readlink "/proc/$pid/cwd" 2>/dev/null) || continue
+      [[ $cwd == "$tree"/* ]] || continue
+      echo "=== pid $pid in $cwd: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
+      for task in /proc/"$pid"/task/*; do
+        echo "--- task ${task##*/} ($(cat "$task/comm")), state $(awk '{print $3}' "$task/stat"), kernel stack:"
+        cat "$task/stack" 2>/dev/null
+      done
+      if command -v gdb >/dev/null; then
+        timeout 60 gdb -q -batch -p "$pid" -ex 'thread apply all bt' 2>&1 | grep -v '^\[New LWP'
+      fi
+      echo "--- $cwd/stdout (last 40 lines):"
+      tail -n 40 "$cwd/stdout" 2>/dev/null
+    done
+  } >"$out" 2>&1
+  echo "   runtest made no progress for ${hang_after} s: server stacks in $out"
+}
+
+# watch_hang NAME LOG PID: snapshot the servers once if LOG stops growing for
+# hang_after seconds while runtest PID runs. A single test that takes that long
+# (none does here) would only cost a snapshot.
+watch_hang() {
+  local name=$1 log=$2 pid=$3 idle
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 10
+    idle=$(($(date +%s) - $(stat -c %Y "$log" 2>/dev/null || date +%s)))
+    if ((idle >= hang_after)); then
+      snapshot_servers "$name"
+      return
+    fi
+  done
+}
+
 # run NAME ARGS...: one runtest invocation; counts its [ok]/[err] lines, and a
 # run that crashes or exits non-zero without an [err] line counts as a failure.
 run() {
-  local name=$1 log="$logs/$1.log" rc ok err t0=$SECONDS
+  local name=$1 log="$logs/$1.log" rc ok err t0=$SECONDS pid watcher
   shift
   echo "== $name: runtest $*"
-  (cd "$tree" && ./runtest --clients "$clients" --timeout 600 --baseport "$baseport" --portcount 1000 "$@") >"$log" 2>&1
+  rm -f "$logs/$name.hang.txt"
+  (cd "$tree" && exec ./runtest --clients "$clients" --timeout "$test_timeout" --baseport "$baseport" --portcount 1000 "$@") >"$log" 2>&1 &
+  pid=$!
+  watch_hang "$name" "$log" "$pid" &
+  watcher=$!
+  wait "$pid"
   rc=$?
+  kill "$watcher" 2>/dev/null
+  wait "$watcher" 2>/dev/null
   # runtest colours its output even into a file.
   sed -i 's/\x1b\[[0-9;]*m//g' "$log"
   ok=$(grep -c '^\[ok\]:' "$log")
-  err=$(grep -cE '^\[(err|exception|timeout)\]:' "$log")
+  # [TIMEOUT] is runtest's report of a run that stopped making progress.
+  err=$(grep -ciE '^\[(err|exception|timeout)\]:' "$log")
   if [[ $rc -ne 0 && $err -eq 0 ]]; then err=1; fi
   passed=$((passed + ok))
   failed=$((failed + err))
   echo "   $ok passed, $err failed in $((SECONDS - t0)) s (rc $rc, log $log)"
   if [[ $err -ne 0 ]]; then
     failures+=("$name")
-    grep -E -A3 '^\[(err|exception|timeout)\]:' "$log" | sed -n 1,40p # reads all: no SIGPIPE under pipefail
+    grep -iE -A3 '^\[(err|exception|timeout)\]:' "$log" | sed -n 1,40p # reads all: no SIGPIPE under pipefail
+    if [[ -f $logs/$name.hang.txt ]]; then
+      echo "   the servers' stacks when it hung: $logs/$name.hang.txt"
+    fi
   fi
 }
 
