@@ -73,7 +73,7 @@ const (
 
 // reconcileCluster is Reconcile for a sharded instance, once the
 // credentials are read and the password is rotated.
-func (r *RedisPersistenceReconciler) reconcileCluster(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials, in specs.PodInputs) (ctrl.Result, error) {
+func (r *RedisPersistenceReconciler) reconcileCluster(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials, in specs.PodInputs, moving *v1alpha1.InstancePhase) (ctrl.Result, error) {
 	statefulSets, eligible, err := r.applyShards(ctx, rp, creds, in)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -119,7 +119,7 @@ func (r *RedisPersistenceReconciler) reconcileCluster(ctx, serverCtx context.Con
 	if err := r.labelClusterRoles(ctx, rp, view); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.updateClusterStatus(rp, view, step, eligible)
+	*moving = r.updateClusterStatus(rp, view, step, eligible)
 	result = requeueWithin(result, clusterResync)
 	if step.requeue > 0 {
 		result = requeueWithin(result, step.requeue)

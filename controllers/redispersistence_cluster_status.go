@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,8 +45,9 @@ func (r *RedisPersistenceReconciler) labelClusterRoles(ctx context.Context, rp *
 	return nil
 }
 
-// updateClusterStatus writes what the cluster said into rp's status.
-func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersistence, view *clusterView, step clusterStep, eligible int) {
+// updateClusterStatus writes what the cluster said into rp's status, and
+// returns what the instance goes through (clusterMotion).
+func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersistence, view *clusterView, step clusterStep, eligible int) v1alpha1.InstancePhase {
 	st := &rp.Status
 	st.Endpoint = fmt.Sprintf("%s:%d", specs.ClientHost(rp), specs.RedisPort)
 	st.Instances, st.ReadyInstances = 0, 0
@@ -123,6 +125,18 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 	default:
 		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonPodNotReady, "the cluster is not serving every slot yet"})
 	}
+	return clusterMotion(rp, view)
+}
+
+// clusterMotion is motionOf for a sharded instance: its shards'
+// StatefulSets, and Scaling while slots move to or from a shard or a
+// drained shard waits to leave (ClusterHealthy's MovingSlots).
+func clusterMotion(rp *v1alpha1.RedisPersistence, view *clusterView) v1alpha1.InstancePhase {
+	moving := motionOf(slices.Collect(maps.Values(view.statefulSets)), specs.ServersPerShard(rp), rp.Status.Phase)
+	if healthy := meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionClusterHealthy); moving == "" && healthy != nil && healthy.Reason == ReasonClusterScaling {
+		moving = v1alpha1.PhaseScaling
+	}
+	return moving
 }
 
 // clusterStorage is StorageReady of a sharded instance: every server's

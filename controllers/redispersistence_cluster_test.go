@@ -296,6 +296,7 @@ func TestClusterFormsAndScales(t *testing.T) {
 	})
 
 	// Four shards: the fourth gets its share once its servers run.
+	phases := recordPhases(t, ns, name)
 	updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 4 })
 	eventually(t, 30*time.Second, func() error { return get(t, &appsv1.StatefulSet{}, ns, name+"-s3") })
 	runShard(t, ns, 3)
@@ -317,6 +318,9 @@ func TestClusterFormsAndScales(t *testing.T) {
 		return nil
 	})
 	rp = waitClusterHealthy(t, ns, name, 3)
+	if seen, _ := phases.since(0); !slices.Contains(seen, v1alpha1.PhaseScaling) || slices.Contains(seen, v1alpha1.PhaseUpgrading) {
+		t.Errorf("phases %v through the scale to 4 shards and back, want Scaling and no Upgrading", seen)
+	}
 	for i, shard := range rp.Status.Shards {
 		if shard.SlotCount < 5461 || shard.SlotCount > 5462 {
 			t.Errorf("shard %d serves %d slots (%s) after scaling back to 3", i, shard.SlotCount, shard.Slots)

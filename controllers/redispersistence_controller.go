@@ -150,7 +150,9 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 	original := rp.DeepCopy()
-	defer func() { retErr = r.patchStatus(ctx, rp, original, retErr) }()
+	// What a served instance goes through: the status patch names it.
+	var moving v1alpha1.InstancePhase
+	defer func() { retErr = r.patchStatus(ctx, rp, original, moving, retErr) }()
 
 	creds, wait, err := r.readCredentials(ctx, rp)
 	if creds == nil {
@@ -174,7 +176,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		defer func() { result = requeueWithin(result, again) }()
 	}
 	if specs.Sharded(rp) {
-		return r.reconcileCluster(ctx, serverCtx, rp, creds, in)
+		return r.reconcileCluster(ctx, serverCtx, rp, creds, in, &moving)
 	}
 	obs, err := r.observe(ctx, serverCtx, rp, creds.server, in)
 	if err != nil {
@@ -204,6 +206,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if again > 0 {
 		defer func() { result = requeueWithin(result, again) }()
 	}
+	moving = motionOf([]*appsv1.StatefulSet{obs.statefulSet}, specs.Servers(rp), rp.Status.Phase)
 	return r.report(ctx, rp, obs, heldUpgrade, tlsRotating)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -209,6 +210,7 @@ func TestScaleRestartsNothing(t *testing.T) {
 	}
 
 	// Scale out: one pod more, whose server starts as a replica of the primary.
+	phases := recordPhases(t, ns, name)
 	updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Replicas = 3 })
 	eventually(t, 30*time.Second, func() error { return get(t, &corev1.Pod{}, ns, name+"-2") })
 	config := renderedConfig(t, ns, name) + fmt.Sprintf("primaryauth %q\n", password)
@@ -226,6 +228,10 @@ func TestScaleRestartsNothing(t *testing.T) {
 		return nil
 	})
 	unchanged("after the scale to 3")
+	seen, n := phases.since(0)
+	if !slices.Contains(seen, v1alpha1.PhaseScaling) || slices.Contains(seen, v1alpha1.PhaseUpgrading) {
+		t.Errorf("phases %v through the scale to 3, want Scaling and no Upgrading", seen)
+	}
 
 	// The primary moves to the highest ordinal: -1 may not be promoted
 	// until the Sentinel has read its priority.
@@ -314,6 +320,9 @@ func TestScaleRestartsNothing(t *testing.T) {
 		t.Error("no SwitchedOver event names the old primary")
 	}
 	unchanged("after the scale to 2")
+	if seen, _ := phases.since(n); !slices.Contains(seen, v1alpha1.PhaseSwitchingOver) || !slices.Contains(seen, v1alpha1.PhaseScaling) {
+		t.Errorf("phases %v through the scale to 2, want SwitchingOver and Scaling", seen)
+	}
 
 	// The Sentinel forgets the removed replica instead of reporting it down.
 	eventually(t, 90*time.Second, func() error {

@@ -313,17 +313,23 @@ const statusPatchTimeout = 10 * time.Second
 // patchStatus writes rp's status, observedGeneration only when the reconcile
 // succeeded, and returns the reconcile's error, or the patch's when the
 // reconcile had none.
-func (r *RedisPersistenceReconciler) patchStatus(ctx context.Context, rp, original *v1alpha1.RedisPersistence, reconcileErr error) error {
+// moving is what the reconcile found a served instance going through
+// (motionOf).
+func (r *RedisPersistenceReconciler) patchStatus(ctx context.Context, rp, original *v1alpha1.RedisPersistence, moving v1alpha1.InstancePhase, reconcileErr error) error {
 	if reconcileErr != nil {
 		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonApplyFailed, "applying the server's objects failed; see the RedisPersistence's events"})
 	} else {
 		rp.Status.ObservedGeneration = rp.Generation
 	}
-	summarize(rp)
+	summarize(rp, moving)
 	exportInstanceMetrics(rp)
 	patchCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusPatchTimeout)
 	defer cancel()
-	if err := r.Status().Patch(patchCtx, rp, client.MergeFrom(original)); err != nil && !apierrors.IsNotFound(err) {
+	// The phase is always written: announcePhase may have written another
+	// one since original was read.
+	base := original.DeepCopy()
+	base.Status.Phase = ""
+	if err := r.Status().Patch(patchCtx, rp, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 		log.FromContext(ctx).Error(err, "patching status", "redispersistence", klogRef(rp))
 		if reconcileErr == nil {
 			return err
@@ -392,9 +398,9 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 // summarize writes the status fields that only restate others, for kubectl
 // get and the scale subresource. It runs on every status patch, so they
 // follow whatever outcome the reconcile recorded.
-func summarize(rp *v1alpha1.RedisPersistence) {
+func summarize(rp *v1alpha1.RedisPersistence, moving v1alpha1.InstancePhase) {
 	st := &rp.Status
-	st.Phase = phaseOf(st.Conditions)
+	st.Phase = phaseInMotion(phaseOf(st.Conditions), moving, st.Phase)
 	// READY is ready of asked for, as kubectl shows Deployments and
 	// StatefulSets: right after kubectl scale it shows the new count.
 	st.Ready = fmt.Sprintf("%d/%d", st.ReadyInstances, specs.Servers(rp))
@@ -430,6 +436,63 @@ func phaseOf(conds []metav1.Condition) v1alpha1.InstancePhase {
 		}
 	}
 	return v1alpha1.PhaseProgressing
+}
+
+// phaseInMotion is the phase of an instance whose conditions give phase,
+// that moving (motionOf) says goes through a scale or a rollout and that
+// had the phase previous. What it goes through replaces the phase only for
+// an instance that has served since it last needed someone (previous is a
+// serving phase, or one of these): a new instance's pods starting are not a
+// scale, and a crash that needs someone (Failed) or a wait for something
+// outside the operator (Pending) says so whatever else moves.
+func phaseInMotion(phase, moving, previous v1alpha1.InstancePhase) v1alpha1.InstancePhase {
+	if moving == "" || phase == v1alpha1.PhasePending || phase == v1alpha1.PhaseFailed {
+		return phase
+	}
+	switch previous {
+	case v1alpha1.PhaseReady, v1alpha1.PhaseDegraded, v1alpha1.PhaseScaling, v1alpha1.PhaseUpgrading, v1alpha1.PhaseSwitchingOver:
+		return moving
+	}
+	return phase
+}
+
+// motionOf is what an instance goes through that its conditions do not
+// name, read from its StatefulSets (one, or one per shard; nil ones are
+// skipped) and the pods each should run: PhaseUpgrading while one rolls its
+// pods onto a new template, PhaseScaling while one adds or removes pods, ""
+// for neither. A step stays named until the pods it started are Ready:
+// previous is the phase the instance had.
+func motionOf(statefulSets []*appsv1.StatefulSet, want int32, previous v1alpha1.InstancePhase) v1alpha1.InstancePhase {
+	var moving v1alpha1.InstancePhase
+	for _, sts := range statefulSets {
+		if sts == nil {
+			continue
+		}
+		s := sts.Status
+		unready := s.ReadyReplicas < want
+		switch {
+		case s.UpdateRevision != "" && s.CurrentRevision != s.UpdateRevision, previous == v1alpha1.PhaseUpgrading && unready:
+			return v1alpha1.PhaseUpgrading
+		case ptr.Deref(sts.Spec.Replicas, 1) != want, s.Replicas != want, previous == v1alpha1.PhaseScaling && unready:
+			moving = v1alpha1.PhaseScaling
+		}
+	}
+	return moving
+}
+
+// announcePhase writes phase alone into rp's status, before a step that
+// takes seconds (a switchover), so that kubectl get shows it while it runs;
+// the reconcile's status patch writes the phase that follows. A failure is
+// only logged: the step goes on all the same.
+func (r *RedisPersistenceReconciler) announcePhase(ctx context.Context, rp *v1alpha1.RedisPersistence, phase v1alpha1.InstancePhase) {
+	obj := rp.DeepCopy()
+	before := obj.DeepCopy()
+	obj.Status.Phase = phase
+	if err := r.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		log.FromContext(ctx).Info("writing the phase failed", "redispersistence", klogRef(rp), "phase", phase, "err", err)
+		return
+	}
+	rp.Status.Phase = phase
 }
 
 // impaired is true when a serving instance's conditions report trouble: a

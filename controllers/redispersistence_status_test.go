@@ -3,12 +3,15 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,6 +72,112 @@ func TestPhaseOf(t *testing.T) {
 			t.Errorf("%s: phase %q, want %q", tc.desc, got, tc.want)
 		}
 	}
+}
+
+func TestPhaseInMotion(t *testing.T) {
+	const (
+		none      = v1alpha1.InstancePhase("")
+		scaling   = v1alpha1.PhaseScaling
+		upgrading = v1alpha1.PhaseUpgrading
+	)
+	cases := []struct {
+		desc                    string
+		phase, moving, previous v1alpha1.InstancePhase
+		want                    v1alpha1.InstancePhase
+	}{
+		{"nothing moves", v1alpha1.PhaseReady, none, v1alpha1.PhaseReady, v1alpha1.PhaseReady},
+		{"a scale of a serving instance", v1alpha1.PhaseProgressing, scaling, v1alpha1.PhaseReady, scaling},
+		{"a rollout of a degraded instance", v1alpha1.PhaseDegraded, upgrading, v1alpha1.PhaseDegraded, upgrading},
+		{"a rollout after a switchover", v1alpha1.PhaseProgressing, upgrading, v1alpha1.PhaseSwitchingOver, upgrading},
+		{"a scale goes on", v1alpha1.PhaseProgressing, scaling, scaling, scaling},
+		{"a new instance starts its pods", v1alpha1.PhaseProgressing, scaling, none, v1alpha1.PhaseProgressing},
+		{"a new instance, still on its way", v1alpha1.PhaseProgressing, scaling, v1alpha1.PhaseProgressing, v1alpha1.PhaseProgressing},
+		{"a crash during a scale", v1alpha1.PhaseFailed, scaling, scaling, v1alpha1.PhaseFailed},
+		{"a scale onto no node", v1alpha1.PhasePending, scaling, v1alpha1.PhaseReady, v1alpha1.PhasePending},
+		{"a rollout after a crash", v1alpha1.PhaseProgressing, upgrading, v1alpha1.PhaseFailed, v1alpha1.PhaseProgressing},
+	}
+	for _, tc := range cases {
+		if got := phaseInMotion(tc.phase, tc.moving, tc.previous); got != tc.want {
+			t.Errorf("%s: phase %q, want %q", tc.desc, got, tc.want)
+		}
+	}
+}
+
+func TestMotionOf(t *testing.T) {
+	sts := func(spec, replicas, ready int32, current, update string) *appsv1.StatefulSet {
+		return &appsv1.StatefulSet{
+			Spec: appsv1.StatefulSetSpec{Replicas: &spec},
+			Status: appsv1.StatefulSetStatus{Replicas: replicas, ReadyReplicas: ready,
+				CurrentRevision: current, UpdateRevision: update},
+		}
+	}
+	const none = v1alpha1.InstancePhase("")
+	cases := []struct {
+		desc     string
+		sets     []*appsv1.StatefulSet
+		previous v1alpha1.InstancePhase
+		want     v1alpha1.InstancePhase
+	}{
+		{"steady", []*appsv1.StatefulSet{sts(4, 4, 4, "a", "a")}, v1alpha1.PhaseReady, none},
+		{"no StatefulSet yet", []*appsv1.StatefulSet{nil}, none, none},
+		{"scale asked", []*appsv1.StatefulSet{sts(4, 3, 3, "a", "a")}, v1alpha1.PhaseReady, v1alpha1.PhaseScaling},
+		{"scale-in held by the operator", []*appsv1.StatefulSet{sts(5, 5, 5, "a", "a")}, v1alpha1.PhaseReady, v1alpha1.PhaseScaling},
+		{"the new pod not ready yet", []*appsv1.StatefulSet{sts(4, 4, 3, "a", "a")}, v1alpha1.PhaseScaling, v1alpha1.PhaseScaling},
+		{"a pod not ready, nothing asked", []*appsv1.StatefulSet{sts(4, 4, 3, "a", "a")}, v1alpha1.PhaseReady, none},
+		{"rolling", []*appsv1.StatefulSet{sts(4, 4, 4, "a", "b")}, v1alpha1.PhaseReady, v1alpha1.PhaseUpgrading},
+		{"rolled, the last pod not ready", []*appsv1.StatefulSet{sts(4, 4, 3, "b", "b")}, v1alpha1.PhaseUpgrading, v1alpha1.PhaseUpgrading},
+		{"one shard rolls, another scales", []*appsv1.StatefulSet{sts(4, 3, 3, "a", "a"), sts(4, 4, 4, "a", "b")}, v1alpha1.PhaseReady, v1alpha1.PhaseUpgrading},
+	}
+	for _, tc := range cases {
+		want := int32(4)
+		if got := motionOf(tc.sets, want, tc.previous); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.desc, got, tc.want)
+		}
+	}
+}
+
+// phaseRecorder keeps every phase a watch of one RedisPersistence sees, in
+// order, each once per run: what kubectl get -w would have printed.
+type phaseRecorder struct {
+	mu     sync.Mutex
+	phases []v1alpha1.InstancePhase
+}
+
+// recordPhases watches ns/name until the test ends.
+func recordPhases(t *testing.T, ns, name string) *phaseRecorder {
+	t.Helper()
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watcher.Watch(context.Background(), &v1alpha1.RedisPersistenceList{}, client.InNamespace(ns),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	rec := &phaseRecorder{}
+	go func() {
+		for ev := range w.ResultChan() {
+			rp, ok := ev.Object.(*v1alpha1.RedisPersistence)
+			if !ok {
+				continue
+			}
+			rec.mu.Lock()
+			if n := len(rec.phases); rp.Status.Phase != "" && (n == 0 || rec.phases[n-1] != rp.Status.Phase) {
+				rec.phases = append(rec.phases, rp.Status.Phase)
+			}
+			rec.mu.Unlock()
+		}
+	}()
+	return rec
+}
+
+// since returns the phases seen from the n-th on, and how many were seen.
+func (r *phaseRecorder) since(n int) ([]v1alpha1.InstancePhase, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.phases[min(n, len(r.phases)):]), len(r.phases)
 }
 
 // scaleTo does what kubectl scale --replicas does: a merge patch of the
@@ -148,6 +257,9 @@ func TestScaleSubresource(t *testing.T) {
 	if err := get(t, got, ns, name); err != nil || got.Spec.Replicas != 3 {
 		t.Fatalf("spec.replicas %d after kubectl scale --replicas=3 (%v)", got.Spec.Replicas, err)
 	}
+	if got = waitReady(t, key, 1, 3); got.Status.Phase != v1alpha1.PhaseScaling && got.Status.Phase != v1alpha1.PhaseUpgrading {
+		t.Errorf("phase %q while the StatefulSet adds servers, want Scaling or Upgrading", got.Status.Phase)
+	}
 	waitReady(t, key, 1, 3)
 	sts := &appsv1.StatefulSet{}
 	eventually(t, 30*time.Second, func() error {
@@ -165,7 +277,10 @@ func TestScaleSubresource(t *testing.T) {
 	markRunning(t, ns, name+"-2")
 	got = waitReady(t, key, 3, 3)
 	waitScale(t, key, 3)
-	if want := phaseOf(got.Status.Conditions); got.Status.Phase != want {
-		t.Errorf("phase %q, its conditions say %q", got.Status.Phase, want)
+	// One server to three changes the pod template too (a single server
+	// becomes a primary with replicas), and the first server still runs the
+	// old one: a rollout, which the operator goes on with.
+	if got.Status.Phase != v1alpha1.PhaseUpgrading {
+		t.Errorf("phase %q with a server on the old template, want Upgrading", got.Status.Phase)
 	}
 }

@@ -134,6 +134,7 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 	if old == nil {
 		return "", fmt.Errorf("the primary's pod %s has no address", primary)
 	}
+	r.announcePhase(ctx, rp, v1alpha1.PhaseSwitchingOver)
 	var replicas []*corev1.Pod
 	for name, pod := range byName {
 		if name != primary {

@@ -1297,9 +1297,10 @@ type RedisPersistenceStatus struct {
 	TLS *TLSStatus `json:"tls,omitempty"`
 
 	// phase sums up the conditions in one word for people and the PHASE
-	// column: Pending, Progressing, Ready, Degraded or Failed (the user
-	// guide's RedisPersistence page says what leads to each). Automation
-	// should read the conditions, which say why.
+	// column: Pending, Progressing, Ready, Degraded or Failed, or what an
+	// instance that has served goes through: Scaling, Upgrading or
+	// SwitchingOver (the user guide's RedisPersistence page says what leads
+	// to each). Automation should read the conditions, which say why.
 	// +optional
 	Phase InstancePhase `json:"phase,omitempty"`
 
@@ -1349,6 +1350,17 @@ const (
 	// Secret cannot serve, objects could not be applied, a mode change is
 	// blocked.
 	PhaseFailed InstancePhase = "Failed"
+	// PhaseScaling adds or removes servers or shards of an instance that
+	// has served: from the scale until the new pods are Ready, slots
+	// included.
+	PhaseScaling InstancePhase = "Scaling"
+	// PhaseUpgrading rolls the pods of an instance that has served onto a
+	// new pod template (an image, resources, a startup option, an operator
+	// upgrade), until every pod runs it and is Ready.
+	PhaseUpgrading InstancePhase = "Upgrading"
+	// PhaseSwitchingOver hands the primary role to a replica before the
+	// primary restarts or is removed, or on request; it lasts seconds.
+	PhaseSwitchingOver InstancePhase = "SwitchingOver"
 )
 
 // TLSStatus is the certificate the servers serve, as the operator read it
