@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -30,6 +31,7 @@ func main() {
 		db                         int
 		crashCheck, cluster        bool
 		crashClients, crashSeconds int
+		steady                     bench.SteadyOptions
 	)
 	flag.StringVar(&addr, "addr", "", "Server address, host:port.")
 	flag.IntVar(&db, "db", 15, "Database every key is written to; it must hold no application's keys, and is emptied at the end.")
@@ -47,6 +49,8 @@ func main() {
 	flag.BoolVar(&crashCheck, "crash-check", false, "Kill the server (DEBUG SEGFAULT) while clients write and count lost acknowledged keys.")
 	flag.IntVar(&crashClients, "crash-clients", 50, "Writers during the crash check.")
 	flag.IntVar(&crashSeconds, "crash-seconds", 5, "Seconds of writes before the kill.")
+	flag.IntVar(&steady.Rate, "steady-rate", 0, "Instead of benchmarking, measure write availability: SET this many distinct keys per second until SIGTERM, print each outage (a stretch with no write acknowledged) as a JSON line when it ends, and at the end the result, with the acknowledged writes the instance lost.")
+	flag.IntVar(&steady.Writers, "steady-writers", 4, "Connections the --steady-rate writes are spread over.")
 	flag.StringVar(&tool, "tool", "", "valkey-benchmark binary (default: valkey-benchmark or redis-benchmark from PATH).")
 	flag.StringVar(&tlsCA, "tls-ca-cert", "", "CA certificate file: reach the server over TLS, verifying its certificate against it.")
 	flag.StringVar(&tlsCert, "tls-cert", "", "Client certificate file, for a server that requires one (with --tls-key).")
@@ -65,7 +69,12 @@ func main() {
 		}
 	}
 	r := bench.Runner{Tool: tool, Addr: addr, User: os.Getenv("REDIS_USER"), Password: os.Getenv("REDIS_PASSWORD"), DB: db, TLS: serverTLS, Cluster: cluster}
-	err := run(ctx, r, w, termPath, crashCheck, crashClients, time.Duration(crashSeconds)*time.Second)
+	var err error
+	if steady.Rate > 0 {
+		err = runSteady(ctx, r, steady, termPath)
+	} else {
+		err = run(ctx, r, w, termPath, crashCheck, crashClients, time.Duration(crashSeconds)*time.Second)
+	}
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -117,6 +126,43 @@ func run(ctx context.Context, r bench.Runner, w bench.Workload, termPath string,
 		res.Crash = &crash
 	}
 	out, err := bench.Encode(res)
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(out))
+	if termPath != "" {
+		return os.WriteFile(termPath, out, 0o644)
+	}
+	return nil
+}
+
+// runSteady writes steadily until ctx ends (SIGTERM): the availability
+// measurement of a day-2 operation. Each outage is a JSON line on stdout
+// ({"outage": ...}) as it ends; the result is the last line and the
+// termination message.
+func runSteady(ctx context.Context, r bench.Runner, o bench.SteadyOptions, termPath string) (err error) {
+	switch {
+	case r.Addr == "":
+		return errors.New("--addr is required")
+	case r.Cluster && r.DB != 0:
+		return errors.New("--cluster needs --db=0: a cluster has database 0 only")
+	}
+	if err := r.WaitServing(ctx, startWait); err != nil {
+		return err
+	}
+	if err := r.ClaimDatabase(ctx); err != nil {
+		return err
+	}
+	// The writes stop at SIGTERM; the read-back and the cleanup come after.
+	defer func() { err = errors.Join(err, r.DeleteKeys(context.WithoutCancel(ctx))) }()
+	enc := json.NewEncoder(os.Stdout)
+	res, err := r.SteadyWrite(ctx, o, func(outage bench.Outage) {
+		_ = enc.Encode(map[string]bench.Outage{"outage": outage})
+	})
+	if err != nil {
+		return err
+	}
+	out, err := json.Marshal(res)
 	if err != nil {
 		return err
 	}
