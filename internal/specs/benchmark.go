@@ -202,6 +202,48 @@ func jobPod(container corev1.Container) corev1.PodSpec {
 	}
 }
 
+// SteadyWriterPod is a pod named name of the benchmark runner that measures
+// rp's write availability (bench --steady-rate, internal/bench.SteadyWrite):
+// rate SETs a second through rp's Service, as the benchmark user, in the
+// benchmark's database, until the pod is deleted. Each outage is a line of
+// its log as it ends; at SIGTERM it reads the acknowledged writes back and
+// its result is the termination message (the grace period leaves it a
+// minute for that).
+func SteadyWriterPod(rp *v1alpha1.RedisPersistence, name string, rate int, opts BenchmarkOptions) *corev1.Pod {
+	db := benchmarkDatabase(rp)
+	args := []string{
+		"--addr=" + fmt.Sprintf("%s.%s.svc:%d", rp.Name, rp.Namespace, RedisPort),
+		"--steady-rate=" + strconv.Itoa(rate),
+		"--steady-writers=4",
+	}
+	if Sharded(rp) {
+		db = 0
+		args = append(args, "--cluster")
+	}
+	args = append(args, "--db="+strconv.Itoa(int(db)))
+	spec := jobPod(corev1.Container{
+		Name:                     ContainerBench,
+		Image:                    opts.Image,
+		Args:                     args,
+		Env:                      SignInEnv(rp, bench.User, ACLBenchmarkKey),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          restrictedSecurityContext(),
+	})
+	spec.TerminationGracePeriodSeconds = ptr.To(int64(90))
+	if TLSEnabled(rp) {
+		BenchmarkOverTLS(rp, &spec)
+	}
+	opts.ImagePull.ApplyTo(&spec)
+	return &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		// A benchmark runner of rp's: its NetworkPolicy admits it.
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: rp.Namespace, Labels: map[string]string{
+			LabelManagedBy: FieldOwner, LabelComponent: "benchmark", LabelBenchmarkTarget: rp.Name,
+		}},
+		Spec:       spec,
+	}
+}
+
 // BenchmarkJob is the Job of run, against its target rp. The
 // runner prints its result as the termination message, which the operator
 // reads from the finished pod; backoffLimit 0 because a retried benchmark

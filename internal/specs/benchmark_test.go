@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
@@ -91,6 +92,42 @@ func TestBenchmarkArgsOfAShardedTarget(t *testing.T) {
 		}
 		if slices.Contains(args, tc.not) {
 			t.Errorf("cluster %v: args %q hold %s", tc.cluster, args, tc.not)
+		}
+	}
+}
+
+// The availability writer reaches rp through its Service, in the benchmark's
+// database (0 on a cluster, through a cluster client), and rp's
+// NetworkPolicy admits it as one of rp's benchmark runners.
+func TestSteadyWriterPod(t *testing.T) {
+	for _, tc := range []struct {
+		cluster *v1alpha1.ClusterSpec
+		want    []string
+		not     string
+	}{
+		{nil, []string{"--addr=t.ns.svc:6379", "--db=7", "--steady-rate=2000"}, "--cluster"},
+		{&v1alpha1.ClusterSpec{Shards: 3}, []string{"--addr=t.ns.svc:6379", "--db=0", "--cluster", "--steady-rate=2000"}, "--db=7"},
+	} {
+		rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: "ns"},
+			Spec: v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Cluster: tc.cluster, Benchmark: &v1alpha1.BenchmarkAccessSpec{Database: 7}}}
+		pod := specs.SteadyWriterPod(rp, "writer", 2000, specs.BenchmarkOptions{Image: "bench"})
+		args := pod.Spec.Containers[0].Args
+		for _, w := range tc.want {
+			if !slices.Contains(args, w) {
+				t.Errorf("cluster %v: args %q lack %s", tc.cluster, args, w)
+			}
+		}
+		if slices.Contains(args, tc.not) {
+			t.Errorf("cluster %v: args %q hold %s", tc.cluster, args, tc.not)
+		}
+		admitted := false
+		for _, peer := range specs.NetworkPolicy(rp, specs.NetworkPolicyOptions{Enabled: true}).Spec.Ingress[0].From {
+			if peer.PodSelector != nil && peer.NamespaceSelector == nil && labels.SelectorFromSet(peer.PodSelector.MatchLabels).Matches(labels.Set(pod.Labels)) {
+				admitted = true
+			}
+		}
+		if !admitted {
+			t.Errorf("cluster %v: the NetworkPolicy admits no pod labelled %v", tc.cluster, pod.Labels)
 		}
 	}
 }
