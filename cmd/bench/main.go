@@ -138,8 +138,8 @@ func run(ctx context.Context, r bench.Runner, w bench.Workload, termPath string,
 
 // runSteady writes steadily until ctx ends (SIGTERM): the availability
 // measurement of a day-2 operation. Each outage is a JSON line on stdout
-// ({"outage": ...}) as it ends; the result is the last line and the
-// termination message.
+// ({"outage": ...}) as it ends; the result is the last line, and without
+// its outages the termination message.
 func runSteady(ctx context.Context, r bench.Runner, o bench.SteadyOptions, termPath string) (err error) {
 	switch {
 	case r.Addr == "":
@@ -167,8 +167,13 @@ func runSteady(ctx context.Context, r bench.Runner, o bench.SteadyOptions, termP
 		return err
 	}
 	fmt.Println(string(out))
-	if termPath != "" {
-		return os.WriteFile(termPath, out, 0o644)
+	if termPath == "" {
+		return nil
 	}
-	return nil
+	// A termination message holds 4 KiB: the outages are the log's lines.
+	res.Outages = nil
+	if out, err = json.Marshal(res); err != nil {
+		return err
+	}
+	return os.WriteFile(termPath, out, 0o644)
 }
