@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -132,22 +133,35 @@ func TestApplicationUsers(t *testing.T) {
 	// Rotation: the new password works at once, the previous one for the
 	// grace period, and the connected client throughout.
 	generated.Data["password"] = []byte("the-new-orders-password")
+	updated := time.Now()
 	if err := k8s.Update(ctx, generated); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() error { return signIn(addr, "orders", "the-new-orders-password") })
-	rotatedAt := time.Now()
-	if err := signIn(addr, "orders", ordersPassword); err != nil && time.Since(rotatedAt) < 6*time.Second {
+	// The operator records until when the previous password works: the
+	// grace period (8 s) from the moment it saw the new one, in whole seconds.
+	var state specs.UsersState
+	if err := json.Unmarshal([]byte(secretData(t, ns, "shop-users")[specs.UsersStateKey]), &state); err != nil {
+		t.Fatal(err)
+	}
+	if len(state["orders"].Previous) != 1 {
+		t.Fatalf("the users' state after the rotation: %+v, want one previous password of orders", state["orders"])
+	}
+	until := state["orders"].Previous[0].Until.Time
+	if earliest := updated.Add(7 * time.Second); until.Before(earliest) {
+		t.Errorf("the previous password works until %s, less than the 8s grace period after the change at %s", until, updated)
+	}
+	if err := signIn(addr, "orders", ordersPassword); err != nil && time.Now().Before(until) {
 		t.Errorf("the previous password is refused within the grace period: %v", err)
 	}
 	eventually(t, 30*time.Second, func() error {
 		if err := signIn(addr, "orders", ordersPassword); err == nil || !strings.Contains(err.Error(), "WRONGPASS") {
-			return fmt.Errorf("the previous password, %s after the rotation: %w", time.Since(rotatedAt).Round(time.Second), err)
+			return fmt.Errorf("the previous password, %s after its deadline: %w", time.Since(until).Round(time.Second), err)
 		}
 		return nil
 	})
-	if gone := time.Since(rotatedAt); gone < 6*time.Second {
-		t.Errorf("the previous password stopped working %s after the rotation, before the 8s grace period", gone)
+	if refused := time.Now(); refused.Before(until) {
+		t.Errorf("the previous password stopped working at %s, before its deadline %s", refused, until)
 	}
 	if err := held.Set(ctx, "orders:3", "v", 0).Err(); err != nil {
 		t.Errorf("the connected client after the rotation: %v", err)
