@@ -182,7 +182,12 @@ func TestOperatorLifecycle(t *testing.T) {
 // default: the value of its --redis-image flag.
 func operatorRedisImage(t *testing.T, operatorNS, release string) string {
 	t.Helper()
-	const flag = "--redis-image"
+	return operatorFlag(t, operatorNS, release, "--redis-image")
+}
+
+// operatorFlag is the value of flag in the operator Deployment's arguments.
+func operatorFlag(t *testing.T, operatorNS, release, flag string) string {
+	t.Helper()
 	deployments := &appsv1.DeploymentList{}
 	if err := k8s.List(context.Background(), deployments, client.InNamespace(operatorNS), client.MatchingLabels{"app.kubernetes.io/instance": release}); err != nil {
 		t.Fatal(err)

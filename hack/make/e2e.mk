@@ -103,7 +103,7 @@ e2e-suite: $(HELM) ## Run the e2e suite on the cluster as `make e2e` left it, wi
 	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) E2E_HELM=$(HELM) E2E_RELEASE=$(E2E_RELEASE) \
 		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_INSTALL_YAML=$(E2E_DIST)/$(VERSION)/install.yaml \
 		E2E_CHART=$(E2E_CHART) E2E_VERSION=$(VERSION) E2E_PREVIOUS_VERSION=$(E2E_PREVIOUS_VERSION) \
-		go test -tags e2e ./e2e -count=1 -v -timeout 60m -json $(E2E_ARGS) \
+		E2E_ARTIFACTS=$(LOCALBIN)/e2e go test -tags e2e ./e2e -count=1 -v -timeout 60m -json $(E2E_ARGS) \
 		| $(TESTTIMES) -v -tests -1 -json $(LOCALBIN)/e2e/go-test.json -table $(LOCALBIN)/e2e/times.txt
 
 # Not part of `make e2e` (nor CI): RedisBenchmarks of a uring durable server with
@@ -112,6 +112,12 @@ e2e-suite: $(HELM) ## Run the e2e suite on the cluster as `make e2e` left it, wi
 .PHONY: bench-backup
 bench-backup: ## Measure what backups cost a running server (throughput and p99 during backups) on the e2e cluster.
 	E2E_BACKUP_COST=1 $(MAKE) e2e E2E_ARGS="-run '^TestBackupCost' $(E2E_ARGS)"
+
+# Part of `make e2e` (the full tier), not of CI: a steady writer through day-2
+# operations; the table in docs/replication.md is the one it writes.
+.PHONY: e2e-availability
+e2e-availability: ## Measure write availability through scale, image and option changes on the e2e cluster (table: bin/e2e/availability.md).
+	$(MAKE) e2e E2E_ARGS="-run '^TestWriteAvailabilityThroughDay2' $(E2E_ARGS)"
 
 # Not part of `make e2e` (nor CI): RedisBenchmarks of one uring durable server and
 # of a 3-shard cluster of them, side by side; the README's scale-out ratio comes

@@ -1,0 +1,274 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/bench"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
+)
+
+// TestWriteAvailabilityThroughDay2: a uring durable instance with two
+// servers, Sentinels and ackReplicas 1, and beside it the benchmark
+// runner's steady writer (2 000 SET/s through the Service, no retries).
+// The day-2 operations a team runs, one after another: scale 2 -> 3, an
+// image change and a startup option change on three servers, scale 3 -> 2. For each, what the writer saw
+// (the longest stretch without an acknowledged write, the writes that
+// failed), the primary before and after, and the server pods replaced;
+// at the end every acknowledged write is read back. The table goes to the
+// log and to bin/e2e/availability.md (docs/replication.md quotes it).
+// Asserted: nothing acknowledged is lost, a scale replaces no pod that
+// stays, and every operation ends with the instance Ready and replicating.
+// The gaps are measured, not asserted.
+func TestWriteAvailabilityThroughDay2(t *testing.T) {
+	const name = "avail"
+	create(t, name, v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1}, Replicas: 2,
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		for _, ordinal := range []string{"1", "2"} {
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-" + ordinal, Namespace: namespace}}
+			_ = k8s.Delete(context.Background(), pvc)
+		}
+	})
+	settled := func(servers int) func(*v1alpha1.RedisPersistence) error {
+		return func(rp *v1alpha1.RedisPersistence) error {
+			if err := hasCondition(v1alpha1.ConditionReplicating, metav1.ConditionTrue, "Replicating")(rp); err != nil {
+				return err
+			}
+			if st := rp.Status; st.Phase != v1alpha1.PhaseReady || len(st.Replicas) != servers || st.ObservedGeneration != rp.Generation {
+				return fmt.Errorf("phase %s, %d servers replicating, observed generation %d of %d; want Ready with %d",
+					st.Phase, len(st.Replicas), st.ObservedGeneration, rp.Generation, servers)
+			}
+			return nil
+		}
+	}
+	rp := waitFor(t, name, 6*time.Minute, settled(2))
+
+	writer := startSteadyWriter(t, rp, name+"-writer", 2000)
+	var ops []day2Op
+	measure := func(what string, change func(*v1alpha1.RedisPersistence), servers int) {
+		t.Helper()
+		before := waitFor(t, name, time.Minute, settled(len(rp.Status.Replicas)))
+		uids := serverPodUIDs(t, name)
+		op := day2Op{what: what, from: before.Status.Primary, start: time.Now()}
+		if change != nil {
+			updateRP(t, name, change)
+		} else {
+			time.Sleep(10 * time.Second)
+		}
+		after := waitFor(t, name, 8*time.Minute, settled(servers))
+		// The writer's view of the end: a second more of writes.
+		time.Sleep(time.Second)
+		op.end, op.to = time.Now(), after.Status.Primary
+		for pod, uid := range serverPodUIDs(t, name) {
+			if old, ok := uids[pod]; ok && old != uid {
+				op.replaced = append(op.replaced, pod)
+			}
+		}
+		slices.Sort(op.replaced)
+		rp = after
+		ops = append(ops, op)
+		t.Logf("%s: primary %s -> %s, pods replaced %v, %s", what, op.from, op.to, op.replaced, op.end.Sub(op.start).Round(time.Second))
+	}
+	measure("nothing happening, 10 s", nil, 2)
+	measure("scale 2 -> 3", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Replicas = 3 }, 3)
+	// The rolling changes with three servers: with two and ackReplicas 1 the
+	// primary refuses writes while its only replica restarts
+	// (docs/replication.md).
+	// The same image by its digest: a new pod template, the same server.
+	image := runningImageID(t, rp.Status.Primary)
+	measure("an image change (rolling, switchover)", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Image = image }, 3)
+	measure("a startup option change (rolling, switchover)", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"tcp-backlog": "1024"}
+	}, 3)
+	measure("scale 3 -> 2", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Replicas = 2 }, 2)
+
+	result, outages := writer.stop(t)
+	table := availabilityTable(ops, outages)
+	t.Logf("through the operations: %d writes acknowledged, %d failed, %d of the acknowledged lost\n%s",
+		result.Acknowledged, result.Failed, result.Lost, table)
+	if dir := os.Getenv("E2E_ARTIFACTS"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "availability.md"), []byte(table), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if result.Lost != 0 || result.Acknowledged == 0 {
+		t.Errorf("%d of %d acknowledged writes lost (ackReplicas 1 holds every one)", result.Lost, result.Acknowledged)
+	}
+	for _, op := range ops {
+		if strings.HasPrefix(op.what, "scale") && len(op.replaced) > 0 {
+			t.Errorf("%s replaced the pods %v, which it should leave running", op.what, op.replaced)
+		}
+	}
+}
+
+// day2Op is one operation of the availability scenario and what it did.
+type day2Op struct {
+	what       string
+	start, end time.Time
+	from, to   string
+	replaced   []string
+}
+
+// availabilityTable is the scenario's table in Markdown: per operation, the
+// writes that failed and the longest outage the writer saw in its window.
+func availabilityTable(ops []day2Op, outages []bench.Outage) string {
+	var b strings.Builder
+	b.WriteString("| operation | failed writes | longest write gap | primary | pods replaced |\n|---|---|---|---|---|\n")
+	for _, op := range ops {
+		var failed int64
+		var longest time.Duration
+		for _, o := range outages {
+			if o.End.Before(op.start) || o.Start.After(op.end) {
+				continue
+			}
+			failed += o.Failed
+			longest = max(longest, o.Duration())
+		}
+		primary := op.from
+		if op.to != op.from {
+			primary = op.from + " -> " + op.to
+		}
+		replaced := "none"
+		if len(op.replaced) > 0 {
+			replaced = strings.Join(op.replaced, ", ")
+		}
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s |\n", op.what, failed, longest.Round(10*time.Millisecond), primary, replaced)
+	}
+	return b.String()
+}
+
+// serverPodUIDs are the UIDs of name's server pods, by pod name.
+func serverPodUIDs(t *testing.T, name string) map[string]string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := k8s.List(context.Background(), pods, client.InNamespace(namespace), client.MatchingLabels{"app.kubernetes.io/instance": name, "app.kubernetes.io/name": "redis"}); err != nil {
+		t.Fatal(err)
+	}
+	uids := map[string]string{}
+	for _, p := range pods.Items {
+		uids[p.Name] = string(p.UID)
+	}
+	return uids
+}
+
+// runningImageID is the image the server container of pod runs, by digest.
+func runningImageID(t *testing.T, pod string) string {
+	t.Helper()
+	for _, cs := range getPod(t, pod).Status.ContainerStatuses {
+		if id := strings.TrimPrefix(cs.ImageID, "docker-pullable://"); cs.Name == specs.ContainerRedis && strings.Contains(id, "@sha256:") {
+			return id
+		}
+	}
+	t.Fatalf("pod %s reports no pullable image ID (<repository>@sha256:...) for its server", pod)
+	return ""
+}
+
+// steadyWriter is the runner pod of specs.SteadyWriterPod.
+type steadyWriter struct{ pod string }
+
+// startSteadyWriter starts a steady writer of rate SETs a second against rp
+// and waits until it writes.
+func startSteadyWriter(t *testing.T, rp *v1alpha1.RedisPersistence, pod string, rate int) *steadyWriter {
+	t.Helper()
+	image := operatorFlag(t, os.Getenv("E2E_NAMESPACE"), os.Getenv("E2E_RELEASE"), "--bench-image")
+	p := specs.SteadyWriterPod(rp, pod, rate, specs.BenchmarkOptions{Image: image})
+	if err := k8s.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), p, client.GracePeriodSeconds(0)) })
+	waitUntil(t, 2*time.Minute, func() error {
+		got := getPod(t, pod)
+		for _, cs := range got.Status.ContainerStatuses {
+			if cs.State.Running != nil {
+				return nil
+			}
+			if cs.State.Terminated != nil {
+				return fmt.Errorf("the writer ended: %s", cs.State.Terminated.Message)
+			}
+		}
+		return fmt.Errorf("the writer is %s", got.Status.Phase)
+	})
+	// It waits for the server and claims the database before it writes.
+	time.Sleep(3 * time.Second)
+	return &steadyWriter{pod: pod}
+}
+
+// stop sends the writer SIGTERM, waits for its read-back and returns its
+// result and every outage its log reported.
+func (w *steadyWriter) stop(t *testing.T) (bench.SteadyResult, []bench.Outage) {
+	t.Helper()
+	run(t, kubectl[0], append(kubectl[1:], "-n", namespace, "exec", w.pod, "-c", specs.ContainerBench, "--", "sh", "-c", "kill -TERM 1")...)
+	var message string
+	waitUntil(t, 3*time.Minute, func() error {
+		for _, cs := range getPod(t, w.pod).Status.ContainerStatuses {
+			if cs.State.Terminated != nil {
+				message = cs.State.Terminated.Message
+				if cs.State.Terminated.ExitCode != 0 {
+					return fmt.Errorf("the writer failed (exit code %d): %s", cs.State.Terminated.ExitCode, message)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("the writer still runs")
+	})
+	var summary bench.SteadyResult
+	if err := json.Unmarshal([]byte(message), &summary); err != nil {
+		t.Fatalf("the writer's termination message %q: %v", message, err)
+	}
+	// The log: an {"outage": ...} line as each ended, then the whole result.
+	var outages []bench.Outage
+	var result *bench.SteadyResult
+	logs := run(t, kubectl[0], append(kubectl[1:], "-n", namespace, "logs", w.pod, "-c", specs.ContainerBench)...)
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var line struct {
+			Outage *bench.Outage `json:"outage"`
+			bench.SteadyResult
+		}
+		switch err := json.Unmarshal(sc.Bytes(), &line); {
+		case err != nil:
+		case line.Outage != nil:
+			outages = append(outages, *line.Outage)
+		case line.Acknowledged > 0:
+			result = &line.SteadyResult
+		}
+	}
+	if result == nil || result.Acknowledged != summary.Acknowledged || len(outages) != len(result.Outages) {
+		t.Fatalf("the writer's log: %d outage lines, result %+v; its termination message %s", len(outages), result, message)
+	}
+	return *result, result.Outages
+}
+
+// waitUntil polls check every second until it returns nil, and fails the
+// test with its last error after timeout.
+func waitUntil(t *testing.T, timeout time.Duration, check func() error) {
+	t.Helper()
+	err := check()
+	for deadline := time.Now().Add(timeout); err != nil; err = check() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %v", timeout, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
