@@ -95,15 +95,7 @@ func TestApplicationScalesOut(t *testing.T) {
 		NetworkPolicy: &v1alpha1.NetworkPolicySpec{Clients: append(nodeAddressPeers(t),
 			networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"uringredis.io/client": name}}})},
 	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			return
-		}
-		for _, ordinal := range []string{"1", "2"} {
-			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-" + ordinal, Namespace: namespace}}
-			_ = k8s.Delete(context.Background(), pvc)
-		}
-	})
+	deleteReplicaClaimsAtEnd(t, name)
 	start := time.Now()
 	waitReady(t, name)
 	t.Logf("one server Ready %s after its creation", time.Since(start).Round(time.Second))

@@ -40,15 +40,7 @@ func TestWriteAvailabilityThroughDay2(t *testing.T) {
 	create(t, name, v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1}, Replicas: 2,
 	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			return
-		}
-		for _, ordinal := range []string{"1", "2"} {
-			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-" + ordinal, Namespace: namespace}}
-			_ = k8s.Delete(context.Background(), pvc)
-		}
-	})
+	deleteReplicaClaimsAtEnd(t, name)
 	settled := func(servers int) func(*v1alpha1.RedisPersistence) error {
 		return func(rp *v1alpha1.RedisPersistence) error {
 			if err := hasCondition(v1alpha1.ConditionReplicating, metav1.ConditionTrue, "Replicating")(rp); err != nil {

@@ -206,6 +206,21 @@ func createIn(t *testing.T, ns, name string, spec v1alpha1.RedisPersistenceSpec)
 	return rp
 }
 
+// deleteReplicaClaimsAtEnd gives the claims of a replicated instance's
+// servers -1 and -2 back to the test bed's pool of local disks when the test
+// passes (createIn does -0's); a failed test keeps them for a look.
+func deleteReplicaClaimsAtEnd(t *testing.T, name string) {
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		for _, ordinal := range []string{"1", "2"} {
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-" + ordinal, Namespace: namespace}}
+			_ = k8s.Delete(context.Background(), pvc)
+		}
+	})
+}
+
 // waitFor polls the RedisPersistence until check passes.
 func waitFor(t *testing.T, name string, timeout time.Duration, check func(*v1alpha1.RedisPersistence) error) *v1alpha1.RedisPersistence {
 	t.Helper()

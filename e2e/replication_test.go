@@ -34,15 +34,7 @@ func TestReplicasFailOver(t *testing.T) {
 	create(t, name, v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1}, Replicas: 3,
 	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			return
-		}
-		for _, ordinal := range []string{"1", "2"} {
-			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-" + name + "-" + ordinal, Namespace: namespace}}
-			_ = k8s.Delete(context.Background(), pvc)
-		}
-	})
+	deleteReplicaClaimsAtEnd(t, name)
 	rp := waitFor(t, name, 6*time.Minute, hasCondition(v1alpha1.ConditionReplicating, metav1.ConditionTrue, "Replicating"))
 	if rp.Status.Primary != name+"-0" || len(rp.Status.Replicas) != 3 {
 		t.Fatalf("status: primary %q, replicas %+v", rp.Status.Primary, rp.Status.Replicas)
