@@ -235,12 +235,12 @@ func SteadyWriterPod(rp *v1alpha1.RedisPersistence, name string, rate int, opts 
 	}
 	opts.ImagePull.ApplyTo(&spec)
 	return &corev1.Pod{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		// A benchmark runner of rp's: its NetworkPolicy admits it.
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: rp.Namespace, Labels: map[string]string{
 			LabelManagedBy: FieldOwner, LabelComponent: "benchmark", LabelBenchmarkTarget: rp.Name,
 		}},
-		Spec:       spec,
+		Spec: spec,
 	}
 }
 
