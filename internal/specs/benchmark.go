@@ -133,6 +133,22 @@ func benchmarkDatabase(rp *v1alpha1.RedisPersistence) int32 {
 	return cmp.Or(rp.Spec.Benchmark.Database, DefaultBenchmarkDatabase)
 }
 
+// runnerDatabase is the database a runner writes to on rp: the benchmark's,
+// or 0 on a cluster, which has no other.
+func runnerDatabase(rp *v1alpha1.RedisPersistence) int32 {
+	if Sharded(rp) {
+		return 0
+	}
+	return benchmarkDatabase(rp)
+}
+
+// runnerAddr is where a runner reaches rp: its Service, which on a cluster
+// selects every server (the runner reads the slot map from the one it
+// reaches).
+func runnerAddr(rp *v1alpha1.RedisPersistence) string {
+	return fmt.Sprintf("%s.%s.svc:%d", rp.Name, rp.Namespace, RedisPort)
+}
+
 // DefaultBenchmarkDatabase is the API's default of spec.benchmark.database.
 const DefaultBenchmarkDatabase = 15
 
@@ -150,13 +166,9 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.R
 	if len(commands) == 0 {
 		commands = []string{"set", "hset", "lpush", "incr"}
 	}
-	db := benchmarkDatabase(rp)
-	if Sharded(rp) {
-		db = 0
-	}
 	args := []string{
-		"--addr=" + fmt.Sprintf("%s.%s.svc:%d", rp.Name, rp.Namespace, RedisPort),
-		"--db=" + strconv.Itoa(int(db)),
+		"--addr=" + runnerAddr(rp),
+		"--db=" + strconv.Itoa(int(runnerDatabase(rp))),
 		"--target=" + rp.Name,
 		"--mode=" + PersistenceMode(rp),
 		"--storage=" + StorageLabel(rp),
@@ -171,8 +183,7 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.R
 		args = append(args, "--mixed-reads")
 	}
 	if Sharded(rp) {
-		// The Service <name> selects every server: the runner reads the slot
-		// map from the one it reaches and drives every primary.
+		// The runner drives every primary.
 		args = append(args, "--cluster")
 	}
 	if cc := rb.Spec.CrashCheck; cc != nil && run.Last(rb) {
@@ -183,6 +194,29 @@ func benchmarkArgs(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.R
 		)
 	}
 	return args
+}
+
+// runnerPod is the pod spec of a runner of rp's (a benchmark Job's, the
+// steady writer): image with args, signed in as the benchmark user, over
+// TLS when rp serves it.
+func runnerPod(rp *v1alpha1.RedisPersistence, image string, args []string, resources *corev1.ResourceRequirements, pull ImagePull) corev1.PodSpec {
+	container := corev1.Container{
+		Name:                     ContainerBench,
+		Image:                    image,
+		Args:                     args,
+		Env:                      SignInEnv(rp, bench.User, ACLBenchmarkKey),
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		SecurityContext:          restrictedSecurityContext(),
+	}
+	if resources != nil {
+		container.Resources = *resources
+	}
+	pod := jobPod(container)
+	if TLSEnabled(rp) {
+		BenchmarkOverTLS(rp, &pod)
+	}
+	pull.ApplyTo(&pod)
+	return pod
 }
 
 // jobPod is the pod of a benchmark or backup Job, which runs container once
@@ -210,30 +244,17 @@ func jobPod(container corev1.Container) corev1.PodSpec {
 // its result is the termination message (the grace period leaves it a
 // minute for that).
 func SteadyWriterPod(rp *v1alpha1.RedisPersistence, name string, rate int, opts BenchmarkOptions) *corev1.Pod {
-	db := benchmarkDatabase(rp)
 	args := []string{
-		"--addr=" + fmt.Sprintf("%s.%s.svc:%d", rp.Name, rp.Namespace, RedisPort),
+		"--addr=" + runnerAddr(rp),
 		"--steady-rate=" + strconv.Itoa(rate),
 		"--steady-writers=4",
+		"--db=" + strconv.Itoa(int(runnerDatabase(rp))),
 	}
 	if Sharded(rp) {
-		db = 0
 		args = append(args, "--cluster")
 	}
-	args = append(args, "--db="+strconv.Itoa(int(db)))
-	spec := jobPod(corev1.Container{
-		Name:                     ContainerBench,
-		Image:                    opts.Image,
-		Args:                     args,
-		Env:                      SignInEnv(rp, bench.User, ACLBenchmarkKey),
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		SecurityContext:          restrictedSecurityContext(),
-	})
+	spec := runnerPod(rp, opts.Image, args, nil, opts.ImagePull)
 	spec.TerminationGracePeriodSeconds = ptr.To(int64(90))
-	if TLSEnabled(rp) {
-		BenchmarkOverTLS(rp, &spec)
-	}
-	opts.ImagePull.ApplyTo(&spec)
 	return &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		// A benchmark runner of rp's: its NetworkPolicy admits it.
@@ -257,22 +278,7 @@ func BenchmarkJob(rb *v1alpha1.RedisBenchmark, run BenchmarkRun, rp *v1alpha1.Re
 	if rb.Spec.Image != "" {
 		image = rb.Spec.Image
 	}
-	container := corev1.Container{
-		Name:                     ContainerBench,
-		Image:                    image,
-		Args:                     benchmarkArgs(rb, run, rp),
-		Env:                      SignInEnv(rp, bench.User, ACLBenchmarkKey),
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		SecurityContext:          restrictedSecurityContext(),
-	}
-	if rb.Spec.Resources != nil {
-		container.Resources = *rb.Spec.Resources
-	}
-	pod := jobPod(container)
-	if TLSEnabled(rp) {
-		BenchmarkOverTLS(rp, &pod)
-	}
-	opts.ImagePull.ApplyTo(&pod)
+	pod := runnerPod(rp, image, benchmarkArgs(rb, run, rp), rb.Spec.Resources, opts.ImagePull)
 	job := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: meta,
