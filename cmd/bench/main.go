@@ -91,8 +91,8 @@ func run(ctx context.Context, r bench.Runner, w bench.Workload, termPath string,
 	switch {
 	case r.Addr == "" || w.Target == "":
 		return errors.New("--addr and --target are required")
-	case r.Cluster && r.DB != 0:
-		return errors.New("--cluster needs --db=0: a cluster has database 0 only")
+	case errClusterDB(r) != nil:
+		return errClusterDB(r)
 	case r.Cluster && crashCheck:
 		return errors.New("--crash-check kills one server; a cluster fails over instead of restarting it, so the check has no meaning there")
 	}
@@ -136,6 +136,14 @@ func run(ctx context.Context, r bench.Runner, w bench.Workload, termPath string,
 	return nil
 }
 
+// errClusterDB refuses a database other than 0 on a cluster.
+func errClusterDB(r bench.Runner) error {
+	if r.Cluster && r.DB != 0 {
+		return errors.New("--cluster needs --db=0: a cluster has database 0 only")
+	}
+	return nil
+}
+
 // runSteady writes steadily until ctx ends (SIGTERM): the availability
 // measurement of a day-2 operation. Each outage is a JSON line on stdout
 // ({"outage": ...}) as it ends; the result is the last line, and without
@@ -144,8 +152,8 @@ func runSteady(ctx context.Context, r bench.Runner, o bench.SteadyOptions, termP
 	switch {
 	case r.Addr == "":
 		return errors.New("--addr is required")
-	case r.Cluster && r.DB != 0:
-		return errors.New("--cluster needs --db=0: a cluster has database 0 only")
+	case errClusterDB(r) != nil:
+		return errClusterDB(r)
 	}
 	if err := r.WaitServing(ctx, startWait); err != nil {
 		return err
