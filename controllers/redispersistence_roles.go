@@ -272,27 +272,40 @@ func readReplicationInfo(ctx context.Context, addr string, creds serverCredentia
 
 // labelRoles labels the confirmed primary's pod primary and every other
 // server pod replica. It demotes first: for a moment the Service <name> may
-// select no server, never two.
-func (r *RedisPersistenceReconciler) labelRoles(ctx context.Context, rp *v1alpha1.RedisPersistence, pods []corev1.Pod, primary string) error {
+// select no server, never two that take writes. promoteFirst, for a caller
+// that knows every other server is a replica (they refuse writes), labels
+// the primary first: for a moment the Service may select two servers, one
+// of which takes writes, never none.
+func (r *RedisPersistenceReconciler) labelRoles(ctx context.Context, rp *v1alpha1.RedisPersistence, pods []corev1.Pod, primary string, promoteFirst bool) error {
 	if primary == "" {
 		return nil
 	}
-	var promote *corev1.Pod
-	for i := range pods {
-		if pods[i].Name == primary {
-			promote = &pods[i]
-		} else if err := r.labelRole(ctx, &pods[i], v1alpha1.RoleReplica); err != nil {
+	promote := func() error {
+		for i := range pods {
+			pod := &pods[i]
+			if pod.Name != primary || pod.Labels[specs.LabelRole] == string(v1alpha1.RolePrimary) || !pod.DeletionTimestamp.IsZero() {
+				continue
+			}
+			if err := r.labelRole(ctx, pod, v1alpha1.RolePrimary); err != nil {
+				return err
+			}
+			r.Recorder.Eventf(rp, corev1.EventTypeNormal, "PrimaryLabelled", "the Sentinels' primary is %s: the Service %s selects it", primary, rp.Name)
+		}
+		return nil
+	}
+	if promoteFirst {
+		if err := promote(); err != nil {
 			return err
 		}
 	}
-	if promote == nil || promote.Labels[specs.LabelRole] == string(v1alpha1.RolePrimary) {
-		return nil
+	for i := range pods {
+		if pods[i].Name != primary {
+			if err := r.labelRole(ctx, &pods[i], v1alpha1.RoleReplica); err != nil {
+				return err
+			}
+		}
 	}
-	if err := r.labelRole(ctx, promote, v1alpha1.RolePrimary); err != nil {
-		return err
-	}
-	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "PrimaryLabelled", "the Sentinels' primary is %s: the Service %s selects it", primary, rp.Name)
-	return nil
+	return promote()
 }
 
 // labelRole sets pod's role label, unless it has it already or is being
@@ -329,7 +342,7 @@ func (r *RedisPersistenceReconciler) followSentinels(ctx context.Context, rp *v1
 	if previous := rp.Status.Primary; view.primary != "" && previous != "" && previous != view.primary {
 		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "FailedOver", "the Sentinels promoted %s; %s was primary", view.primary, previous)
 	}
-	if err := r.labelRoles(ctx, rp, pods, view.primary); err != nil {
+	if err := r.labelRoles(ctx, rp, pods, view.primary, false); err != nil {
 		return err
 	}
 	resetCtx, cancelReset := context.WithTimeout(ctx, replicationBudget)

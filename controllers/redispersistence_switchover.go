@@ -16,11 +16,16 @@ package controllers
 //     on a primary that confirms it; any candidate held every write;
 //  4. the old primary is made a replica of the new one at once (REPLICAOF;
 //     a Sentinel would do it only seconds later, and the pause blocks its
-//     commands), then let go (CLIENT UNPAUSE): the writes it held are
+//     commands), its clients are let go so that they reconnect, the role
+//     labels the Service <name> selects by move to the new primary, and
+//     the other replicas are pointed at it as the Sentinel does;
+//  5. the old primary is let go (CLIENT UNPAUSE): the writes it held are
 //     refused as a replica's, never acknowledged by a server that is going.
 //
 // Writers see one pause: from CLIENT PAUSE until the old primary is a
-// replica and they reconnect to the new one, a second or so.
+// replica and they reconnect to the new one, through the Service once its
+// endpoints follow the labels. The log line "switchover" gives the time
+// from the pause to each step.
 
 import (
 	"context"
@@ -123,7 +128,7 @@ var errSentinelsNotReady = errors.New("the Sentinels have not read the replica p
 // lists it as promotable and has read the others' priorities, else the error
 // wraps errSentinelsNotReady; without, switchOver goes on after
 // switchoverSentinelsRead all the same, as it did before it waited.
-func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pods []corev1.Pod, primary, target string, passOver func(pod string) bool) (string, error) {
+func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pods []corev1.Pod, primary, target string, passOver func(pod string) bool) (promoted string, err error) {
 	byName := map[string]*corev1.Pod{}
 	for i := range pods {
 		if pods[i].Status.PodIP != "" && pods[i].DeletionTimestamp.IsZero() {
@@ -154,6 +159,7 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 	}
 
 	oldAddr := r.ServerAddress(old)
+	took := switchoverTimes{began: time.Now()}
 	if err := serverDo(ctx, oldAddr, creds, "CLIENT", "PAUSE", strconv.FormatInt(switchoverPause.Milliseconds(), 10), "WRITE"); err != nil {
 		return "", fmt.Errorf("pausing the writes of %s: %w", primary, err)
 	}
@@ -163,16 +169,20 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 		if err := serverDo(context.WithoutCancel(ctx), oldAddr, creds, "CLIENT", "UNPAUSE"); err != nil {
 			log.FromContext(ctx).Info("CLIENT UNPAUSE failed; the pause ends by itself", "pod", primary, "err", err)
 		}
+		took.mark(&took.paused)
+		log.FromContext(ctx).Info("switchover", "redispersistence", klogRef(rp), "from", primary, "to", promoted,
+			"caughtUp", took.caughtUp, "promoted", took.promoted, "labelled", took.labelled, "paused", took.paused)
 	}()
 	if err := r.waitForCatchUp(ctx, creds, oldAddr, replicas); err != nil {
 		return "", err
 	}
+	took.mark(&took.caughtUp)
 	if err := r.askSentinelsToFailOver(ctx, rp, creds); err != nil {
 		return "", err
 	}
 
-	var promoted, promotedAddr string
-	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, switchoverPause-switchoverCatchUp, true, func(ctx context.Context) (bool, error) {
+	var promotedAddr string
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, switchoverPause-switchoverCatchUp, true, func(ctx context.Context) (bool, error) {
 		askCtx, cancel := context.WithTimeout(ctx, switchoverRound)
 		defer cancel()
 		view, _, err := r.observeReplication(askCtx, rp, creds)
@@ -185,16 +195,63 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 	if err != nil {
 		return "", fmt.Errorf("the Sentinels did not agree on a new primary within %s", switchoverPause-switchoverCatchUp)
 	}
+	took.mark(&took.promoted)
 	host, port, err := net.SplitHostPort(promotedAddr)
 	if err == nil {
 		err = serverDo(ctx, oldAddr, creds, "REPLICAOF", host, port)
+	}
+	demoted := err == nil
+	if demoted {
+		// As a Sentinel does when it reconfigures a server: its clients
+		// (their held writes never ran) reconnect, through the Service, to
+		// the new primary, instead of keeping connections that a replica
+		// answers with READONLY.
+		err = serverDo(ctx, oldAddr, creds, "CLIENT", "KILL", "TYPE", "normal")
 	}
 	if err != nil {
 		// The Sentinels convert it in seconds; until then it holds writes.
 		log.FromContext(ctx).Info("making the old primary a replica failed; the Sentinels will", "pod", primary, "err", err)
 	}
+	// The Service follows the role labels: moved now, before the writes are
+	// let go, a writer that reconnects reaches the new primary as soon as
+	// the endpoints follow, not a reconcile later. The old primary, now a
+	// replica that refuses writes, keeps its label until the new one has
+	// it: a Service that selects no server for a moment refuses every
+	// connection until kube-proxy's next sync, one that selects both sends
+	// a writer that lands on the replica to try again.
+	if err := r.labelRoles(ctx, rp, pods, promoted, demoted); err != nil {
+		log.FromContext(ctx).Info("labelling the new primary failed; the next reconcile does", "pod", promoted, "err", err)
+	}
+	took.mark(&took.labelled)
+	r.followPromoted(ctx, creds, replicas, promoted, host, port)
 	return promoted, nil
 }
+
+// followPromoted makes every replica but the one promoted a replica of the
+// new primary at host:port, as the Sentinel that failed over does. The
+// Sentinel's REPLICAOF reaches a server only over a live link: one that
+// restarted a moment ago, which it still holds for down, would go on
+// replicating the old primary, and, once that one is gone (a scale-in),
+// nobody, until a Sentinel reconnected and noticed.
+func (r *RedisPersistenceReconciler) followPromoted(ctx context.Context, creds serverCredentials, replicas []*corev1.Pod, promoted, host, port string) {
+	for _, pod := range replicas {
+		if pod.Name == promoted || host == "" {
+			continue
+		}
+		if err := serverDo(ctx, r.ServerAddress(pod), creds, "REPLICAOF", host, port); err != nil {
+			log.FromContext(ctx).Info("making a replica follow the new primary failed; the Sentinels will", "pod", klogRef(pod), "err", err)
+		}
+	}
+}
+
+// switchoverTimes are the times from the pause of a switchover's writes to
+// each of its steps, for its log line.
+type switchoverTimes struct {
+	began                                time.Time
+	caughtUp, promoted, labelled, paused time.Duration
+}
+
+func (t *switchoverTimes) mark(d *time.Duration) { *d = time.Since(t.began).Round(time.Millisecond) }
 
 // passOverReplicas sets replica-priority 0 on the replicas passOver names,
 // so that a Sentinel which has read it never promotes one, and returns how

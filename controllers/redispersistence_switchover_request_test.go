@@ -1,9 +1,13 @@
 package controllers
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
@@ -143,6 +148,23 @@ func TestSwitchoverOnRequest(t *testing.T) {
 		return nil
 	}
 
+	// A client of the old primary that sits idle through the switchover,
+	// and the role labels the Service selects by, as a watch sees them.
+	// (A bare connection: go-redis's pool would quietly replace a closed one.)
+	idle, err := net.Dial("tcp", primary.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = idle.Close() }()
+	idleReply := bufio.NewReader(idle)
+	if _, err := fmt.Fprintf(idle, "AUTH %q\r\n", password); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := idleReply.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("AUTH on the primary: %q, %v", line, err)
+	}
+	selected := watchPrimaryLabels(t, ns, pods)
+
 	// To the replica of the highest ordinal: not the one the Sentinel would
 	// choose by itself (equal priorities and offsets: the lower run ID).
 	answer := ask(pods[2], "2026-11-29T10:00:00Z")
@@ -166,6 +188,16 @@ func TestSwitchoverOnRequest(t *testing.T) {
 	}
 	if !hasEvent(t, ns, "SwitchedOver", "promoted "+pods[2]) {
 		t.Error("no SwitchedOver event names the server promoted")
+	}
+	// The Service went from the old primary to the new one without a
+	// moment in which it selected no server.
+	if got := selected.history(); len(got) < 2 || slices.Contains(got, "") || got[0] != pods[0] || got[len(got)-1] != pods[2] {
+		t.Errorf("the pods labelled primary, as each label changed: %q; want %s first, %s last, never none", got, pods[0], pods[2])
+	}
+	// The old primary let its clients go: they reconnect to the new one.
+	_ = idle.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := idleReply.ReadString('\n'); !errors.Is(err, io.EOF) {
+		t.Errorf("a client of the old primary %s: %v; want its connection closed by the switchover", pods[0], err)
 	}
 	if hasEvent(t, ns, "FailedOver", pods[2]) {
 		t.Error("the switchover asked for was reported as a failover")
@@ -268,4 +300,57 @@ func TestSentinelPassesOver(t *testing.T) {
 			t.Errorf("%s: %q, want %q", c.desc, got, c.want)
 		}
 	}
+}
+
+// primaryLabels records which of pods carry the role label primary after
+// each change a watch of the namespace's pods delivers, in the order the
+// API server made them.
+type primaryLabels struct {
+	mu    sync.Mutex
+	seen  []string
+	roles map[string]string
+}
+
+// watchPrimaryLabels starts recording the pods labelled primary among pods,
+// joined with "+" ("" for none), each time the set changes.
+func watchPrimaryLabels(t *testing.T, ns string, pods []string) *primaryLabels {
+	t.Helper()
+	watcher, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := watcher.Watch(context.Background(), &corev1.PodList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	rec := &primaryLabels{roles: map[string]string{}}
+	go func() {
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || !slices.Contains(pods, pod.Name) {
+				continue
+			}
+			rec.mu.Lock()
+			rec.roles[pod.Name] = pod.Labels[specs.LabelRole]
+			var primaries []string
+			for _, name := range pods {
+				if rec.roles[name] == string(v1alpha1.RolePrimary) {
+					primaries = append(primaries, name)
+				}
+			}
+			// The initial events list the pods one by one: record once all are known.
+			if now := strings.Join(primaries, "+"); len(rec.roles) == len(pods) && (len(rec.seen) == 0 || rec.seen[len(rec.seen)-1] != now) {
+				rec.seen = append(rec.seen, now)
+			}
+			rec.mu.Unlock()
+		}
+	}()
+	return rec
+}
+
+func (p *primaryLabels) history() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.seen)
 }
