@@ -154,10 +154,19 @@ func (r *RedisPersistenceReconciler) sentinelPods(ctx context.Context, rp *v1alp
 // is down and removed (SENTINEL RESET): it relearns the replicas from the
 // primary's INFO and the other Sentinels from their hellos. One Sentinel per
 // reconcile, and only while the primary is confirmed, so that the others
-// keep their quorum.
+// keep their quorum, and every replica replicates from it.
 func (r *RedisPersistenceReconciler) forgetRemovedReplicas(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pods []corev1.Pod, view replicationView) error {
 	if view.primary == "" {
 		return nil
+	}
+	for _, s := range view.servers {
+		if s.Role == v1alpha1.RoleReplica && !s.LinkUp {
+			// A Sentinel relearns the replicas from the primary's INFO:
+			// one that does not replicate from it yet (it still follows
+			// the old primary, which a Sentinel has not told it to leave)
+			// would be forgotten, and never pointed at the primary.
+			return nil
+		}
 	}
 	sentinels, err := r.sentinelPods(ctx, rp)
 	if err != nil {
