@@ -85,6 +85,15 @@ func TestStoreKeyOnlyWhereTheStoreIsTalkedTo(t *testing.T) {
 				if got := secretReaders(p.spec, secret); !slices.Equal(got, p.want) {
 					t.Errorf("in the %s pod, the containers that can read the Secret %s are %q, want %q", p.pod, secret, got, p.want)
 				}
+				// The restore and archive containers share the store's CA
+				// volume; the API server refuses a pod with two of one name.
+				names := map[string]bool{}
+				for _, v := range p.spec.Volumes {
+					if names[v.Name] {
+						t.Errorf("the %s pod has two volumes named %s", p.pod, v.Name)
+					}
+					names[v.Name] = true
+				}
 			}
 		})
 	}
