@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 )
@@ -58,8 +59,11 @@ func (r Restore) Run(ctx context.Context) (restored bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	// The store opens at the snapshot's folder, which a key allowed to
+	// list only the backed-up instance's prefix may list.
 	d := r.Destination
-	d.Bucket, d.Prefix = bucket, ""
+	d.Bucket = bucket
+	d.Prefix, key = path.Split(key)
 	store, err := Open(ctx, d)
 	if err != nil {
 		return false, err

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"iter"
 	"net"
 	"net/url"
 	"strings"
@@ -88,8 +89,13 @@ const (
 )
 
 // Open connects to d's endpoint and checks that the bucket exists and the
-// credentials may read it. Its errors say which of the endpoint, the
-// credentials or the bucket is wrong.
+// credentials may list d's prefix in it. Its errors say which of the
+// endpoint, the credentials or the bucket is wrong.
+//
+// The check is a listing of the prefix, one key long, and not HeadBucket:
+// S3 authorises HeadBucket as s3:ListBucket with no prefix, which a key
+// allowed to list only its prefix (docs/backup.md, Least privilege) is
+// refused.
 func Open(ctx context.Context, d Destination) (*Store, error) {
 	u, err := url.Parse(d.Endpoint)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
@@ -137,14 +143,15 @@ func Open(ctx context.Context, d Destination) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoint %s: %w", d.Endpoint, err)
 	}
-	exists, err := client.BucketExists(ctx, d.Bucket)
+	store := &Store{client: client, bucket: d.Bucket, prefix: strings.Trim(d.Prefix, "/"), sse: sse}
+	err = store.listOne(ctx)
 	switch {
-	case err == nil && !exists:
-		return nil, fmt.Errorf("bucket %q does not exist at %s", d.Bucket, d.Endpoint)
 	case err == nil:
-		return &Store{client: client, bucket: d.Bucket, prefix: strings.Trim(d.Prefix, "/"), sse: sse}, nil
+		return store, nil
+	case minio.ToErrorResponse(err).Code == minio.NoSuchBucket:
+		return nil, fmt.Errorf("bucket %q does not exist at %s", d.Bucket, d.Endpoint)
 	case accessDenied(err):
-		return nil, fmt.Errorf("access denied to bucket %q at %s: check the credentials Secret's access key and secret key (%w)", d.Bucket, d.Endpoint, err)
+		return nil, fmt.Errorf("access denied to %s at %s: check the credentials Secret's access key and secret key, and that its policy allows s3:ListBucket of that prefix (%w)", store.URL(""), d.Endpoint, err)
 	case untrustedCertificate(err):
 		return nil, fmt.Errorf("the certificate of %s is not trusted: check the CA (%w)", d.Endpoint, err)
 	case unreachable(err):
@@ -152,6 +159,17 @@ func Open(ctx context.Context, d Destination) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("checking bucket %q at %s: %w", d.Bucket, d.Endpoint, err)
 	}
+}
+
+// listOne lists the first key under the store's prefix, if there is one.
+func (s *Store) listOne(ctx context.Context) error {
+	next, stop := iter.Pull(s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.objectName(""), MaxKeys: 1}))
+	defer stop()
+	obj, ok := next()
+	if !ok {
+		return nil
+	}
+	return obj.Err
 }
 
 func accessDenied(err error) bool {

@@ -3,6 +3,7 @@ package specs
 import (
 	"cmp"
 	"path"
+	"slices"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -94,7 +95,8 @@ func StoreEnv(rp *v1alpha1.RedisPersistence) []corev1.EnvVar {
 }
 
 // StoreArgs are the agent's flags that name rp's object store; a CA adds
-// its volume to pod and mounts it in the agent's container.
+// its volume to pod, once however many agents the pod runs (the restore
+// and archive containers both mount it), and mounts it in agent.
 func StoreArgs(rp *v1alpha1.RedisPersistence, pod *corev1.PodSpec, agent *corev1.Container) []string {
 	s3 := rp.Spec.Backup.Destination.S3
 	args := []string{
@@ -112,9 +114,11 @@ func StoreArgs(rp *v1alpha1.RedisPersistence, pod *corev1.PodSpec, agent *corev1
 	if s3.CASecret != nil {
 		key := s3.CASecret.KeyOrDefault()
 		args = append(args, "--store-ca-file="+backupStoreCADir+"/"+key)
-		pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "store-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-			SecretName: s3.CASecret.Name, Items: []corev1.KeyToPath{{Key: key, Path: key}},
-		}}})
+		if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == "store-ca" }) {
+			pod.Volumes = append(pod.Volumes, corev1.Volume{Name: "store-ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: s3.CASecret.Name, Items: []corev1.KeyToPath{{Key: key, Path: key}},
+			}}})
+		}
 		agent.VolumeMounts = append(agent.VolumeMounts, corev1.VolumeMount{Name: "store-ca", MountPath: backupStoreCADir, ReadOnly: true})
 	}
 	return args

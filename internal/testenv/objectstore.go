@@ -22,7 +22,8 @@ import (
 
 // ObjectStore is a running SeaweedFS serving S3 on a loopback port: master,
 // volume server, filer and S3 gateway in one `weed server` process, with one
-// identity allowed everything and one bucket.
+// identity allowed everything (AccessKey), the Identities it was started
+// with, and one bucket.
 type ObjectStore struct {
 	Endpoint  string // http://127.0.0.1:<port>, or https:// with StartObjectStoreTLS
 	AccessKey string
@@ -60,22 +61,39 @@ func SeaweedFSBin() string {
 	return ""
 }
 
+// Identity is one more access key of an ObjectStore, allowed what its IAM
+// policy document allows and nothing else, as an AWS user with that policy
+// would be: SeaweedFS evaluates the policy (actions, resources, conditions
+// such as s3:prefix) with its own policy engine.
+type Identity struct {
+	AccessKey, SecretKey string
+	// Policy is the JSON of an IAM policy document.
+	Policy string
+}
+
 // StartObjectStore runs SeaweedFS with S3 over plain HTTP in a temporary
 // directory and stops it when the test ends. Without a weed binary the test
 // is skipped, or fails when $CI is set.
 func StartObjectStore(t *testing.T) *ObjectStore {
 	t.Helper()
-	return startObjectStore(t, nil)
+	return startObjectStore(t, nil, nil)
+}
+
+// StartObjectStoreWithIdentities is StartObjectStore with an access key for
+// each of identities besides the one allowed everything.
+func StartObjectStoreWithIdentities(t *testing.T, identities ...Identity) *ObjectStore {
+	t.Helper()
+	return startObjectStore(t, nil, identities)
 }
 
 // StartObjectStoreTLS is StartObjectStore with S3 over HTTPS only, its
 // certificate (for 127.0.0.1 and localhost) issued by ca.
 func StartObjectStoreTLS(t *testing.T, ca *CA) *ObjectStore {
 	t.Helper()
-	return startObjectStore(t, ca)
+	return startObjectStore(t, ca, nil)
 }
 
-func startObjectStore(t *testing.T, ca *CA) *ObjectStore {
+func startObjectStore(t *testing.T, ca *CA, identities []Identity) *ObjectStore {
 	t.Helper()
 	bin := SeaweedFSBin()
 	if _, err := os.Stat(bin); bin != "" && err != nil {
@@ -97,11 +115,21 @@ func startObjectStore(t *testing.T, ca *CA) *ObjectStore {
 		log:       filepath.Join(dir, "weed.log"),
 		exited:    make(chan error, 1),
 	}
-	config, err := json.Marshal(map[string]any{"identities": []map[string]any{{
+	users := []map[string]any{{
 		"name":        "backup-test",
 		"credentials": []map[string]string{{"accessKey": s.AccessKey, "secretKey": s.SecretKey}},
 		"actions":     []string{"Admin", "Read", "List", "Tagging", "Write"},
-	}}})
+	}}
+	policies := []map[string]string{}
+	for _, id := range identities {
+		users = append(users, map[string]any{
+			"name":        id.AccessKey,
+			"credentials": []map[string]string{{"accessKey": id.AccessKey, "secretKey": id.SecretKey}},
+			"policyNames": []string{id.AccessKey},
+		})
+		policies = append(policies, map[string]string{"name": id.AccessKey, "content": id.Policy})
+	}
+	config, err := json.Marshal(map[string]any{"identities": users, "policies": policies})
 	if err != nil {
 		t.Fatal(err)
 	}
