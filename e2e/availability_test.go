@@ -27,7 +27,9 @@ import (
 // servers, Sentinels and ackReplicas 1, and beside it the benchmark
 // runner's steady writer (2 000 SET/s through the Service, no retries).
 // The day-2 operations a team runs, one after another: scale 2 -> 3, an
-// image change and a startup option change on three servers, scale 3 -> 2. For each, what the writer saw
+// operator upgrade (helm upgrade from release N-1, which the instance was
+// made with, to N), an image change and a startup option change on three
+// servers, scale 3 -> 2. For each, what the writer saw
 // (the longest stretch without an acknowledged write, the writes that
 // failed), the primary before and after, and the server pods replaced;
 // at the end every acknowledged write is read back. The table goes to the
@@ -36,6 +38,18 @@ import (
 // stays, and every operation ends with the instance Ready and replicating.
 // The gaps are measured, not asserted.
 func TestWriteAvailabilityThroughDay2(t *testing.T) {
+	helmBin, release, operatorNS, chartRef := os.Getenv("E2E_HELM"), os.Getenv("E2E_RELEASE"), os.Getenv("E2E_NAMESPACE"), os.Getenv("E2E_CHART")
+	version, previous := os.Getenv("E2E_VERSION"), os.Getenv("E2E_PREVIOUS_VERSION")
+	if helmBin == "" || release == "" || operatorNS == "" || chartRef == "" || version == "" || previous == "" {
+		t.Fatal("E2E_HELM, E2E_RELEASE, E2E_NAMESPACE, E2E_CHART, E2E_VERSION and E2E_PREVIOUS_VERSION (two releases in the node's registry) name the operator upgrade to measure: run it with `make e2e`")
+	}
+	helm := func(args ...string) { t.Helper(); runHelm(t, helmBin, args...) }
+	// Whatever happens, the tests after this one find release N installed.
+	t.Cleanup(func() {
+		helm(append([]string{"upgrade", release}, append(chartArgs(chartRef, version, operatorNS), "--reuse-values", "--wait", "--timeout", "5m")...)...)
+	})
+	helm(append([]string{"upgrade", release}, append(chartArgs(chartRef, previous, operatorNS), "--reuse-values", "--wait", "--timeout", "5m")...)...)
+
 	const name = "avail"
 	create(t, name, v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1}, Replicas: 2,
@@ -57,17 +71,20 @@ func TestWriteAvailabilityThroughDay2(t *testing.T) {
 
 	writer := startSteadyWriter(t, rp, name+"-writer", 2000)
 	var ops []day2Op
-	measure := func(what string, change func(*v1alpha1.RedisPersistence), servers int) {
+	// measure runs act and waits until the instance has settled with
+	// servers servers and, if given, done holds.
+	measure := func(what string, act func(), servers int, done func(*v1alpha1.RedisPersistence) error) {
 		t.Helper()
 		before := waitFor(t, name, time.Minute, settled(len(rp.Status.Replicas)))
 		uids := serverPodUIDs(t, name)
 		op := day2Op{what: what, from: before.Status.Primary, start: time.Now()}
-		if change != nil {
-			updateRP(t, name, change)
-		} else {
-			time.Sleep(10 * time.Second)
-		}
-		after := waitFor(t, name, 8*time.Minute, settled(servers))
+		act()
+		after := waitFor(t, name, 8*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
+			if err := settled(servers)(rp); err != nil || done == nil {
+				return err
+			}
+			return done(rp)
+		})
 		// The writer's view of the end: a second more of writes.
 		time.Sleep(time.Second)
 		op.end, op.to = time.Now(), after.Status.Primary
@@ -81,18 +98,33 @@ func TestWriteAvailabilityThroughDay2(t *testing.T) {
 		ops = append(ops, op)
 		t.Logf("%s: primary %s -> %s, pods replaced %v, %s", what, op.from, op.to, op.replaced, op.end.Sub(op.start).Round(time.Second))
 	}
-	measure("nothing happening, 10 s", nil, 2)
-	measure("scale 2 -> 3", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Replicas = 3 }, 3)
+	change := func(change func(*v1alpha1.RedisPersistence)) func() {
+		return func() { updateRP(t, name, change) }
+	}
+	measure("nothing happening, 10 s", func() { time.Sleep(10 * time.Second) }, 2, nil)
+	measure("scale 2 -> 3", change(func(rp *v1alpha1.RedisPersistence) { rp.Spec.Replicas = 3 }), 3, nil)
 	// The rolling changes with three servers: with two and ackReplicas 1 the
 	// primary refuses writes while its only replica restarts
 	// (docs/replication.md).
+	// The operator the test began with is release N-1: helm upgrade to N
+	// brings a new default server image, which the new operator rolls out.
+	var upgradeImage string
+	measure("an operator upgrade (N-1 -> N, a new default server image)", func() {
+		helm(append([]string{"upgrade", release}, append(chartArgs(chartRef, version, operatorNS), "--reuse-values", "--wait", "--timeout", "5m")...)...)
+		upgradeImage = operatorRedisImage(t, operatorNS, release)
+	}, 3, func(rp *v1alpha1.RedisPersistence) error {
+		if rp.Status.Image != upgradeImage {
+			return fmt.Errorf("status.image %s, want the new operator's %s", rp.Status.Image, upgradeImage)
+		}
+		return nil
+	})
 	// The same image by its digest: a new pod template, the same server.
 	image := runningImageID(t, rp.Status.Primary)
-	measure("an image change (rolling, switchover)", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Image = image }, 3)
-	measure("a startup option change (rolling, switchover)", func(rp *v1alpha1.RedisPersistence) {
+	measure("an image change (rolling, switchover)", change(func(rp *v1alpha1.RedisPersistence) { rp.Spec.Image = image }), 3, nil)
+	measure("a startup option change (rolling, switchover)", change(func(rp *v1alpha1.RedisPersistence) {
 		rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"tcp-backlog": "1024"}
-	}, 3)
-	measure("scale 3 -> 2", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Replicas = 2 }, 2)
+	}), 3, nil)
+	measure("scale 3 -> 2", change(func(rp *v1alpha1.RedisPersistence) { rp.Spec.Replicas = 2 }), 2, nil)
 
 	result, outages := writer.stop(t)
 	table := availabilityTable(ops, outages)
@@ -119,6 +151,7 @@ type day2Op struct {
 	start, end time.Time
 	from, to   string
 	replaced   []string
+	uids       map[string]string // the server pods' UIDs at the start
 }
 
 // availabilityTable is the scenario's table in Markdown: per operation, the

@@ -114,10 +114,11 @@ bench-backup: ## Measure what backups cost a running server (throughput and p99 
 	E2E_BACKUP_COST=1 $(MAKE) e2e E2E_ARGS="-run '^TestBackupCost' $(E2E_ARGS)"
 
 # Part of `make e2e` (the full tier), not of CI: a steady writer through day-2
-# operations; the table in docs/replication.md is the one it writes.
+# operations, on Sentinels and on a sharded instance; the tables in
+# docs/replication.md are the ones they write.
 .PHONY: e2e-availability
-e2e-availability: ## Measure write availability through scale, image and option changes on the e2e cluster (table: bin/e2e/availability.md).
-	$(MAKE) e2e E2E_ARGS="-run '^TestWriteAvailabilityThroughDay2' $(E2E_ARGS)"
+e2e-availability: ## Measure write availability through scale, upgrade, image, option and shard changes on the e2e cluster (tables: bin/e2e/availability*.md).
+	$(MAKE) e2e E2E_ARGS="-run '^(TestWriteAvailabilityThroughDay2|TestShardedClusterFailsOverAndScales)$$' $(E2E_ARGS)"
 
 # Not part of `make e2e` (nor CI): RedisBenchmarks of one uring durable server and
 # of a 3-shard cluster of them, side by side; the README's scale-out ratio comes
