@@ -14,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -145,13 +148,92 @@ func TestWriteAvailabilityThroughDay2(t *testing.T) {
 	}
 }
 
+// TestWriteAvailabilityThroughShardChanges: a uring durable cluster of 3
+// shards of 2 servers with ackReplicas 1 and, beside it, the steady writer
+// as a cluster client (2 000 SET/s, redirects followed, no retries), while
+// the cluster grows to 4 shards and back to 3 (slots and keys move, the
+// fourth shard's StatefulSet goes). The table goes to the log and to
+// bin/e2e/availability-shards.md. Asserted: nothing acknowledged is lost
+// and no pod of a shard that stays is replaced.
+func TestWriteAvailabilityThroughShardChanges(t *testing.T) {
+	const name = "avshards"
+	create(t, name, v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1},
+		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](1)},
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		for i := range 4 {
+			for j := range 2 {
+				pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%s-s%d-%d", name, i, j), Namespace: namespace}}
+				_ = k8s.Delete(context.Background(), pvc)
+			}
+		}
+	})
+	rp := waitFor(t, name, 8*time.Minute, clusterReady(3))
+	writer := startSteadyWriter(t, rp, name+"-writer", 2000)
+	var ops []day2Op
+	measure := func(what string, shards int32, settled func(*v1alpha1.RedisPersistence) error) {
+		t.Helper()
+		uids := serverPodUIDs(t, name)
+		op := day2Op{what: what, from: shardPrimaries(rp), start: time.Now()}
+		updateRP(t, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = shards })
+		rp = waitFor(t, name, 6*time.Minute, settled)
+		time.Sleep(time.Second)
+		op.end, op.to = time.Now(), shardPrimaries(rp)
+		for pod, uid := range serverPodUIDs(t, name) {
+			if old, ok := uids[pod]; ok && old != uid {
+				op.replaced = append(op.replaced, pod)
+			}
+		}
+		slices.Sort(op.replaced)
+		ops = append(ops, op)
+		t.Logf("%s: primaries %s -> %s, pods replaced %v, %s", what, op.from, op.to, op.replaced, op.end.Sub(op.start).Round(time.Second))
+	}
+	measure("shards 3 -> 4", 4, clusterReady(4))
+	measure("shards 4 -> 3", 3, func(rp *v1alpha1.RedisPersistence) error {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name + "-s3"}, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the StatefulSet %s-s3 is still there (%w)", name, err)
+		}
+		return clusterReady(3)(rp)
+	})
+
+	result, outages := writer.stop(t)
+	table := availabilityTable(ops, outages)
+	t.Logf("through the shard changes: %d writes acknowledged, %d failed, %d of the acknowledged lost\n%s",
+		result.Acknowledged, result.Failed, result.Lost, table)
+	if dir := os.Getenv("E2E_ARTIFACTS"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "availability-shards.md"), []byte(table), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if result.Lost != 0 || result.Acknowledged == 0 {
+		t.Errorf("%d of %d acknowledged writes lost", result.Lost, result.Acknowledged)
+	}
+	for _, op := range ops {
+		if len(op.replaced) > 0 {
+			t.Errorf("%s replaced the pods %v, which it should leave running", op.what, op.replaced)
+		}
+	}
+}
+
+// shardPrimaries are the shards' primaries status names, in shard order.
+func shardPrimaries(rp *v1alpha1.RedisPersistence) string {
+	var primaries []string
+	for _, s := range rp.Status.Shards {
+		primaries = append(primaries, s.Primary)
+	}
+	return strings.Join(primaries, ", ")
+}
+
 // day2Op is one operation of the availability scenario and what it did.
 type day2Op struct {
 	what       string
 	start, end time.Time
 	from, to   string
 	replaced   []string
-	uids       map[string]string // the server pods' UIDs at the start
 }
 
 // availabilityTable is the scenario's table in Markdown: per operation, the

@@ -6,10 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -198,25 +195,7 @@ func TestShardedClusterFailsOverAndScales(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = writer.Process.Kill() }()
-	// And the benchmark runner's steady writer, a cluster client, for the
-	// write availability table (docs/replication.md).
-	steady := startSteadyWriter(t, rp, name+"-writer", 2000)
-	var ops []day2Op
-	begin := func(what string) day2Op {
-		return day2Op{what: what, from: shardPrimaries(rp), start: time.Now(), uids: serverPodUIDs(t, name)}
-	}
-	end := func(op day2Op) {
-		op.end, op.to = time.Now(), shardPrimaries(rp)
-		for pod, uid := range serverPodUIDs(t, name) {
-			if old, ok := op.uids[pod]; ok && old != uid {
-				op.replaced = append(op.replaced, pod)
-			}
-		}
-		slices.Sort(op.replaced)
-		ops = append(ops, op)
-	}
 
-	op := begin("shards 3 -> 4")
 	updateRP(t, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 4 })
 	start = time.Now()
 	rp = waitFor(t, name, 6*time.Minute, clusterReady(4))
@@ -224,32 +203,16 @@ func TestShardedClusterFailsOverAndScales(t *testing.T) {
 	if n := rp.Status.Shards[3].SlotCount; n < 4095 || n > 4096 {
 		t.Errorf("shard 3 serves %d slots, want 4096", n)
 	}
-	end(op)
 
-	op = begin("shards 4 -> 3")
 	updateRP(t, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 3 })
 	start = time.Now()
-	rp = waitFor(t, name, 6*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
+	waitFor(t, name, 6*time.Minute, func(rp *v1alpha1.RedisPersistence) error {
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name + "-s3"}, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the StatefulSet %s-s3 is still there (%w)", name, err)
 		}
 		return clusterReady(3)(rp)
 	})
 	t.Logf("back to 3 shards, the fourth removed, %s after spec.cluster.shards was lowered", time.Since(start).Round(time.Second))
-	end(op)
-
-	result, outages := steady.stop(t)
-	table := availabilityTable(ops, outages)
-	t.Logf("the steady writer through the shard changes: %d writes acknowledged, %d failed, %d of the acknowledged lost\n%s",
-		result.Acknowledged, result.Failed, result.Lost, table)
-	if dir := os.Getenv("E2E_ARTIFACTS"); dir != "" {
-		if err := os.WriteFile(filepath.Join(dir, "availability-shards.md"), []byte(table), 0o644); err != nil {
-			t.Error(err)
-		}
-	}
-	if result.Lost != 0 || result.Acknowledged == 0 {
-		t.Errorf("the steady writer: %d of %d acknowledged writes lost", result.Lost, result.Acknowledged)
-	}
 
 	podExec(t, clientPod, "", "touch", stop)
 	if err := writer.Wait(); err != nil {
@@ -333,13 +296,4 @@ func cordon(t *testing.T, node string, unschedulable bool) {
 	if err := k8s.Patch(context.Background(), n, patch); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// shardPrimaries are the shards' primaries status names, in shard order.
-func shardPrimaries(rp *v1alpha1.RedisPersistence) string {
-	var primaries []string
-	for _, s := range rp.Status.Shards {
-		primaries = append(primaries, s.Primary)
-	}
-	return strings.Join(primaries, ", ")
 }

@@ -118,7 +118,7 @@ bench-backup: ## Measure what backups cost a running server (throughput and p99 
 # docs/replication.md are the ones they write.
 .PHONY: e2e-availability
 e2e-availability: ## Measure write availability through scale, upgrade, image, option and shard changes on the e2e cluster (tables: bin/e2e/availability*.md).
-	$(MAKE) e2e E2E_ARGS="-run '^(TestWriteAvailabilityThroughDay2|TestShardedClusterFailsOverAndScales)' $(E2E_ARGS)"
+	$(MAKE) e2e E2E_ARGS="-run '^TestWriteAvailabilityThrough' $(E2E_ARGS)"
 
 # Not part of `make e2e` (nor CI): RedisBenchmarks of one uring durable server and
 # of a 3-shard cluster of them, side by side; the README's scale-out ratio comes
