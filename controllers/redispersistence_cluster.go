@@ -154,6 +154,16 @@ func (r *RedisPersistenceReconciler) applyShards(ctx context.Context, rp *v1alph
 		in := in
 		in.AntiAffinity = specs.PodAntiAffinityFor(rp, eligible, statefulSets[i])
 		sts := specs.ShardStatefulSet(rp, r.Options, in, i)
+		if rp.SwitchesOverOnUpdate() {
+			// One server at a time, the primary last, after a failover to a
+			// replica (redispersistence_cluster_rollout.go).
+			roll := &shardRoller{r: r, rp: rp, creds: creds.server, shard: i}
+			partition, err := r.partitionToRun(ctx, rp, statefulSets[i], rolloutOriginOf(sts, statefulSets[i]) != noRollout, roll)
+			if err != nil {
+				return nil, 0, err
+			}
+			sts.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: &partition}
+		}
 		r.keepClaimTemplate(rp, sts, statefulSets[i])
 		if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
 			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)

@@ -38,9 +38,9 @@ package controllers
 // a Ready server does not roll: it could be the primary.
 //
 // Nothing is kept between reconciles: the partition, the pods' revisions and
-// the Sentinels' view say where a rollout stands. Sharded instances are not
-// rolled this way (each shard's StatefulSet rolls by itself and the cluster
-// fails over on its own); that is left for the cluster path.
+// the Sentinels' view say where a rollout stands. The topology supplies a
+// roller: the Sentinels' here (sentinelRoller), a shard's for each shard of
+// a sharded instance (redispersistence_cluster_rollout.go).
 
 import (
 	"context"
@@ -127,11 +127,23 @@ func partitionOf(sts *appsv1.StatefulSet) int32 {
 	return 0
 }
 
-// partitionToRun is the partition of rp's servers' StatefulSet for this
-// reconcile, as the file comment describes; newTemplate says that the
-// StatefulSet applied now changes the pod template. It switches over when
-// the primary is the next server to restart.
-func (r *RedisPersistenceReconciler) partitionToRun(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, existing *appsv1.StatefulSet, newTemplate bool) (int32, error) {
+// A roller is what a rollout needs of a topology: the servers of one
+// StatefulSet as decideRoll reads them, and a way to hand its primary role
+// to another server before the primary restarts.
+type roller interface {
+	// observe reads the servers by ordinal, against the StatefulSet's
+	// updateRevision, and the primary's ordinal (-1 when not known).
+	observe(ctx context.Context, updateRevision string) (map[int]rollingServer, int, error)
+	// switchOver hands the primary role away from the server at primary,
+	// to one on the new template when one replicates; why says why now.
+	switchOver(ctx context.Context, servers map[int]rollingServer, primary int, why string) error
+}
+
+// partitionToRun is the partition of existing, a StatefulSet of servers,
+// for this reconcile, as the file comment describes; newTemplate says that
+// the StatefulSet applied now changes the pod template. It switches over,
+// through roll, when the primary is the next server to restart.
+func (r *RedisPersistenceReconciler) partitionToRun(ctx context.Context, rp *v1alpha1.RedisPersistence, existing *appsv1.StatefulSet, newTemplate bool, roll roller) (int32, error) {
 	switch {
 	case existing == nil:
 		return 0, nil // every pod starts on the template
@@ -148,25 +160,58 @@ func (r *RedisPersistenceReconciler) partitionToRun(ctx context.Context, rp *v1a
 	case rolledOut(existing):
 		return 0, nil
 	}
-	askCtx, cancel := context.WithTimeout(ctx, replicationBudget)
-	view, pods, err := r.observeReplication(askCtx, rp, creds)
-	cancel()
+	byOrdinal, primary, err := roll.observe(ctx, existing.Status.UpdateRevision)
 	if err != nil {
 		return 0, err
 	}
-	servers := ptr.Deref(existing.Spec.Replicas, 1)
-	byOrdinal := rollingServers(pods, view, existing.Status.UpdateRevision)
+	held := partitionOf(existing)
+	step := decideRoll(ptr.Deref(existing.Spec.Replicas, 1), held, byOrdinal, primary)
+	log.FromContext(ctx).V(1).Info("rolling the servers", "statefulset", klogRef(existing), "partition", step.partition, "why", step.why)
+	if !step.switchOver {
+		return step.partition, nil
+	}
+	// A shard's switchovers back off apart from the other shards'.
+	key := client.ObjectKeyFromObject(existing)
+	if wait := r.switchovers.wait(key, time.Now()); wait > 0 {
+		log.FromContext(ctx).V(1).Info("the last switchover failed; the next attempt waits", "redispersistence", klogRef(rp), "statefulset", existing.Name, "wait", wait)
+		return held, nil
+	}
+	err = roll.switchOver(ctx, byOrdinal, primary, step.why)
+	r.switchovers.record(key, time.Now(), err)
+	if err != nil {
+		return held, nil
+	}
+	return step.partition, nil
+}
+
+// sentinelRoller rolls a replicated instance's servers: the Sentinels name
+// the primary and fail over to the replica the operator leaves them.
+type sentinelRoller struct {
+	r     *RedisPersistenceReconciler
+	rp    *v1alpha1.RedisPersistence
+	creds serverCredentials
+	// What observe read.
+	pods []corev1.Pod
+	view replicationView
+}
+
+func (s *sentinelRoller) observe(ctx context.Context, updateRevision string) (map[int]rollingServer, int, error) {
+	askCtx, cancel := context.WithTimeout(ctx, replicationBudget)
+	defer cancel()
+	view, pods, err := s.r.observeReplication(askCtx, s.rp, s.creds)
+	if err != nil {
+		return nil, 0, err
+	}
+	s.view, s.pods = view, pods
 	primary := -1
 	if view.primary != "" {
 		primary = ordinalOf(view.primary)
 	}
-	held := partitionOf(existing)
-	step := decideRoll(servers, held, byOrdinal, primary)
-	log.FromContext(ctx).V(1).Info("rolling the servers", "redispersistence", klogRef(rp), "partition", step.partition, "why", step.why)
-	if !step.switchOver {
-		return step.partition, nil
-	}
+	return rollingServers(pods, view, updateRevision), primary, nil
+}
 
+func (s *sentinelRoller) switchOver(ctx context.Context, byOrdinal map[int]rollingServer, primary int, why string) error {
+	r, rp := s.r, s.rp
 	// Pass over the replicas on the old template when one on the new
 	// template replicates: the Sentinels then promote a restarted one.
 	updatedReplica := false
@@ -177,26 +222,20 @@ func (r *RedisPersistenceReconciler) partitionToRun(ctx context.Context, rp *v1a
 		p := byOrdinal[ordinalOf(pod)]
 		return updatedReplica && !p.updated
 	}
-	key := client.ObjectKeyFromObject(rp)
-	if wait := r.switchovers.wait(key, time.Now()); wait > 0 {
-		log.FromContext(ctx).V(1).Info("the last switchover failed; the next attempt waits", "redispersistence", klogRef(rp), "wait", wait)
-		return held, nil
-	}
-	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchingOver", "rolling the servers onto a new pod template: %s; asking the Sentinels to fail over before it restarts", step.why)
-	priorities := r.replicaPriorities(ctx, creds, pods, passOver)
-	promoted, err := r.switchOver(ctx, rp, creds, pods, view.primary, "", passOver)
-	r.switchovers.record(key, time.Now(), err)
+	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchingOver", "rolling the servers onto a new pod template: %s; asking the Sentinels to fail over before it restarts", why)
+	priorities := r.replicaPriorities(ctx, s.creds, s.pods, passOver)
+	promoted, err := r.switchOver(ctx, rp, s.creds, s.pods, s.view.primary, "", passOver)
 	// Those passed over restart on the new template, which gives them their
 	// priority back; but a rollout that stops short (the change reverted)
 	// would leave them replicas the Sentinels never promote.
-	r.restorePriorities(context.WithoutCancel(ctx), creds, pods, priorities)
+	r.restorePriorities(context.WithoutCancel(ctx), s.creds, s.pods, priorities)
 	if err != nil {
 		log.FromContext(ctx).Info("switching over before the primary restarts failed", "redispersistence", klogRef(rp), "err", err)
-		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedSwitchover", "the primary %s keeps running on its template for now: %v", view.primary, err)
-		return held, nil
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedSwitchover", "the primary %s keeps running on its template for now: %v", s.view.primary, err)
+		return err
 	}
-	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchedOver", "the Sentinels promoted %s; %s was primary and restarts on the new pod template", promoted, view.primary)
-	return step.partition, nil
+	r.Recorder.Eventf(rp, corev1.EventTypeNormal, "SwitchedOver", "the Sentinels promoted %s; %s was primary and restarts on the new pod template", promoted, s.view.primary)
+	return nil
 }
 
 // rollingServers is what decideRoll reads of each server pod, by ordinal.

@@ -239,12 +239,12 @@ func TestLoneServerScaledOutIsNotHeld(t *testing.T) {
 	existing := specs.StatefulSet(specstest.NewRedisPersistence(v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring}), specstest.Options,
 		specs.NewPodInputs(rp, specstest.Password(rp)))
 	existing.Spec.Replicas = ptr.To[int32](1)
-	partition, err := (&RedisPersistenceReconciler{}).partitionToRun(context.Background(), rp, serverCredentials{}, existing, true)
+	partition, err := (&RedisPersistenceReconciler{}).partitionToRun(context.Background(), rp, existing, true, nil)
 	if err != nil || partition != 0 {
 		t.Errorf("a lone server scaled out: partition %d (%v), want 0: it rolls at once", partition, err)
 	}
 	existing.Spec.Replicas = ptr.To[int32](2)
-	if partition, err := (&RedisPersistenceReconciler{}).partitionToRun(context.Background(), rp, serverCredentials{}, existing, true); err != nil || partition != 2 {
+	if partition, err := (&RedisPersistenceReconciler{}).partitionToRun(context.Background(), rp, existing, true, nil); err != nil || partition != 2 {
 		t.Errorf("two servers on a new template: partition %d (%v), want 2: every server held", partition, err)
 	}
 }

@@ -109,11 +109,17 @@ func (b *switchoverBackoff) record(key types.NamespacedName, now time.Time, err 
 	b.failed[key] = failedSwitchovers{count: b.failed[key].count + 1, last: now}
 }
 
-// forget drops what it knows of key (the instance is gone).
+// forget drops what it knows of key (the instance is gone), its shards'
+// StatefulSets' (<name>-s<i>) too.
 func (b *switchoverBackoff) forget(key types.NamespacedName) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.failed, key)
+	for k := range b.failed {
+		shard, isShard := strings.CutPrefix(k.Name, key.Name+"-s")
+		if _, err := strconv.Atoi(shard); k == key || k.Namespace == key.Namespace && isShard && err == nil {
+			delete(b.failed, k)
+		}
+	}
 }
 
 // errSentinelsNotReady: a switchover to a named replica does not pause the

@@ -40,4 +40,17 @@ func TestSwitchoverBackoff(t *testing.T) {
 	if w := b.wait(a, now); w != 15*time.Second {
 		t.Errorf("a failure after a success: wait %s, want 15s", w)
 	}
+
+	// An instance that is gone takes its shards' failures with it, and
+	// leaves another's whose name only begins like its own.
+	shard, lookalike := types.NamespacedName{Namespace: "ns", Name: "a-s1"}, types.NamespacedName{Namespace: "ns", Name: "a-sx"}
+	b.record(shard, now, failed)
+	b.record(lookalike, now, failed)
+	b.forget(a)
+	if w, ws := b.wait(a, now), b.wait(shard, now); w != 0 || ws != 0 {
+		t.Errorf("after forget: the instance waits %s, its shard %s", w, ws)
+	}
+	if w := b.wait(lookalike, now); w != 15*time.Second {
+		t.Errorf("after forget of a: a-sx waits %s, want 15s", w)
+	}
 }

@@ -230,7 +230,7 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 	}
 	if rp.SwitchesOverOnUpdate() {
 		// One server at a time, the primary last (redispersistence_rollout.go).
-		partition, err := r.partitionToRun(ctx, rp, creds, existing, origin != noRollout)
+		partition, err := r.partitionToRun(ctx, rp, existing, origin != noRollout, &sentinelRoller{r: r, rp: rp, creds: creds})
 		if err != nil {
 			return nil, nil, err
 		}

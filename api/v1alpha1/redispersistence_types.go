@@ -63,8 +63,8 @@ const (
 	StorageCustom StorageProfile = "custom"
 )
 
-// UpdateStrategy is how a replicated instance's servers take a new pod
-// template.
+// UpdateStrategy is how a replicated or sharded instance's servers take a
+// new pod template.
 // +kubebuilder:validation:Enum=switchover;restart
 type UpdateStrategy string
 
@@ -140,8 +140,10 @@ type RedisPersistenceSpec struct {
 	// then restarts the old primary. restart lets the StatefulSet controller
 	// restart the servers from the highest ordinal down and the primary like
 	// any server: writes fail until the Sentinels fail over. A single server
-	// always restarts; the shards of spec.cluster are restarted by the
-	// StatefulSet controller and fail over by themselves.
+	// always restarts. The shards of spec.cluster roll the same way, each
+	// on its own, a replica of the shard taking over (CLUSTER FAILOVER)
+	// before its primary restarts; under restart a shard's primary restarts
+	// like any server and the cluster fails over once it misses it.
 	// +optional
 	// +kubebuilder:default=switchover
 	UpdateStrategy UpdateStrategy `json:"updateStrategy,omitempty"`
@@ -1415,11 +1417,18 @@ type RedisPersistence struct {
 }
 
 // SwitchesOverOnUpdate says whether a change that restarts rp's servers
-// switches the primary over before it restarts it: a replicated instance
-// (not a sharded one) whose spec.updateStrategy is switchover, the default
-// even for an object that skipped defaulting.
+// switches the primary over before it restarts it: a replicated instance,
+// or a sharded one with replicas in its shards, whose spec.updateStrategy
+// is switchover, the default even for an object that skipped defaulting.
 func (rp *RedisPersistence) SwitchesOverOnUpdate() bool {
-	return rp.Spec.Replicas > 1 && rp.Spec.Cluster == nil && rp.Spec.UpdateStrategy != UpdateRestart
+	if rp.Spec.UpdateStrategy == UpdateRestart {
+		return false
+	}
+	if c := rp.Spec.Cluster; c != nil {
+		// replicasPerShard defaults to 1.
+		return c.ReplicasPerShard == nil || *c.ReplicasPerShard > 0
+	}
+	return rp.Spec.Replicas > 1
 }
 
 // RedisPersistenceList is a list of RedisPersistence.

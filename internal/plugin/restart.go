@@ -37,9 +37,12 @@ func (r *root) restartCommand() *cobra.Command {
 				return err
 			}
 			how := "its server restarts"
-			if rp.SwitchesOverOnUpdate() {
+			switch {
+			case rp.SwitchesOverOnUpdate() && rp.Spec.Cluster != nil:
+				how = "in each shard the replicas restart one at a time, then a restarted one takes over (CLUSTER FAILOVER), then the old primary restarts"
+			case rp.SwitchesOverOnUpdate():
 				how = "its replicas restart one at a time, then the Sentinels hand the primary role to a restarted one, then the old primary restarts"
-			} else if rp.Spec.Replicas > 1 || rp.Spec.Cluster != nil {
+			case rp.Spec.Replicas > 1 || rp.Spec.Cluster != nil:
 				how = "its servers restart one at a time, the primary like the others (spec.updateStrategy " + string(rp.Spec.UpdateStrategy) + ")"
 			}
 			_, err = fmt.Fprintf(r.env.Out, "redispersistence/%s restart requested at %s: %s (kubectl uring status %s follows it)\n", rp.Name, at, how, rp.Name)

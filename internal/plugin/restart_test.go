@@ -15,8 +15,8 @@ import (
 
 // restart sets the annotation the operator copies into the servers' pod
 // template, to the time, and says how the operator rolls it: a switchover
-// for a replicated instance, the primary like the others with
-// updateStrategy restart. A second restart in the same second is refused,
+// for a replicated instance, a failover per shard for a sharded one, the
+// primary like the others with updateStrategy restart. A second restart in the same second is refused,
 // since it would change nothing; a later one changes the annotation again.
 func TestRestartAnnotatesTheInstance(t *testing.T) {
 	ctx := context.Background()
@@ -25,6 +25,8 @@ func TestRestartAnnotatesTheInstance(t *testing.T) {
 		Spec: v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Replicas: 3}}, v1alpha1.RedisPersistenceStatus{})
 	create(t, &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "plain"},
 		Spec: v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Replicas: 2, UpdateStrategy: v1alpha1.UpdateRestart}}, v1alpha1.RedisPersistenceStatus{})
+	create(t, &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sharded"},
+		Spec: v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeUring, Cluster: &v1alpha1.ClusterSpec{Shards: 3}}}, v1alpha1.RedisPersistenceStatus{})
 
 	annotation := func(name string) string {
 		t.Helper()
@@ -54,6 +56,10 @@ func TestRestartAnnotatesTheInstance(t *testing.T) {
 	stdout, _, err = run(t, "-n", ns, "restart", "plain")
 	if err != nil || !strings.Contains(stdout, "the primary like the others (spec.updateStrategy restart)") {
 		t.Errorf("restart of an instance with updateStrategy restart: %v, %q", err, stdout)
+	}
+	stdout, _, err = run(t, "-n", ns, "restart", "sharded")
+	if err != nil || !strings.Contains(stdout, "in each shard the replicas restart one at a time, then a restarted one takes over (CLUSTER FAILOVER)") {
+		t.Errorf("restart of a sharded instance: %v, %q", err, stdout)
 	}
 	if _, _, err := run(t, "-n", ns, "restart", "gone"); err == nil || !strings.Contains(err.Error(), `no RedisPersistence "gone"`) {
 		t.Errorf("restart of an instance that does not exist: %v", err)
