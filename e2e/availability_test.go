@@ -152,9 +152,11 @@ func TestWriteAvailabilityThroughDay2(t *testing.T) {
 // shards of 2 servers with ackReplicas 1 and, beside it, the steady writer
 // as a cluster client (2 000 SET/s, redirects followed, no retries), while
 // the cluster grows to 4 shards and back to 3 (slots and keys move, the
-// fourth shard's StatefulSet goes). The table goes to the log and to
+// fourth shard's StatefulSet goes), then takes a startup option change
+// (every server restarts, each shard's primary after a failover to its
+// replica). The table goes to the log and to
 // bin/e2e/availability-shards.md. Asserted: nothing acknowledged is lost
-// and no pod of a shard that stays is replaced.
+// and a change of shards replaces no pod of a shard that stays.
 func TestWriteAvailabilityThroughShardChanges(t *testing.T) {
 	const name = "avshards"
 	create(t, name, v1alpha1.RedisPersistenceSpec{
@@ -175,11 +177,11 @@ func TestWriteAvailabilityThroughShardChanges(t *testing.T) {
 	rp := waitFor(t, name, 8*time.Minute, clusterReady(3))
 	writer := startSteadyWriter(t, rp, name+"-writer", 2000)
 	var ops []day2Op
-	measure := func(what string, shards int32, settled func(*v1alpha1.RedisPersistence) error) {
+	measure := func(what string, change func(*v1alpha1.RedisPersistence), settled func(*v1alpha1.RedisPersistence) error) {
 		t.Helper()
 		uids := serverPodUIDs(t, name)
 		op := day2Op{what: what, from: shardPrimaries(rp), start: time.Now()}
-		updateRP(t, name, func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = shards })
+		updateRP(t, name, change)
 		rp = waitFor(t, name, 6*time.Minute, settled)
 		time.Sleep(time.Second)
 		op.end, op.to = time.Now(), shardPrimaries(rp)
@@ -192,10 +194,23 @@ func TestWriteAvailabilityThroughShardChanges(t *testing.T) {
 		ops = append(ops, op)
 		t.Logf("%s: primaries %s -> %s, pods replaced %v, %s", what, op.from, op.to, op.replaced, op.end.Sub(op.start).Round(time.Second))
 	}
-	measure("shards 3 -> 4", 4, clusterReady(4))
-	measure("shards 4 -> 3", 3, func(rp *v1alpha1.RedisPersistence) error {
+	measure("shards 3 -> 4", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 4 }, clusterReady(4))
+	measure("shards 4 -> 3", func(rp *v1alpha1.RedisPersistence) { rp.Spec.Cluster.Shards = 3 }, func(rp *v1alpha1.RedisPersistence) error {
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name + "-s3"}, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the StatefulSet %s-s3 is still there (%w)", name, err)
+		}
+		return clusterReady(3)(rp)
+	})
+	// A rolling change: every server restarts, each shard's primary after
+	// its replica took over.
+	before := serverPodUIDs(t, name)
+	measure("a startup option change (rolling, a failover per shard)", func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Config = map[string]v1alpha1.ServerOptionValue{"tcp-backlog": "1024"}
+	}, func(rp *v1alpha1.RedisPersistence) error {
+		for pod, uid := range serverPodUIDs(t, name) {
+			if before[pod] == uid {
+				return fmt.Errorf("pod %s still runs", pod)
+			}
 		}
 		return clusterReady(3)(rp)
 	})
@@ -213,7 +228,7 @@ func TestWriteAvailabilityThroughShardChanges(t *testing.T) {
 		t.Errorf("%d of %d acknowledged writes lost", result.Lost, result.Acknowledged)
 	}
 	for _, op := range ops {
-		if len(op.replaced) > 0 {
+		if strings.HasPrefix(op.what, "shards") && len(op.replaced) > 0 {
 			t.Errorf("%s replaced the pods %v, which it should leave running", op.what, op.replaced)
 		}
 	}
@@ -363,6 +378,9 @@ func (w *steadyWriter) stop(t *testing.T) (bench.SteadyResult, []bench.Outage) {
 	}
 	if result == nil || result.Acknowledged != summary.Acknowledged || len(outages) != len(result.Outages) {
 		t.Fatalf("the writer's log: %d outage lines, result %+v; its termination message %s", len(outages), result, message)
+	}
+	for _, o := range result.Outages {
+		t.Logf("outage from %s for %s: %d writes failed (%s)", o.Start.Format("15:04:05.000"), o.Duration().Round(time.Millisecond), o.Failed, o.Error)
 	}
 	return *result, result.Outages
 }

@@ -114,7 +114,7 @@ var scenarios = map[string]scenario{
 		covers: "write availability through day-2 operations (scale 2 -> 3 -> 2, an operator upgrade, an image change, a startup option change) as a steady writer sees it, the table in docs/replication.md",
 		reason: "a measurement (make e2e-availability): its checks, nothing acknowledged lost and a scale that replaces no pod, are controllers.TestScaleRestartsNothing's and TestRolloutSwitchesOverBeforeThePrimaryRestarts's with real servers and Sentinels"},
 	"TestWriteAvailabilityThroughShardChanges": {tier: tierFull,
-		covers: "write availability through shards 3 -> 4 -> 3 as a steady cluster client sees it, the table in docs/replication.md",
+		covers: "write availability through shards 3 -> 4 -> 3 and a rolling change of a sharded instance as a steady cluster client sees it, the table in docs/replication.md",
 		reason: "a measurement (make e2e-availability): TestShardedClusterFailsOverAndScales checks the same changes with a writer that must see no error"},
 	"TestClusterScaleOut": {tier: tierFull,
 		covers: "one server against a 3-shard cluster in one RedisBenchmark",
