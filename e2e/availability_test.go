@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -90,13 +89,7 @@ func TestWriteAvailabilityThroughDay2(t *testing.T) {
 		})
 		// The writer's view of the end: a second more of writes.
 		time.Sleep(time.Second)
-		op.end, op.to = time.Now(), after.Status.Primary
-		for pod, uid := range serverPodUIDs(t, name) {
-			if old, ok := uids[pod]; ok && old != uid {
-				op.replaced = append(op.replaced, pod)
-			}
-		}
-		slices.Sort(op.replaced)
+		op.end, op.to, op.replaced = time.Now(), after.Status.Primary, replacedSince(t, name, uids)
 		rp = after
 		ops = append(ops, op)
 		t.Logf("%s: primary %s -> %s, pods replaced %v, %s", what, op.from, op.to, op.replaced, op.end.Sub(op.start).Round(time.Second))
@@ -129,23 +122,7 @@ func TestWriteAvailabilityThroughDay2(t *testing.T) {
 	}), 3, nil)
 	measure("scale 3 -> 2", change(func(rp *v1alpha1.RedisPersistence) { rp.Spec.Replicas = 2 }), 2, nil)
 
-	result, outages := writer.stop(t)
-	table := availabilityTable(ops, outages)
-	t.Logf("through the operations: %d writes acknowledged, %d failed, %d of the acknowledged lost\n%s",
-		result.Acknowledged, result.Failed, result.Lost, table)
-	if dir := os.Getenv("E2E_ARTIFACTS"); dir != "" {
-		if err := os.WriteFile(filepath.Join(dir, "availability.md"), []byte(table), 0o644); err != nil {
-			t.Error(err)
-		}
-	}
-	if result.Lost != 0 || result.Acknowledged == 0 {
-		t.Errorf("%d of %d acknowledged writes lost (ackReplicas 1 holds every one)", result.Lost, result.Acknowledged)
-	}
-	for _, op := range ops {
-		if strings.HasPrefix(op.what, "scale") && len(op.replaced) > 0 {
-			t.Errorf("%s replaced the pods %v, which it should leave running", op.what, op.replaced)
-		}
-	}
+	writer.report(t, ops, "availability.md", "scale")
 }
 
 // TestWriteAvailabilityThroughShardChanges: a uring durable cluster of 3
@@ -159,21 +136,7 @@ func TestWriteAvailabilityThroughDay2(t *testing.T) {
 // and a change of shards replaces no pod of a shard that stays.
 func TestWriteAvailabilityThroughShardChanges(t *testing.T) {
 	const name = "avshards"
-	create(t, name, v1alpha1.RedisPersistenceSpec{
-		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1},
-		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](1)},
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			return
-		}
-		for i := range 4 {
-			for j := range 2 {
-				pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%s-s%d-%d", name, i, j), Namespace: namespace}}
-				_ = k8s.Delete(context.Background(), pvc)
-			}
-		}
-	})
+	createAckedShards(t, name)
 	rp := waitFor(t, name, 8*time.Minute, clusterReady(3))
 	writer := startSteadyWriter(t, rp, name+"-writer", 2000)
 	var ops []day2Op
@@ -184,13 +147,7 @@ func TestWriteAvailabilityThroughShardChanges(t *testing.T) {
 		updateRP(t, name, change)
 		rp = waitFor(t, name, 6*time.Minute, settled)
 		time.Sleep(time.Second)
-		op.end, op.to = time.Now(), shardPrimaries(rp)
-		for pod, uid := range serverPodUIDs(t, name) {
-			if old, ok := uids[pod]; ok && old != uid {
-				op.replaced = append(op.replaced, pod)
-			}
-		}
-		slices.Sort(op.replaced)
+		op.end, op.to, op.replaced = time.Now(), shardPrimaries(rp), replacedSince(t, name, uids)
 		ops = append(ops, op)
 		t.Logf("%s: primaries %s -> %s, pods replaced %v, %s", what, op.from, op.to, op.replaced, op.end.Sub(op.start).Round(time.Second))
 	}
@@ -215,23 +172,7 @@ func TestWriteAvailabilityThroughShardChanges(t *testing.T) {
 		return clusterReady(3)(rp)
 	})
 
-	result, outages := writer.stop(t)
-	table := availabilityTable(ops, outages)
-	t.Logf("through the shard changes: %d writes acknowledged, %d failed, %d of the acknowledged lost\n%s",
-		result.Acknowledged, result.Failed, result.Lost, table)
-	if dir := os.Getenv("E2E_ARTIFACTS"); dir != "" {
-		if err := os.WriteFile(filepath.Join(dir, "availability-shards.md"), []byte(table), 0o644); err != nil {
-			t.Error(err)
-		}
-	}
-	if result.Lost != 0 || result.Acknowledged == 0 {
-		t.Errorf("%d of %d acknowledged writes lost", result.Lost, result.Acknowledged)
-	}
-	for _, op := range ops {
-		if strings.HasPrefix(op.what, "shards") && len(op.replaced) > 0 {
-			t.Errorf("%s replaced the pods %v, which it should leave running", op.what, op.replaced)
-		}
-	}
+	writer.report(t, ops, "availability-shards.md", "shards")
 }
 
 // shardPrimaries are the shards' primaries status names, in shard order.
@@ -293,6 +234,20 @@ func serverPodUIDs(t *testing.T, name string) map[string]string {
 	return uids
 }
 
+// replacedSince are name's server pods whose UID is not the one uids has
+// for them, sorted.
+func replacedSince(t *testing.T, name string, uids map[string]string) []string {
+	t.Helper()
+	var replaced []string
+	for pod, uid := range serverPodUIDs(t, name) {
+		if old, ok := uids[pod]; ok && old != uid {
+			replaced = append(replaced, pod)
+		}
+	}
+	slices.Sort(replaced)
+	return replaced
+}
+
 // runningImageID is the image the server container of pod runs, by digest.
 func runningImageID(t *testing.T, pod string) string {
 	t.Helper()
@@ -333,6 +288,31 @@ func startSteadyWriter(t *testing.T, rp *v1alpha1.RedisPersistence, pod string, 
 	// It waits for the server and claims the database before it writes.
 	time.Sleep(3 * time.Second)
 	return &steadyWriter{pod: pod}
+}
+
+// report stops the writer and reports what it saw through ops: the table
+// to the log and to artifact under $E2E_ARTIFACTS. It fails the test when
+// an acknowledged write was lost, or when an operation whose name begins
+// with keeps replaced a pod.
+func (w *steadyWriter) report(t *testing.T, ops []day2Op, artifact, keeps string) {
+	t.Helper()
+	result, outages := w.stop(t)
+	table := availabilityTable(ops, outages)
+	t.Logf("through the operations: %d writes acknowledged, %d failed, %d of the acknowledged lost\n%s",
+		result.Acknowledged, result.Failed, result.Lost, table)
+	if dir := os.Getenv("E2E_ARTIFACTS"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, artifact), []byte(table), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if result.Lost != 0 || result.Acknowledged == 0 {
+		t.Errorf("%d of %d acknowledged writes lost (ackReplicas 1 holds every one)", result.Lost, result.Acknowledged)
+	}
+	for _, op := range ops {
+		if strings.HasPrefix(op.what, keeps) && len(op.replaced) > 0 {
+			t.Errorf("%s replaced the pods %v, which it should leave running", op.what, op.replaced)
+		}
+	}
 }
 
 // stop sends the writer SIGTERM, waits for its read-back and returns its

@@ -119,21 +119,7 @@ func lineAt(lines []string, i int) string {
 // followed) and every key it was acknowledged is there.
 func TestShardedClusterFailsOverAndScales(t *testing.T) {
 	const name = "sharded"
-	create(t, name, v1alpha1.RedisPersistenceSpec{
-		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1},
-		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](1)},
-	})
-	t.Cleanup(func() {
-		if t.Failed() {
-			return
-		}
-		for i := range 4 {
-			for j := range 2 {
-				pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%s-s%d-%d", name, i, j), Namespace: namespace}}
-				_ = k8s.Delete(context.Background(), pvc)
-			}
-		}
-	})
+	createAckedShards(t, name)
 	start := time.Now()
 	rp := waitFor(t, name, 8*time.Minute, clusterReady(3))
 	t.Logf("3 shards of 2 servers formed and ready %s after the RedisPersistence was created", time.Since(start).Round(time.Second))
@@ -296,4 +282,26 @@ func cordon(t *testing.T, node string, unschedulable bool) {
 	if err := k8s.Patch(context.Background(), n, patch); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// createAckedShards creates name, a uring durable cluster of 3 shards of 2
+// servers whose writes wait for a replica's fsync (uring.ackReplicas: 1),
+// and deletes the claims of up to 4 shards when the test passed.
+func createAckedShards(t *testing.T, name string) {
+	t.Helper()
+	create(t, name, v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1},
+		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](1)},
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		for i := range 4 {
+			for j := range 2 {
+				pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%s-s%d-%d", name, i, j), Namespace: namespace}}
+				_ = k8s.Delete(context.Background(), pvc)
+			}
+		}
+	})
 }
