@@ -126,7 +126,7 @@ func TestWriteAvailabilityThroughDay2(t *testing.T) {
 }
 
 // TestWriteAvailabilityThroughShardChanges: a uring durable cluster of 3
-// shards of 2 servers with ackReplicas 1 and, beside it, the steady writer
+// shards of 3 servers with ackReplicas 1 and, beside it, the steady writer
 // as a cluster client (2 000 SET/s, redirects followed, no retries), while
 // the cluster grows to 4 shards and back to 3 (slots and keys move, the
 // fourth shard's StatefulSet goes), then takes a startup option change
@@ -136,7 +136,10 @@ func TestWriteAvailabilityThroughDay2(t *testing.T) {
 // and a change of shards replaces no pod of a shard that stays.
 func TestWriteAvailabilityThroughShardChanges(t *testing.T) {
 	const name = "avshards"
-	createAckedShards(t, name)
+	// Three servers a shard, as the replicated scenario runs three: with
+	// two and ackReplicas 1 a shard refuses writes while its only replica
+	// restarts (docs/replication.md).
+	createAckedShards(t, name, 2)
 	rp := waitFor(t, name, 8*time.Minute, clusterReady(3))
 	writer := startSteadyWriter(t, rp, name+"-writer", 2000)
 	var ops []day2Op
@@ -193,19 +196,25 @@ type day2Op struct {
 }
 
 // availabilityTable is the scenario's table in Markdown: per operation, the
-// writes that failed and the longest outage the writer saw in its window.
-func availabilityTable(ops []day2Op, outages []bench.Outage) string {
+// writes that failed in the seconds it spans and the longest outage the
+// writer saw in its window.
+func availabilityTable(ops []day2Op, result bench.SteadyResult) string {
 	var b strings.Builder
 	b.WriteString("| operation | failed writes | longest write gap | primary | pods replaced |\n|---|---|---|---|---|\n")
 	for _, op := range ops {
 		var failed int64
 		var longest time.Duration
-		for _, o := range outages {
-			if o.End.Before(op.start) || o.Start.After(op.end) {
-				continue
+		for _, o := range result.Outages {
+			if !o.End.Before(op.start) && !o.Start.After(op.end) {
+				longest = max(longest, o.Duration())
 			}
-			failed += o.Failed
-			longest = max(longest, o.Duration())
+		}
+		// Every failure in the seconds the operation spans, those outside
+		// an outage too (one shard refusing while the others take writes).
+		for _, f := range result.FailedBySecond {
+			if !f.Second.Before(op.start.Truncate(time.Second)) && !f.Second.After(op.end) {
+				failed += f.Failed
+			}
 		}
 		primary := op.from
 		if op.to != op.from {
@@ -296,8 +305,8 @@ func startSteadyWriter(t *testing.T, rp *v1alpha1.RedisPersistence, pod string, 
 // with keeps replaced a pod.
 func (w *steadyWriter) report(t *testing.T, ops []day2Op, artifact, keeps string) {
 	t.Helper()
-	result, outages := w.stop(t)
-	table := availabilityTable(ops, outages)
+	result := w.stop(t)
+	table := availabilityTable(ops, result)
 	t.Logf("through the operations: %d writes acknowledged, %d failed, %d of the acknowledged lost\n%s",
 		result.Acknowledged, result.Failed, result.Lost, table)
 	if dir := os.Getenv("E2E_ARTIFACTS"); dir != "" {
@@ -316,8 +325,8 @@ func (w *steadyWriter) report(t *testing.T, ops []day2Op, artifact, keeps string
 }
 
 // stop sends the writer SIGTERM, waits for its read-back and returns its
-// result and every outage its log reported.
-func (w *steadyWriter) stop(t *testing.T) (bench.SteadyResult, []bench.Outage) {
+// result, with every outage and failure its log reported.
+func (w *steadyWriter) stop(t *testing.T) bench.SteadyResult {
 	t.Helper()
 	run(t, kubectl[0], append(kubectl[1:], "-n", namespace, "exec", w.pod, "-c", specs.ContainerBench, "--", "sh", "-c", "kill -TERM 1")...)
 	var message string
@@ -362,7 +371,7 @@ func (w *steadyWriter) stop(t *testing.T) (bench.SteadyResult, []bench.Outage) {
 	for _, o := range result.Outages {
 		t.Logf("outage from %s for %s: %d writes failed (%s)", o.Start.Format("15:04:05.000"), o.Duration().Round(time.Millisecond), o.Failed, o.Error)
 	}
-	return *result, result.Outages
+	return *result
 }
 
 // waitUntil polls check every second until it returns nil, and fails the

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,9 +35,10 @@ func clusterReady(shards int) func(*v1alpha1.RedisPersistence) error {
 		if len(rp.Status.Shards) != shards {
 			return fmt.Errorf("status.shards has %d shards, want %d", len(rp.Status.Shards), shards)
 		}
+		perShard := 1 + int(ptr.Deref(rp.Spec.Cluster.ReplicasPerShard, 1))
 		for _, s := range rp.Status.Shards {
-			if len(s.Servers) != 2 || !s.Servers[0].LinkUp || !s.Servers[1].LinkUp {
-				return fmt.Errorf("shard %d: servers %+v", s.Index, s.Servers)
+			if len(s.Servers) != perShard || slices.ContainsFunc(s.Servers, func(r v1alpha1.ReplicaStatus) bool { return !r.LinkUp }) {
+				return fmt.Errorf("shard %d: servers %+v, want %d linked", s.Index, s.Servers, perShard)
 			}
 		}
 		return nil
@@ -119,7 +121,7 @@ func lineAt(lines []string, i int) string {
 // followed) and every key it was acknowledged is there.
 func TestShardedClusterFailsOverAndScales(t *testing.T) {
 	const name = "sharded"
-	createAckedShards(t, name)
+	createAckedShards(t, name, 1)
 	start := time.Now()
 	rp := waitFor(t, name, 8*time.Minute, clusterReady(3))
 	t.Logf("3 shards of 2 servers formed and ready %s after the RedisPersistence was created", time.Since(start).Round(time.Second))
@@ -284,21 +286,22 @@ func cordon(t *testing.T, node string, unschedulable bool) {
 	}
 }
 
-// createAckedShards creates name, a uring durable cluster of 3 shards of 2
-// servers whose writes wait for a replica's fsync (uring.ackReplicas: 1),
-// and deletes the claims of up to 4 shards when the test passed.
-func createAckedShards(t *testing.T, name string) {
+// createAckedShards creates name, a uring durable cluster of 3 shards of
+// 1 + replicas servers whose writes wait for a replica's fsync
+// (uring.ackReplicas: 1), and deletes the claims of up to 4 shards when the
+// test passed.
+func createAckedShards(t *testing.T, name string, replicas int32) {
 	t.Helper()
 	create(t, name, v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable, AckReplicas: 1},
-		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To[int32](1)},
+		Cluster: &v1alpha1.ClusterSpec{Shards: 3, ReplicasPerShard: ptr.To(replicas)},
 	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			return
 		}
 		for i := range 4 {
-			for j := range 2 {
+			for j := range 1 + replicas {
 				pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("data-%s-s%d-%d", name, i, j), Namespace: namespace}}
 				_ = k8s.Delete(context.Background(), pvc)
 			}

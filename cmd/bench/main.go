@@ -178,8 +178,9 @@ func runSteady(ctx context.Context, r bench.Runner, o bench.SteadyOptions, termP
 	if termPath == "" {
 		return nil
 	}
-	// A termination message holds 4 KiB: the outages are the log's lines.
-	res.Outages = nil
+	// A termination message holds 4 KiB: the outages and the failures by
+	// second are the log's.
+	res.Outages, res.FailedBySecond = nil, nil
 	if out, err = json.Marshal(res); err != nil {
 		return err
 	}

@@ -59,6 +59,16 @@ type SteadyResult struct {
 	// read back.
 	Lost    int64    `json:"lost"`
 	Outages []Outage `json:"outages"`
+	// FailedBySecond counts every failed write by the second it failed
+	// in, in time order: on a cluster one shard that refuses writes while
+	// the others take them fails writes without any outage.
+	FailedBySecond []FailedSecond `json:"failedBySecond,omitempty"`
+}
+
+// FailedSecond is how many writes failed in the second that starts at Second.
+type FailedSecond struct {
+	Second time.Time `json:"second"`
+	Failed int64     `json:"failed"`
 }
 
 // steadyKey is writer w's seq-th key of the run: under valkey-benchmark's
@@ -105,7 +115,7 @@ func (r Runner) SteadyWrite(ctx context.Context, o SteadyOptions, outage func(Ou
 					return
 				}
 				if err != nil {
-					t.failed(err)
+					t.failed(time.Now(), err)
 					// A new client dials at the next write: go-redis's pool,
 					// after failed dials, dials again only once a second.
 					_ = conn.Close()
@@ -119,7 +129,7 @@ func (r Runner) SteadyWrite(ctx context.Context, o SteadyOptions, outage func(Ou
 	}
 	wg.Wait()
 	res.End = time.Now()
-	res.Acknowledged, res.Failed, res.Outages = t.totals(res.End)
+	res.Acknowledged, res.Failed, res.Outages, res.FailedBySecond = t.totals(res.End)
 
 	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.ReadBackWait)
 	defer cancel()
@@ -186,12 +196,19 @@ type availability struct {
 	acknowledged int64
 	failedTotal  int64
 	outages      []Outage
+	bySecond     []FailedSecond
 }
 
-func (a *availability) failed(err error) {
+func (a *availability) failed(now time.Time, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.failedTotal++
+	second := now.Truncate(time.Second)
+	if n := len(a.bySecond); n > 0 && a.bySecond[n-1].Second.Equal(second) {
+		a.bySecond[n-1].Failed++
+	} else {
+		a.bySecond = append(a.bySecond, FailedSecond{Second: second, Failed: 1})
+	}
 	a.failedSince++
 	if a.firstError == "" {
 		a.firstError = err.Error()
@@ -218,11 +235,11 @@ func (a *availability) endOutage(now time.Time) {
 }
 
 // totals closes an outage still open at end and returns the counts.
-func (a *availability) totals(end time.Time) (acknowledged, failed int64, outages []Outage) {
+func (a *availability) totals(end time.Time) (acknowledged, failed int64, outages []Outage, bySecond []FailedSecond) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if end.Sub(a.lastAck) >= a.threshold && a.failedSince > 0 {
 		a.endOutage(end)
 	}
-	return a.acknowledged, a.failedTotal, append([]Outage{}, a.outages...)
+	return a.acknowledged, a.failedTotal, append([]Outage{}, a.outages...), append([]FailedSecond{}, a.bySecond...)
 }

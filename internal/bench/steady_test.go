@@ -60,6 +60,18 @@ func TestSteadyWriteThroughARestart(t *testing.T) {
 	if longest.Duration() < 500*time.Millisecond || longest.Failed == 0 || longest.Error == "" {
 		t.Errorf("longest outage %+v: want the restart's half second at least, with its failed writes and their error", longest)
 	}
+	// Every failure is counted in the second it happened, those seconds
+	// within the run and in order.
+	var bySecond int64
+	for i, f := range res.FailedBySecond {
+		bySecond += f.Failed
+		if f.Second.Before(res.Start.Truncate(time.Second)) || f.Second.After(res.End) || i > 0 && !f.Second.After(res.FailedBySecond[i-1].Second) {
+			t.Errorf("failures by second %+v: %s is out of the run or of order", res.FailedBySecond, f.Second)
+		}
+	}
+	if bySecond != res.Failed {
+		t.Errorf("failures by second add up to %d, want the %d that failed", bySecond, res.Failed)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(reported) != len(res.Outages) {
