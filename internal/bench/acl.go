@@ -36,9 +36,9 @@ var clusterKeyPatterns = []string{"mylist:*", "myhash:*"}
 // valkey-benchmark asks CONFIG GET save and appendonly to print them and
 // carries on without ("WARNING: Could not fetch server CONFIG"): that
 // refusal is in the server's ACL LOG once per run. On a cluster's servers
-// the user may also write clusterKeyPatterns and read the slot map
-// (CLUSTER SLOTS) and the state (CLUSTER INFO), and never crashes a server: a sharded target has no
-// crash check.
+// the user may also write clusterKeyPatterns, read the slot map (CLUSTER
+// SLOTS) and the state (CLUSTER INFO), follow -ASK redirects (ASKING), and
+// never crashes a server: a sharded target has no crash check.
 func ACLRules(crashCheck, cluster bool) string {
 	rules := []string{"resetkeys"}
 	patterns := KeyPatterns
@@ -53,7 +53,9 @@ func ACLRules(crashCheck, cluster bool) string {
 		"+exists", "+get", "+set", "+incr", "+lpush", "+hset", "+unlink")
 	switch {
 	case cluster:
-		rules = append(rules, "+cluster|slots", "+cluster|info")
+		// ASKING: a cluster client follows an -ASK redirect with it while
+		// a slot moves (shards added or removed).
+		rules = append(rules, "+cluster|slots", "+cluster|info", "+asking")
 	case crashCheck:
 		rules = append(rules, "+debug|segfault")
 	}

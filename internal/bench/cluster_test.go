@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +115,7 @@ func runAgainstACluster(t *testing.T, overTLS bool) {
 	if size, err := admin.DBSize(ctx).Result(); err != nil || size != 0 {
 		t.Errorf("DBSIZE after the cleanup: %d, %v", size, err)
 	}
+	followsAnAskRedirect(t, admin, dial, shards, r)
 	var refused []string
 	for _, shard := range shards {
 		c := dial(shard[0])
@@ -123,5 +125,69 @@ func runAgainstACluster(t *testing.T, overTLS bool) {
 	refused = slices.Compact(slices.Sorted(slices.Values(refused)))
 	if !slices.Equal(refused, []string{User + " config|get"}) {
 		t.Errorf("ACL LOG %q, want only valkey-benchmark's CONFIG GET refused", refused)
+	}
+}
+
+// followsAnAskRedirect: while a slot moves (MIGRATING on its owner,
+// IMPORTING on another primary), a key of it that the owner no longer
+// holds is answered with -ASK, and a cluster client signed in as the
+// benchmark user follows it with ASKING to the importing node, as the
+// steady writer does while shards are added or removed.
+func followsAnAskRedirect(t *testing.T, admin *redis.ClusterClient, dial func(string) *redis.Client, shards [][]string, r Runner) {
+	t.Helper()
+	ctx := context.Background()
+	const key = "key:ask"
+	slot, err := admin.ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := admin.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var importer *redis.Client
+	for _, shard := range shards {
+		if c := dial(shard[0]); c.Options().Addr != owner.Options().Addr && importer == nil {
+			importer = c
+		} else {
+			_ = c.Close()
+		}
+	}
+	defer func() { _ = importer.Close() }()
+	ownerID, err := owner.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	importerID, err := importer.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slotArg := strconv.FormatInt(slot, 10)
+	if err := importer.Do(ctx, "CLUSTER", "SETSLOT", slotArg, "IMPORTING", ownerID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := owner.Do(ctx, "CLUSTER", "SETSLOT", slotArg, "MIGRATING", importerID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range []*redis.Client{owner, importer} {
+			if err := c.Do(ctx, "CLUSTER", "SETSLOT", slotArg, "STABLE").Err(); err != nil {
+				t.Error(err)
+			}
+		}
+	}()
+	user := redis.NewClusterClient(r.clusterOptions())
+	defer func() { _ = user.Close() }()
+	if err := user.Set(ctx, key, "moved", 0).Err(); err != nil {
+		t.Errorf("a SET of a key in a moving slot, as the benchmark user: %v", err)
+	}
+	// ASKING opens the importing slot to the next command only.
+	pipe := importer.Pipeline()
+	pipe.Do(ctx, "ASKING")
+	got := pipe.Get(ctx, key)
+	pipe.Do(ctx, "ASKING")
+	del := pipe.Del(ctx, key)
+	if _, err := pipe.Exec(ctx); err != nil || got.Val() != "moved" || del.Val() != 1 {
+		t.Errorf("the importing node holds %q (%v): want the key the redirect took there", got.Val(), err)
 	}
 }
