@@ -30,29 +30,7 @@ func TestClusterReformsAfterEveryPodRestarts(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	const name, shards, perShard, keys = "reform", 3, 2, 200
-	for i := range shards {
-		for j := range perShard {
-			createVolumeFor(t, ns, fmt.Sprintf("data-%s-s%d-%d", name, i, j))
-		}
-	}
-	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
-		Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways},
-		Cluster: &v1alpha1.ClusterSpec{Shards: shards, ReplicasPerShard: ptr.To[int32](perShard - 1)},
-	})
-	eventually(t, 30*time.Second, func() error { return get(t, &appsv1.StatefulSet{}, ns, fmt.Sprintf("%s-s%d", name, shards-1)) })
-	configs := map[string]string{}
-	servers := map[string]*testenv.Server{}
-	for i := range shards {
-		configs[fmt.Sprintf("%s-s%d", name, i)] = renderedConfigOf(t, ns, name, fmt.Sprintf("%s-s%d", name, i)) + "cluster-preferred-endpoint-type ip\n"
-	}
-	for i := range shards {
-		for j := range perShard {
-			pod := fmt.Sprintf("%s-s%d-%d", name, i, j)
-			servers[pod] = testenv.RunClusterNode(t, t.TempDir(), configs[fmt.Sprintf("%s-s%d", name, i)])
-			serverAddrs.Store(ns+"/"+pod, servers[pod].Addr)
-			actAsKubelet(t, ns, pod, "ext4")
-		}
-	}
+	configs, servers := runAOFCluster(t, ns, name, shards, perShard)
 	waitClusterHealthy(t, ns, name, shards)
 	password := instancePassword(t, ns, name)
 	writer := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{servers[name+"-s0-0"].Addr}, Password: password})
@@ -178,4 +156,34 @@ func markPodNotReady(t *testing.T, ns, podName string) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return strings.TrimSpace(line)
+}
+
+// runAOFCluster creates name, an aof always instance of shards shards of
+// perShard servers, and runs its servers as real cluster nodes, each on a
+// loopback port of its own with its pod marked running; it returns each
+// shard StatefulSet's rendered configuration and the servers by pod.
+func runAOFCluster(t *testing.T, ns, name string, shards, perShard int) (configs map[string]string, servers map[string]*testenv.Server) {
+	t.Helper()
+	for i := range shards {
+		for j := range perShard {
+			createVolumeFor(t, ns, fmt.Sprintf("data-%s-s%d-%d", name, i, j))
+		}
+	}
+	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
+		Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways},
+		Cluster: &v1alpha1.ClusterSpec{Shards: int32(shards), ReplicasPerShard: ptr.To(int32(perShard - 1))},
+	})
+	eventually(t, 30*time.Second, func() error { return get(t, &appsv1.StatefulSet{}, ns, fmt.Sprintf("%s-s%d", name, shards-1)) })
+	configs, servers = map[string]string{}, map[string]*testenv.Server{}
+	for i := range shards {
+		sts := fmt.Sprintf("%s-s%d", name, i)
+		configs[sts] = renderedConfigOf(t, ns, name, sts) + "cluster-preferred-endpoint-type ip\n"
+		for j := range perShard {
+			pod := fmt.Sprintf("%s-%d", sts, j)
+			servers[pod] = testenv.RunClusterNode(t, t.TempDir(), configs[sts])
+			serverAddrs.Store(ns+"/"+pod, servers[pod].Addr)
+			actAsKubelet(t, ns, pod, "ext4")
+		}
+	}
+	return configs, servers
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
@@ -30,32 +30,14 @@ func TestShardRollsWithFailover(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	const name, shards, perShard = "shroll", 3, 2
-	for i := range shards {
-		for j := range perShard {
-			createVolumeFor(t, ns, fmt.Sprintf("data-%s-s%d-%d", name, i, j))
-		}
-	}
-	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
-		Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways},
-		Cluster: &v1alpha1.ClusterSpec{Shards: shards, ReplicasPerShard: ptr.To[int32](perShard - 1)},
-	})
-	eventually(t, 30*time.Second, func() error { return get(t, &corev1.ConfigMap{}, ns, name+"-config") })
-	configs := map[string]string{}
-	servers := map[string]*testenv.Server{}
+	configs, servers := runAOFCluster(t, ns, name, shards, perShard)
 	uids := map[string]types.UID{}
 	var pods []string
-	for i := range shards {
-		sts := fmt.Sprintf("%s-s%d", name, i)
-		configs[sts] = renderedConfigOf(t, ns, name, sts) + "cluster-preferred-endpoint-type ip\n"
-		for j := range perShard {
-			pod := fmt.Sprintf("%s-%d", sts, j)
-			pods = append(pods, pod)
-			servers[pod] = testenv.RunClusterNode(t, t.TempDir(), configs[sts])
-			serverAddrs.Store(ns+"/"+pod, servers[pod].Addr)
-			actAsKubelet(t, ns, pod, "ext4")
-			uids[pod] = podUIDs(t, ns, pod)[pod]
-		}
+	for pod := range servers {
+		pods = append(pods, pod)
+		uids[pod] = podUIDs(t, ns, pod)[pod]
 	}
+	slices.Sort(pods)
 	waitClusterHealthy(t, ns, name, shards)
 	password := instancePassword(t, ns, name)
 
