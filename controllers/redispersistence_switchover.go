@@ -202,21 +202,31 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 		return "", fmt.Errorf("the Sentinels did not agree on a new primary within %s", switchoverPause-switchoverCatchUp)
 	}
 	took.mark(&took.promoted)
+	r.handOver(ctx, rp, creds, pods, replicas, old, promoted, promotedAddr)
+	took.mark(&took.labelled)
+	return promoted, nil
+}
+
+// handOver is a switchover's part once the Sentinels agree on promoted, at
+// promotedAddr, while the old primary (the pod old) still holds the writes:
+// it makes the old primary and every other replica replicas of the new one,
+// lets the old primary's clients go and moves the role labels.
+func (r *RedisPersistenceReconciler) handOver(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, pods []corev1.Pod, replicas []*corev1.Pod, old *corev1.Pod, promoted, promotedAddr string) {
+	primary, oldAddr := old.Name, r.ServerAddress(old)
 	host, port, err := net.SplitHostPort(promotedAddr)
 	if err == nil {
 		err = serverDo(ctx, oldAddr, creds, "REPLICAOF", host, port)
 	}
+	// A replica now, the old primary lets its clients go, as a Sentinel does
+	// when it reconfigures a server: they (their held writes never ran)
+	// reconnect, through the Service, to the new primary, instead of keeping
+	// connections that a replica answers with READONLY.
 	demoted := err == nil
-	if demoted {
-		// As a Sentinel does when it reconfigures a server: its clients
-		// (their held writes never ran) reconnect, through the Service, to
-		// the new primary, instead of keeping connections that a replica
-		// answers with READONLY.
-		err = serverDo(ctx, oldAddr, creds, "CLIENT", "KILL", "TYPE", "normal")
-	}
-	if err != nil {
+	if !demoted {
 		// The Sentinels convert it in seconds; until then it holds writes.
 		log.FromContext(ctx).Info("making the old primary a replica failed; the Sentinels will", "pod", primary, "err", err)
+	} else if err := serverDo(ctx, oldAddr, creds, "CLIENT", "KILL", "TYPE", "normal"); err != nil {
+		log.FromContext(ctx).Info("closing the old primary's client connections failed; they get READONLY until they reconnect", "pod", primary, "err", err)
 	}
 	// The Service follows the role labels: moved now, before the writes are
 	// let go, a writer that reconnects reaches the new primary as soon as
@@ -228,9 +238,7 @@ func (r *RedisPersistenceReconciler) switchOver(ctx context.Context, rp *v1alpha
 	if err := r.labelRoles(ctx, rp, pods, promoted, demoted); err != nil {
 		log.FromContext(ctx).Info("labelling the new primary failed; the next reconcile does", "pod", promoted, "err", err)
 	}
-	took.mark(&took.labelled)
 	r.followPromoted(ctx, creds, replicas, promoted, host, port)
-	return promoted, nil
 }
 
 // followPromoted makes every replica but the one promoted a replica of the
