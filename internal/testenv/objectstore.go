@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -113,7 +114,6 @@ func startObjectStore(t *testing.T, ca *CA, identities []Identity) *ObjectStore 
 		Bucket:    "backups",
 		Region:    "us-east-1",
 		log:       filepath.Join(dir, "weed.log"),
-		exited:    make(chan error, 1),
 	}
 	users := []map[string]any{{
 		"name":        "backup-test",
@@ -136,34 +136,8 @@ func startObjectStore(t *testing.T, ca *CA, identities []Identity) *ObjectStore 
 	if err := os.WriteFile(filepath.Join(dir, "s3.json"), config, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(dir, "data"), 0o700); err != nil {
-		t.Fatal(err)
-	}
 
-	// Every listener gets its own free port: weed would otherwise put each
-	// gRPC port 10000 above its HTTP port, where another test may listen.
-	ports := freePorts(t, 8)
-	s3Port := ports[6]
-	for i, component := range []string{"master", "volume", "filer", "s3"} {
-		s.grpcSockets = append(s.grpcSockets, fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%s.sock", component, ports[2*i+1]))
-	}
-	args := []string{
-		"-logtostderr", "server",
-		"-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=" + filepath.Join(dir, "data"),
-		"-master.port=" + ports[0], "-master.port.grpc=" + ports[1],
-		"-volume.port=" + ports[2], "-volume.port.grpc=" + ports[3],
-		"-filer.port=" + ports[4], "-filer.port.grpc=" + ports[5],
-		"-s3", "-s3.port=" + s3Port, "-s3.port.grpc=" + ports[7],
-		"-s3.port.iceberg=0", "-s3.port.lance=0",
-		"-s3.config=" + filepath.Join(dir, "s3.json"),
-		"-filer.localSocket=" + filepath.Join(dir, "filer.sock"),
-		"-s3.localSocket=" + filepath.Join(dir, "s3.sock"),
-		// Small volumes, few of them, none preallocated: a test writes MiBs.
-		"-master.volumeSizeLimitMB=64", "-volume.max=16",
-		// The master would report usage to seaweedfs.com.
-		"-master.telemetry=false",
-	}
-	s.Endpoint = "http://127.0.0.1:" + s3Port
+	var tlsArgs []string
 	if ca != nil {
 		certPEM, keyPEM := ca.Issue(t, 24*time.Hour, "localhost")
 		certFile, keyFile := filepath.Join(dir, "s3.crt"), filepath.Join(dir, "s3.key")
@@ -173,9 +147,68 @@ func startObjectStore(t *testing.T, ca *CA, identities []Identity) *ObjectStore 
 		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		args = append(args, "-s3.cert.file="+certFile, "-s3.key.file="+keyFile)
-		s.Endpoint = "https://127.0.0.1:" + s3Port
+		tlsArgs = []string{"-s3.cert.file=" + certFile, "-s3.key.file=" + keyFile}
 		s.CA = ca.PEM
+	}
+	// The ports are free when chosen, not when weed binds them a second
+	// later: another process of the machine's may take one first. weed
+	// then exits, and starts again on others.
+	for attempt := 1; ; attempt++ {
+		err := s.launch(t, bin, dir, tlsArgs)
+		if err == nil {
+			return s
+		}
+		out, _ := os.ReadFile(s.log)
+		if attempt < 3 && bytes.Contains(out, []byte("address already in use")) {
+			t.Logf("SeaweedFS found a port it was given taken (%v); starting it again on others", err)
+			s.Stop()
+			continue
+		}
+		t.Fatalf("%v\nSeaweedFS log:\n%s", err, out)
+	}
+}
+
+// launch starts weed on free ports with tlsArgs for S3 and creates the
+// bucket.
+func (s *ObjectStore) launch(t *testing.T, bin, dir string, tlsArgs []string) error {
+	t.Helper()
+	// Every listener gets its own free port: weed would otherwise put each
+	// gRPC port 10000 above its HTTP port, where another test may listen.
+	ports := choosePorts(t, 8)
+	s3Port := ports[6]
+	// Each start on a directory of its own: a master keeps its peers'
+	// addresses in its raft state.
+	run, err := os.MkdirTemp(dir, "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(run, "data"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s.grpcSockets = nil
+	for i, component := range []string{"master", "volume", "filer", "s3"} {
+		s.grpcSockets = append(s.grpcSockets, fmt.Sprintf("/tmp/seaweedfs-%s-grpc-%s.sock", component, ports[2*i+1]))
+	}
+	args := []string{
+		"-logtostderr", "server",
+		"-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=" + filepath.Join(run, "data"),
+		"-master.port=" + ports[0], "-master.port.grpc=" + ports[1],
+		"-volume.port=" + ports[2], "-volume.port.grpc=" + ports[3],
+		"-filer.port=" + ports[4], "-filer.port.grpc=" + ports[5],
+		"-s3", "-s3.port=" + s3Port, "-s3.port.grpc=" + ports[7],
+		"-s3.port.iceberg=0", "-s3.port.lance=0",
+		"-s3.config=" + filepath.Join(dir, "s3.json"),
+		"-filer.localSocket=" + filepath.Join(run, "filer.sock"),
+		"-s3.localSocket=" + filepath.Join(run, "s3.sock"),
+		// Small volumes, few of them, none preallocated: a test writes MiBs.
+		"-master.volumeSizeLimitMB=64", "-volume.max=16",
+		// The master would report usage to seaweedfs.com.
+		"-master.telemetry=false",
+	}
+	args = append(args, tlsArgs...)
+	s.Endpoint = "http://127.0.0.1:" + s3Port
+	if len(tlsArgs) > 0 {
+		s.Endpoint = "https://127.0.0.1:" + s3Port
 	}
 
 	log, err := os.Create(s.log)
@@ -192,21 +225,22 @@ func startObjectStore(t *testing.T, ca *CA, identities []Identity) *ObjectStore 
 	// the objects' keys with.
 	s.cmd.Env = append(os.Environ(), "HOME="+dir, "WEED_S3_SSE_KEY=uring-redis test SSE-S3 key")
 	s.cmd.Stdout, s.cmd.Stderr = log, log
+	s.exited = make(chan error, 1)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { s.exited <- s.cmd.Wait() }()
+	exited := s.exited
+	go func() { exited <- s.cmd.Wait() }()
+	cmd := s.cmd
 	t.Cleanup(func() {
-		s.Stop()
-		if t.Failed() {
-			logTail(t, "SeaweedFS", s.log)
+		if s.cmd == cmd {
+			s.Stop()
+			if t.Failed() {
+				logTail(t, "SeaweedFS", s.log)
+			}
 		}
 	})
-	if err := s.createBucket(); err != nil {
-		out, _ := os.ReadFile(s.log)
-		t.Fatalf("%v\nSeaweedFS log:\n%s", err, out)
-	}
-	return s
+	return s.createBucket()
 }
 
 // createBucket creates the bucket and waits until an object can be written
@@ -278,6 +312,10 @@ func (s *ObjectStore) Stop() {
 		_ = os.Remove(socket)
 	}
 }
+
+// choosePorts picks the ports weed listens on; a test of the start's retry
+// replaces it.
+var choosePorts = freePorts
 
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
