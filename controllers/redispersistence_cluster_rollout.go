@@ -86,24 +86,11 @@ func (s *shardRoller) readNode(ctx context.Context, pod *corev1.Pod) (cluster.No
 	defer func() { _ = c.Close() }()
 	askCtx, cancel := context.WithTimeout(ctx, serverRequestTimeout)
 	defer cancel()
-	text, err := c.ClusterNodes(askCtx).Result()
+	_, self, replication, err := readClusterNode(askCtx, c)
 	if err != nil {
 		return cluster.Node{}, false, err
 	}
-	nodes, err := cluster.ParseNodes(text)
-	if err != nil {
-		return cluster.Node{}, false, err
-	}
-	replication, err := c.Info(askCtx, "replication").Result()
-	if err != nil {
-		return cluster.Node{}, false, err
-	}
-	for _, n := range nodes {
-		if n.Myself {
-			return n, infoField(replication, "master_link_status") == "up", nil
-		}
-	}
-	return cluster.Node{}, false, fmt.Errorf("CLUSTER NODES names no node myself")
+	return *self, infoField(replication, "master_link_status") == "up", nil
 }
 
 // switchOver has a replica of the shard that replicates, one on the new

@@ -4,11 +4,13 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -204,37 +206,48 @@ func (r *RedisPersistenceReconciler) observeCluster(ctx context.Context, rp *v1a
 		}
 		s.addr = r.ServerAddress(pod)
 		c := dialServer(s.addr, creds)
-		text, err := c.ClusterNodes(ctx).Result()
+		nodes, self, replication, err := readClusterNode(ctx, c)
 		var info string
 		if err == nil {
 			info, err = c.ClusterInfo(ctx).Result()
 		}
 		if err == nil {
-			s.replication, err = c.Info(ctx, "replication").Result()
-		}
-		if err == nil {
 			s.info, err = infoOf(ctx, c)
 		}
 		_ = c.Close()
-		if err == nil {
-			s.nodes, err = cluster.ParseNodes(text)
-		}
 		if err != nil {
 			log.FromContext(ctx).Info("reading the cluster from a server failed", "pod", klogRef(pod), "err", err)
 			view.unreachable = append(view.unreachable, pod.Name)
 			continue
 		}
-		for j := range s.nodes {
-			if s.nodes[j].Myself {
-				s.self = &s.nodes[j]
-			}
-		}
+		s.nodes, s.self, s.replication = nodes, self, replication
 		s.state = infoField(info, "cluster_state")
 	}
 	for i := range view.shards {
 		slices.SortFunc(view.shards[i], func(a, b *clusterServer) int { return strings.Compare(a.pod.Name, b.pod.Name) })
 	}
 	return view, nil
+}
+
+// readClusterNode reads what the server c speaks to says of the cluster and
+// of itself: CLUSTER NODES, its own entry among them, and INFO replication.
+func readClusterNode(ctx context.Context, c *redis.Client) (nodes []cluster.Node, self *cluster.Node, replication string, err error) {
+	text, err := c.ClusterNodes(ctx).Result()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if nodes, err = cluster.ParseNodes(text); err != nil {
+		return nil, nil, "", err
+	}
+	if replication, err = c.Info(ctx, "replication").Result(); err != nil {
+		return nil, nil, "", err
+	}
+	for i := range nodes {
+		if nodes[i].Myself {
+			return nodes, &nodes[i], replication, nil
+		}
+	}
+	return nil, nil, "", errors.New("CLUSTER NODES names no node myself")
 }
 
 // infoField is the value of field in an INFO-style reply.
