@@ -12,7 +12,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -21,29 +20,33 @@ import (
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 )
 
-// A sharded instance (spec.cluster) is reconciled here, one step of the
-// cluster's life per reconcile, each read from the cluster first so that a
-// step cut short (the reconcile's deadline, an operator restart) is finished
-// by the next one:
+// A sharded instance (spec.cluster) goes through the same Reconcile as the
+// others: credentials, observe, mode change (every shard's servers write
+// their data in the new mode's files first), apply (the shared objects, then
+// one StatefulSet and disruption budget per shard through the same upgrade
+// turns, claim template and volume growth), runtime options, users and
+// certificate, report (storage re-probe included). What only a cluster needs
+// is its converge phase (convergeShards), one step of the cluster's life per
+// reconcile, each read from the cluster first so that a step cut short (the
+// reconcile's deadline, an operator restart) is finished by the next one:
 //
-//  1. the shared objects (ConfigMap, Services, NetworkPolicy, connection
-//     Secret, users) and a StatefulSet and disruption budget per shard;
-//  2. once every server of every shard answers, and none serves a slot, the
+//  1. once every server of every shard answers, and none serves a slot, the
 //     cluster is formed: MEET, each shard's first server gets an even share
 //     of the slots, the others replicate it;
-//  3. on a formed cluster, nodes that others record at addresses they left
+//  2. on a formed cluster, nodes that others record at addresses they left
 //     (every pod restarted at once, on new IPs) are introduced again at
 //     their new ones, servers it does not know are met, a new shard's
 //     first server becomes its primary and the rest replicate it, and a
 //     shard's server that replicates no one of its shard is made to;
-//  4. shards added (spec.cluster.shards raised) receive their share of the
+//  3. shards added (spec.cluster.shards raised) receive their share of the
 //     slots, keys and all; shards removed give theirs to the others first,
 //     and leave the cluster, StatefulSet and all, only once they serve none
 //     and clients have had clusterDrain to follow the moves.
 //
-// Failover is the cluster's: the operator never promotes. It reports what
-// the cluster says in status.shards and the ClusterHealthy and SlotsCovered
-// conditions.
+// Failover is the cluster's: the operator never promotes, except to hand a
+// shard's primary role to a replica before the primary's pod rolls
+// (redispersistence_cluster_rollout.go). It reports what the cluster says in
+// status.shards and the ClusterHealthy and SlotsCovered conditions.
 
 const (
 	// clusterResync is how often a cluster is read when no Kubernetes object
@@ -71,107 +74,57 @@ const (
 	ReasonSlotsUncovered     = "SlotsNotServed"
 )
 
-// reconcileCluster is Reconcile for a sharded instance, once the
-// credentials are read and the password is rotated.
-func (r *RedisPersistenceReconciler) reconcileCluster(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials, in specs.PodInputs, moving *v1alpha1.InstancePhase) (ctrl.Result, error) {
-	statefulSets, eligible, err := r.applyShards(ctx, rp, creds, in)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	// Options and users go to every server that runs, as to a replicated
-	// instance's.
-	var result ctrl.Result
-	var applied observation
-	if rp.Status.AppliedConfigHash != specs.RuntimeConfigHash(rp) {
-		applied.configErr = r.applyClusterRuntimeConfig(serverCtx, rp, creds.server)
-	}
-	r.setCondition(rp, v1alpha1.ConditionConfigApplied, configAppliedCondition(rp, applied))
-	again, tlsRotating, err := r.convergeAccess(serverCtx, rp, creds)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if again > 0 {
-		result = requeueWithin(result, again)
-	}
-	if tlsRotating {
-		// No event says that the kubelet updated a mounted Secret.
-		result = requeueWithin(result, tlsRotationRetry)
-	}
-
+// convergeShards takes the step of the cluster's life it is at
+// (convergeCluster), labels the servers' roles, and returns the cluster as
+// the step left it.
+func (r *RedisPersistenceReconciler) convergeShards(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, statefulSets map[int]*appsv1.StatefulSet) (*clusterObservation, error) {
 	stepCtx, cancel := context.WithTimeout(ctx, clusterStepBudget)
 	defer cancel()
-	view, err := r.observeCluster(stepCtx, rp, creds.server, statefulSets)
+	view, err := r.observeCluster(stepCtx, rp, creds, statefulSets)
 	if err != nil {
-		return ctrl.Result{}, err
+		return nil, err
 	}
-	admin := r.clusterAdmin(ctx, rp, creds.server)
-	step, err := r.convergeCluster(stepCtx, rp, admin, view)
+	step, err := r.convergeCluster(stepCtx, rp, r.clusterAdmin(ctx, rp, creds), view)
 	if err != nil {
 		log.FromContext(ctx).Info("cluster step failed", "redispersistence", klogRef(rp), "err", err)
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "ClusterStepFailed", "%v", err)
 	}
 	if step.changed {
 		// Report what the step left, not what it found.
-		if view, err = r.observeCluster(stepCtx, rp, creds.server, step.statefulSets(view)); err != nil {
-			return ctrl.Result{}, err
+		if view, err = r.observeCluster(stepCtx, rp, creds, step.statefulSets(view)); err != nil {
+			return nil, err
 		}
 	}
 	if err := r.labelClusterRoles(ctx, rp, view); err != nil {
-		return ctrl.Result{}, err
+		return nil, err
 	}
-	*moving = r.updateClusterStatus(rp, view, step, eligible)
-	result = requeueWithin(result, clusterResync)
-	if step.requeue > 0 {
-		result = requeueWithin(result, step.requeue)
-	}
-	return result, nil
+	return &clusterObservation{view: view, step: step}, nil
 }
 
-// applyShards applies the objects every instance has, then each shard's
-// disruption budget and StatefulSet, and grows the shards' claims. It
-// returns the shards' StatefulSets by index (those being removed too) and
-// how many nodes the servers may run on.
-func (r *RedisPersistenceReconciler) applyShards(ctx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials, in specs.PodInputs) (map[int]*appsv1.StatefulSet, int, error) {
-	statefulSets, err := r.shardStatefulSets(ctx, rp)
-	if err != nil {
-		return nil, 0, err
-	}
-	var nodes corev1.NodeList
-	if err := r.List(ctx, &nodes); err != nil {
-		return nil, 0, fmt.Errorf("listing nodes: %w", err)
-	}
-	template := specs.PodTemplate(rp, r.Options, in)
-	eligible := eligibleNodes(nodes.Items, &template.Spec)
-	if err := r.applyObjects(ctx, rp, creds); err != nil {
-		return nil, 0, err
-	}
-	for _, pdb := range specs.ShardPodDisruptionBudgets(rp) {
-		if err := r.Patch(ctx, pdb, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
-			return nil, 0, fmt.Errorf("applying PodDisruptionBudget %s: %w", pdb.Name, err)
-		}
-	}
+// clusterObservation is what convergeShards leaves for the status.
+type clusterObservation struct {
+	view *clusterView
+	step clusterStep
+}
+
+// shardMembers are a sharded instance's StatefulSets, one per shard of
+// spec.cluster.shards, each rolled by its shard's failover.
+func (r *RedisPersistenceReconciler) shardMembers(rp *v1alpha1.RedisPersistence, creds serverCredentials, obs *observation) []member {
+	var members []member
 	for i := range specs.Shards(rp) {
-		in := in
-		in.AntiAffinity = specs.PodAntiAffinityFor(rp, eligible, statefulSets[i])
-		sts := specs.ShardStatefulSet(rp, r.Options, in, i)
-		if rp.SwitchesOverOnUpdate() {
+		antiAffinity := specs.PodAntiAffinityFor(rp, obs.eligibleNodes, obs.shards[i])
+		members = append(members, member{
+			existing: obs.shards[i],
+			build: func(in specs.PodInputs) *appsv1.StatefulSet {
+				in.AntiAffinity = antiAffinity
+				return specs.ShardStatefulSet(rp, r.Options, in, i)
+			},
 			// One server at a time, the primary last, after a failover to a
 			// replica (redispersistence_cluster_rollout.go).
-			roll := &shardRoller{r: r, rp: rp, creds: creds.server, shard: i}
-			partition, err := r.partitionToRun(ctx, rp, statefulSets[i], rolloutOriginOf(sts, statefulSets[i]) != noRollout, roll)
-			if err != nil {
-				return nil, 0, err
-			}
-			sts.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: &partition}
-		}
-		r.keepClaimTemplate(rp, sts, statefulSets[i])
-		if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
-			r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
-			return nil, 0, fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)
-		}
-		statefulSets[i] = sts
+			roller: &shardRoller{r: r, rp: rp, creds: creds, shard: i},
+		})
 	}
-	return statefulSets, eligible, r.reportVolumeSize(ctx, rp)
+	return members
 }
 
 // applyClusterRuntimeConfig sets the runtime options on every running

@@ -169,10 +169,21 @@ func runAOFCluster(t *testing.T, ns, name string, shards, perShard int) (configs
 			createVolumeFor(t, ns, fmt.Sprintf("data-%s-s%d-%d", name, i, j))
 		}
 	}
-	createRP(t, ns, name, v1alpha1.RedisPersistenceSpec{
+	createRP(t, ns, name, aofClusterSpec(shards, perShard))
+	return runClusterNodes(t, ns, name, shards, perShard)
+}
+
+func aofClusterSpec(shards, perShard int) v1alpha1.RedisPersistenceSpec {
+	return v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncAlways},
 		Cluster: &v1alpha1.ClusterSpec{Shards: int32(shards), ReplicasPerShard: ptr.To(int32(perShard - 1))},
-	})
+	}
+}
+
+// runClusterNodes runs the servers of name's shards as real cluster nodes
+// (runAOFCluster), once its StatefulSets are there.
+func runClusterNodes(t *testing.T, ns, name string, shards, perShard int) (configs map[string]string, servers map[string]*testenv.Server) {
+	t.Helper()
 	eventually(t, 30*time.Second, func() error { return get(t, &appsv1.StatefulSet{}, ns, fmt.Sprintf("%s-s%d", name, shards-1)) })
 	configs, servers = map[string]string{}, map[string]*testenv.Server{}
 	for i := range shards {

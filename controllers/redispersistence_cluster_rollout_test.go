@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -12,10 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
+	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 )
 
@@ -31,11 +31,9 @@ func TestShardRollsWithFailover(t *testing.T) {
 	ns := newNamespace(t)
 	const name, shards, perShard = "shroll", 3, 2
 	configs, servers := runAOFCluster(t, ns, name, shards, perShard)
-	uids := map[string]types.UID{}
 	var pods []string
 	for pod := range servers {
 		pods = append(pods, pod)
-		uids[pod] = podUIDs(t, ns, pod)[pod]
 	}
 	slices.Sort(pods)
 	waitClusterHealthy(t, ns, name, shards)
@@ -81,36 +79,18 @@ func TestShardRollsWithFailover(t *testing.T) {
 	// (asked first whether it is a primary), its replacement starts on the
 	// same data directory, on a new port.
 	var primariesRestarted []string
-	restarted := map[string]bool{}
-	deadline := time.Now().Add(6 * time.Minute)
-	for len(restarted) < len(pods) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the rollout did not end within 6 minutes: restarted %v", restarted)
+	playRollout(t, ns, pods, 6*time.Minute, func(podName string) {
+		if role := nodeRole(ctx, servers[podName].Addr, password); role != "slave" {
+			primariesRestarted = append(primariesRestarted, podName+" ("+role+")")
 		}
-		for _, podName := range pods {
-			pod := &corev1.Pod{}
-			if err := get(t, pod, ns, podName); err != nil {
-				continue // gone: the StatefulSet controller makes it again
-			}
-			switch {
-			case pod.UID == uids[podName] && !pod.DeletionTimestamp.IsZero():
-				if role := nodeRole(ctx, servers[podName].Addr, password); role != "slave" {
-					primariesRestarted = append(primariesRestarted, podName+" ("+role+")")
-				}
-				servers[podName].Stop(t)
-				if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
-					t.Fatal(err)
-				}
-			case pod.UID != uids[podName] && !restarted[podName]:
-				restarted[podName] = true
-				sts := podName[:strings.LastIndex(podName, "-")]
-				servers[podName] = testenv.RunClusterNode(t, servers[podName].Dir, configs[sts])
-				serverAddrs.Store(ns+"/"+podName, servers[podName].Addr)
-				actAsKubelet(t, ns, podName, "ext4")
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		servers[podName].Stop(t)
+	}, func(podName string) bool {
+		sts := podName[:strings.LastIndex(podName, "-")]
+		servers[podName] = testenv.RunClusterNode(t, servers[podName].Dir, configs[sts])
+		serverAddrs.Store(ns+"/"+podName, servers[podName].Addr)
+		actAsKubelet(t, ns, podName, "ext4")
+		return true
+	})
 	waitClusterHealthy(t, ns, name, shards)
 	time.Sleep(2 * time.Second)
 	stopWriter()
@@ -148,4 +128,72 @@ func nodeRole(ctx context.Context, addr, password string) string {
 	}
 	s, _ := role[0].(string)
 	return s
+}
+
+// A mode change of a sharded instance whose shards have no replica (aof
+// always to rdb, 3 shards of 1 server) goes through the same hold as a
+// single server's: the new configuration is applied only once every server
+// has its keys in a snapshot, so the servers restarted in rdb mode load
+// every key. Without the hold they would start from no snapshot at all.
+func TestClusterModeChangeCarriesTheData(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	const name, shards = "shmode", 3
+	_, servers := runAOFCluster(t, ns, name, shards, 1)
+	waitClusterHealthy(t, ns, name, shards)
+	password := instancePassword(t, ns, name)
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{servers[name+"-s0-0"].Addr}, Password: password, MaxRedirects: 16})
+	defer func() { _ = c.Close() }()
+	const keys = 300
+	for i := range keys {
+		if err := c.Set(ctx, fmt.Sprintf("mode:%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	updateRP(t, ns, name, func(rp *v1alpha1.RedisPersistence) {
+		rp.Spec.Mode, rp.Spec.AOF = v1alpha1.ModeRDB, nil
+		rp.Spec.RDB = &v1alpha1.RDBSpec{Save: []v1alpha1.SaveRule{{Seconds: 3600, Changes: 1}}}
+	})
+	eventually(t, 60*time.Second, func() error {
+		cm := &corev1.ConfigMap{}
+		if err := get(t, cm, ns, name+"-config"); err != nil {
+			return err
+		}
+		if mode := cm.Annotations[specs.AnnotationMode]; mode != string(v1alpha1.ModeRDB) {
+			return fmt.Errorf("the ConfigMap's mode is %q", mode)
+		}
+		return nil
+	})
+	pods := slices.Sorted(maps.Keys(servers))
+	playRollout(t, ns, pods, 3*time.Minute, func(podName string) {
+		servers[podName].Stop(t)
+	}, func(podName string) bool {
+		sts := podName[:strings.LastIndex(podName, "-")]
+		config := renderedConfigOf(t, ns, name, sts) + "cluster-preferred-endpoint-type ip\n"
+		if !strings.Contains(config, "appendonly no") {
+			t.Fatalf("%s restarts without the rdb configuration:\n%s", podName, config)
+		}
+		servers[podName] = testenv.RunClusterNode(t, servers[podName].Dir, config)
+		serverAddrs.Store(ns+"/"+podName, servers[podName].Addr)
+		actAsKubelet(t, ns, podName, "ext4")
+		return true
+	})
+	waitClusterHealthy(t, ns, name, shards)
+
+	reader := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{servers[name+"-s1-0"].Addr}, Password: password, MaxRedirects: 16})
+	defer func() { _ = reader.Close() }()
+	missing := 0
+	for i := range keys {
+		if n, err := reader.Exists(ctx, fmt.Sprintf("mode:%d", i)).Result(); err != nil || n != 1 {
+			missing++
+		}
+	}
+	if missing != 0 {
+		t.Errorf("%d of %d keys are missing once every server restarted in rdb mode", missing, keys)
+	}
+	if !hasEvent(t, ns, "SwitchedPersistence", "mode rdb") {
+		t.Error("no SwitchedPersistence event says the servers have their data in the files of mode rdb")
+	}
 }

@@ -45,9 +45,16 @@ func (r *RedisPersistenceReconciler) labelClusterRoles(ctx context.Context, rp *
 	return nil
 }
 
-// updateClusterStatus writes what the cluster said into rp's status, and
-// returns what the instance goes through (clusterMotion).
-func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersistence, view *clusterView, step clusterStep, eligible int) v1alpha1.InstancePhase {
+// updateClusterStatus is updateStatus for a sharded instance: it writes
+// what the cluster said into rp's status.
+func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersistence, obs observation) {
+	r.setCondition(rp, v1alpha1.ConditionConfigApplied, configAppliedCondition(rp, obs))
+	if obs.cluster == nil {
+		// A mode change holds the new configuration back.
+		r.setCondition(rp, v1alpha1.ConditionReady, *obs.modeChange)
+		return
+	}
+	view, step := obs.cluster.view, obs.cluster.step
 	st := &rp.Status
 	st.Endpoint = fmt.Sprintf("%s:%d", specs.ClientHost(rp), specs.RedisPort)
 	st.Instances, st.ReadyInstances = 0, 0
@@ -56,16 +63,56 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 		st.ReadyInstances += sts.Status.ReadyReplicas
 	}
 	st.Primary, st.Replicas, st.Node = "", nil, ""
+	// What shard 0's first server runs: every server takes the same template.
+	if image, ok := runningImage(obs.pod, specs.ContainerRedis); ok {
+		st.Image = image
+	}
+	if image, ok := runningImage(obs.pod, specs.ContainerExporter); ok {
+		st.ExporterImage = image
+	}
+	var covered map[int]bool
+	var answering int
+	st.Shards, covered, answering = shardStatuses(view)
 
+	r.reportUpToDate(rp, obs, slices.Collect(maps.Values(view.statefulSets)))
+	storage, report := clusterStorage(rp, view, obs)
+	r.setCondition(rp, v1alpha1.ConditionStorageReady, storage)
+	if report.filesystem != "" {
+		st.Filesystem = report.filesystem
+		r.reportStorage(rp, report, storage)
+	}
+	if uring := clusterUringCondition(rp, view); uring != nil {
+		r.setCondition(rp, v1alpha1.ConditionUringActive, *uring)
+	} else {
+		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionUringActive)
+	}
+	r.setCondition(rp, v1alpha1.ConditionClusterHealthy, clusterHealthyCondition(view, step, answering, len(st.Shards)))
+	r.setCondition(rp, v1alpha1.ConditionSlotsCovered, slotsCoveredCondition(rp, view, step, covered))
+
+	// Ready while it serves: moving slots to or from a shard is not an outage.
+	ready := meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionClusterHealthy) && len(covered) == cluster.Slots
+	switch {
+	case storage.status == metav1.ConditionFalse:
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonStorageNotReady, storage.message})
+	case ready:
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionTrue, ReasonReady, "the cluster serves every slot"})
+	case obs.eligibleNodes == 0:
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonNotScheduled, "no node is eligible for the servers"})
+	default:
+		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonPodNotReady, "the cluster is not serving every slot yet"})
+	}
+}
+
+// shardStatuses are status.shards as the servers said, the slots a primary
+// serves, and how many servers answered.
+func shardStatuses(view *clusterView) (shards []v1alpha1.ShardStatus, covered map[int]bool, answering int) {
 	byID := map[string]*clusterServer{}
 	for _, s := range view.servers() {
 		if s.answered() {
 			byID[s.self.ID] = s
 		}
 	}
-	st.Shards = nil
-	covered := map[int]bool{}
-	answering := 0
+	covered = map[int]bool{}
 	for _, i := range view.shardIndexes() {
 		shard := v1alpha1.ShardStatus{Index: int32(i)}
 		for _, s := range view.shards[i] {
@@ -95,37 +142,10 @@ func (r *RedisPersistenceReconciler) updateClusterStatus(rp *v1alpha1.RedisPersi
 			}
 			shard.Servers = append(shard.Servers, replica)
 		}
-		st.Shards = append(st.Shards, shard)
+		shards = append(shards, shard)
 	}
 
-	r.setCondition(rp, v1alpha1.ConditionUpToDate, shardsUpToDate(view))
-	storage, report := clusterStorage(rp, view)
-	r.setCondition(rp, v1alpha1.ConditionStorageReady, storage)
-	if report.filesystem != "" {
-		st.Filesystem = report.filesystem
-		r.reportStorage(rp, report, storage)
-	}
-	if uring := clusterUringCondition(rp, view); uring != nil {
-		r.setCondition(rp, v1alpha1.ConditionUringActive, *uring)
-	} else {
-		meta.RemoveStatusCondition(&rp.Status.Conditions, v1alpha1.ConditionUringActive)
-	}
-	r.setCondition(rp, v1alpha1.ConditionClusterHealthy, clusterHealthyCondition(view, step, answering, len(st.Shards)))
-	r.setCondition(rp, v1alpha1.ConditionSlotsCovered, slotsCoveredCondition(rp, view, step, covered))
-
-	// Ready while it serves: moving slots to or from a shard is not an outage.
-	ready := meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionClusterHealthy) && len(covered) == cluster.Slots
-	switch {
-	case storage.status == metav1.ConditionFalse:
-		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonStorageNotReady, storage.message})
-	case ready:
-		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionTrue, ReasonReady, "the cluster serves every slot"})
-	case eligible == 0:
-		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonNotScheduled, "no node is eligible for the servers"})
-	default:
-		r.setCondition(rp, v1alpha1.ConditionReady, condition{metav1.ConditionFalse, ReasonPodNotReady, "the cluster is not serving every slot yet"})
-	}
-	return clusterMotion(rp, view)
+	return shards, covered, answering
 }
 
 // clusterMotion is motionOf for a sharded instance: its shards'
@@ -144,11 +164,16 @@ func clusterMotion(rp *v1alpha1.RedisPersistence, view *clusterView) v1alpha1.In
 // is judged as a single server's is, and the first that fails makes it
 // false, naming the pod. The report returned, for status.storage and the
 // recommendation, is the first server's that has one (shard 0's first).
-func clusterStorage(rp *v1alpha1.RedisPersistence, view *clusterView) (condition, storageReport) {
+// The first server's report is obs.storage, which a re-probe of its volume
+// replaces (spec.storage.probeInterval).
+func clusterStorage(rp *v1alpha1.RedisPersistence, view *clusterView, obs observation) (condition, storageReport) {
 	var first storageReport
 	var unreported []string
 	for _, s := range view.servers() {
 		report := storageReportFromPod(s.pod)
+		if obs.pod != nil && s.pod.Name == obs.pod.Name {
+			report = obs.storage
+		}
 		c := storageCondition(rp, report)
 		switch c.status {
 		case metav1.ConditionFalse:

@@ -492,16 +492,16 @@ func TestClusterStorage(t *testing.T) {
 		0: {server("c-s0-0", layoutReport), server("c-s0-1", layoutReport)},
 		1: {server("c-s1-0", layoutReport), server("c-s1-1", "")},
 	}}
-	if c, _ := clusterStorage(rp, view); c.status != metav1.ConditionUnknown || !strings.Contains(c.message, "c-s1-1") {
+	if c, _ := clusterStorage(rp, view, observation{}); c.status != metav1.ConditionUnknown || !strings.Contains(c.message, "c-s1-1") {
 		t.Errorf("a server not reported: %+v", c)
 	}
 	view.shards[1][1] = server("c-s1-1", unsafeReport)
-	c, report := clusterStorage(rp, view)
+	c, report := clusterStorage(rp, view, observation{})
 	if c.status != metav1.ConditionFalse || c.reason != ReasonWriteBarrierDisabled || !strings.HasPrefix(c.message, "c-s1-1: ") || report.mountOptions != "rw,relatime,nobarrier" {
 		t.Errorf("a server without write barriers: %+v, report %+v", c, report)
 	}
 	view.shards[1][1] = server("c-s1-1", layoutReport)
-	if c, report := clusterStorage(rp, view); c.status != metav1.ConditionTrue || !report.measured() {
+	if c, report := clusterStorage(rp, view, observation{}); c.status != metav1.ConditionTrue || !report.measured() {
 		t.Errorf("every volume safe: %+v, report %+v", c, report)
 	}
 }

@@ -141,9 +141,8 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		// A failover changes no Kubernetes object while the old primary keeps running.
-		if specs.Replicated(rp) && retErr == nil {
-			result = requeueWithin(result, replicationResync)
+		if resync := failoverResync(rp); resync > 0 && retErr == nil {
+			result = requeueWithin(result, resync)
 		}
 	}()
 	if err := r.recordPredatedDefaults(ctx, rp); err != nil {
@@ -175,9 +174,6 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if again := r.rotatePassword(serverCtx, rp, creds); again > 0 {
 		defer func() { result = requeueWithin(result, again) }()
 	}
-	if specs.Sharded(rp) {
-		return r.reconcileCluster(ctx, serverCtx, rp, creds, in, &moving)
-	}
 	obs, err := r.observe(ctx, serverCtx, rp, creds.server, in)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -194,11 +190,7 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if obs.configErr = r.convergeRuntimeConfig(serverCtx, rp, creds.server, obs); obs.configErr != nil && !refusedByServer(obs.configErr) {
-		// A server that did not answer is asked again soon; one that
-		// refused an option waits for the next spec change or resync.
-		defer func() { result = requeueWithin(result, configRetry) }()
-	}
+	obs.configErr = r.convergeRuntimeConfig(serverCtx, rp, creds.server, obs)
 	again, tlsRotating, err := r.convergeAccess(serverCtx, rp, creds)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -206,8 +198,29 @@ func (r *RedisPersistenceReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if again > 0 {
 		defer func() { result = requeueWithin(result, again) }()
 	}
-	moving = motionOf([]*appsv1.StatefulSet{obs.statefulSet}, specs.Servers(rp), rp.Status.Phase)
-	return r.report(ctx, rp, obs, heldUpgrade, tlsRotating)
+	if specs.Sharded(rp) {
+		// What only a cluster needs: its nodes met, slots shared and moved,
+		// roles labelled (redispersistence_cluster.go).
+		if obs.cluster, err = r.convergeShards(ctx, rp, creds.server, obs.shards); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	result, err = r.report(ctx, rp, obs, heldUpgrade, tlsRotating)
+	moving = r.motion(rp, obs)
+	return result, err
+}
+
+// failoverResync is how often an instance whose servers fail over by
+// themselves is looked at when no Kubernetes object changes (0: never): a
+// failover changes none while the old primary keeps running.
+func failoverResync(rp *v1alpha1.RedisPersistence) time.Duration {
+	switch {
+	case specs.Sharded(rp):
+		return clusterResync
+	case specs.Replicated(rp):
+		return replicationResync
+	}
+	return 0
 }
 
 // rotatePassword brings the running servers to the default password creds
@@ -366,11 +379,16 @@ func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp 
 	if err := r.List(ctx, &nodes); err != nil {
 		return observation{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	existing := &appsv1.StatefulSet{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, existing); apierrors.IsNotFound(err) {
-		existing = nil
-	} else if err != nil {
-		return observation{}, fmt.Errorf("reading StatefulSet %s: %w", rp.Name, err)
+	var existing *appsv1.StatefulSet
+	var shards map[int]*appsv1.StatefulSet
+	var err error
+	if specs.Sharded(rp) {
+		shards, err = r.shardStatefulSets(ctx, rp)
+	} else {
+		existing, err = r.statefulSet(ctx, rp)
+	}
+	if err != nil {
+		return observation{}, err
 	}
 	appliedConfig := &corev1.ConfigMap{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.ConfigMapName(rp)}, appliedConfig); apierrors.IsNotFound(err) {
@@ -384,6 +402,7 @@ func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp 
 		eligibleNodes: eligibleNodes(nodes.Items, &template.Spec),
 		requirement:   placementRequirement(specs.MinKernel(rp), rp.Spec.Placement.NodeSelector),
 		statefulSet:   existing,
+		shards:        shards,
 		appliedMode:   appliedMode(appliedConfig),
 	}
 	obs.antiAffinity = specs.PodAntiAffinityFor(rp, obs.eligibleNodes, existing)
@@ -393,11 +412,24 @@ func (r *RedisPersistenceReconciler) observe(ctx, serverCtx context.Context, rp 
 	return obs, nil
 }
 
-// observePod gathers the pod, its node, its filesystem report and, once it is
-// ready, the server's INFO (at most once per infoMaxAge, within serverCtx).
+// statefulSet is the StatefulSet of an instance that is not sharded, nil
+// before it is made.
+func (r *RedisPersistenceReconciler) statefulSet(ctx context.Context, rp *v1alpha1.RedisPersistence) (*appsv1.StatefulSet, error) {
+	existing := &appsv1.StatefulSet{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name}, existing); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("reading StatefulSet %s: %w", rp.Name, err)
+	}
+	return existing, nil
+}
+
+// observePod gathers the first server's pod, its node, its filesystem report
+// and, once it is ready, the server's INFO (at most once per infoMaxAge,
+// within serverCtx). A cluster's servers are read by observeCluster.
 func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, obs *observation) error {
 	pod := &corev1.Pod{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: rp.Name + "-0"}, pod); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.FirstPodName(rp)}, pod); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	obs.pod = pod
@@ -418,7 +450,7 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 			obs.node = node
 		}
 	}
-	if !podReady(pod) || pod.Status.PodIP == "" {
+	if !podReady(pod) || pod.Status.PodIP == "" || specs.Sharded(rp) {
 		return nil
 	}
 	obs.info, obs.infoErr = r.probes.info(serverCtx, client.ObjectKeyFromObject(rp), pod, func(ctx context.Context) (*serverInfo, error) {
@@ -431,29 +463,35 @@ func (r *RedisPersistenceReconciler) observePod(ctx, serverCtx context.Context, 
 	return nil
 }
 
-// apply brings the objects to what rp asks, the data volumes' size too. An
-// operator upgrade that must wait for its turn leaves the server's
-// StatefulSet as it is and is returned, held.
+// apply brings the objects to what rp asks, the data volumes' size too. The
+// topology supplies the StatefulSets (members), which go through the same
+// apply: an operator upgrade that must wait for its turn leaves them as they
+// are and is returned, held.
 func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.RedisPersistence, creds *credentials, in specs.PodInputs, obs *observation) (*upgradeWait, error) {
 	if err := r.applyObjects(ctx, rp, creds); err != nil {
 		return nil, err
 	}
-	// The StatefulSet goes last: its pods start from the ConfigMap applied above.
-	in.AntiAffinity = obs.antiAffinity
-	if specs.Replicated(rp) {
-		servers, err := r.serversToRun(ctx, rp, creds.server, obs.statefulSet)
-		if err != nil {
-			return nil, err
-		}
-		in.Servers = servers
+	// The StatefulSets go last: their pods start from the ConfigMap applied above.
+	var members []member
+	var err error
+	if specs.Sharded(rp) {
+		members = r.shardMembers(rp, creds.server, obs)
+	} else if members, err = r.serverMembers(ctx, rp, creds.server, obs); err != nil {
+		return nil, err
 	}
-	sts, heldUpgrade, err := r.applyStatefulSet(ctx, rp, creds.server, in, obs.statefulSet)
+	applied, heldUpgrade, err := r.applyStatefulSets(ctx, rp, in, members)
 	if err != nil {
 		return nil, err
 	}
-	obs.statefulSet = sts
 	if heldUpgrade != nil {
 		obs.upgradePending = &heldUpgrade.condition
+	}
+	if specs.Sharded(rp) {
+		for i, sts := range applied {
+			obs.shards[i] = sts
+		}
+	} else {
+		obs.statefulSet = applied[0]
 	}
 	if specs.Replicated(rp) {
 		if err := r.followSentinels(ctx, rp, creds.server, in, obs); err != nil {
@@ -465,6 +503,28 @@ func (r *RedisPersistenceReconciler) apply(ctx context.Context, rp *v1alpha1.Red
 		return nil, err
 	}
 	return heldUpgrade, nil
+}
+
+// serverMembers is the one StatefulSet of an instance that is not sharded:
+// for a replicated one, with as many servers as a scale-in may remove yet
+// (serversToRun) and rolled by the Sentinels' switchover.
+func (r *RedisPersistenceReconciler) serverMembers(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, obs *observation) ([]member, error) {
+	var servers int32
+	if specs.Replicated(rp) {
+		var err error
+		if servers, err = r.serversToRun(ctx, rp, creds, obs.statefulSet); err != nil {
+			return nil, err
+		}
+	}
+	antiAffinity := obs.antiAffinity
+	return []member{{
+		existing: obs.statefulSet,
+		build: func(in specs.PodInputs) *appsv1.StatefulSet {
+			in.AntiAffinity, in.Servers = antiAffinity, servers
+			return specs.StatefulSet(rp, r.Options, in)
+		},
+		roller: &sentinelRoller{r: r, rp: rp, creds: creds},
+	}}, nil
 }
 
 // applyObjects applies every object rp asks for but the StatefulSets, and
@@ -501,6 +561,9 @@ func (r *RedisPersistenceReconciler) applyObjects(ctx context.Context, rp *v1alp
 		return err
 	}
 	desired = append(desired, replication...)
+	for _, pdb := range specs.ShardPodDisruptionBudgets(rp) {
+		desired = append(desired, pdb)
+	}
 	if pm, err := r.podMonitor(ctx, rp); err != nil {
 		return err
 	} else if pm != nil {
@@ -536,6 +599,14 @@ func (r *RedisPersistenceReconciler) report(ctx context.Context, rp *v1alpha1.Re
 	result := ctrl.Result{RequeueAfter: requeueAfter(rp, obs, heldUpgrade, tlsRotating, probeIn, r.Clock.Now())}
 	if archiveIn > 0 {
 		result = requeueWithin(result, archiveIn)
+	}
+	if obs.configErr != nil && !refusedByServer(obs.configErr) {
+		// A server that did not answer is asked again soon; one that
+		// refused an option waits for the next spec change or resync.
+		result = requeueWithin(result, configRetry)
+	}
+	if obs.cluster != nil && obs.cluster.step.requeue > 0 {
+		result = requeueWithin(result, obs.cluster.step.requeue)
 	}
 	return result, nil
 }

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,7 +83,6 @@ func TestRolloutSwitchesOverBeforeThePrimaryRestarts(t *testing.T) {
 	// The servers as the start scripts run them, each created once the one
 	// before is Ready (OrderedReady).
 	servers := map[string]*testenv.Server{}
-	uids := map[string]types.UID{}
 	run := func(pod, primary string) {
 		t.Helper()
 		conf := config
@@ -95,7 +93,6 @@ func TestRolloutSwitchesOverBeforeThePrimaryRestarts(t *testing.T) {
 		servers[pod] = testenv.RunServer(t, t.TempDir(), conf)
 		serverAddrs.Store(ns+"/"+pod, servers[pod].Addr)
 		markRunning(t, ns, pod)
-		uids[pod] = podUIDs(t, ns, pod)[pod]
 	}
 	run(pods[0], "")
 	run(pods[1], servers[pods[0]].Addr)
@@ -141,41 +138,23 @@ func TestRolloutSwitchesOverBeforeThePrimaryRestarts(t *testing.T) {
 		pod, primaryThen string
 	}
 	var order []replaced
-	restarted := map[string]bool{}
-	deadline := time.Now().Add(4 * time.Minute)
-	for len(restarted) < len(pods) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the rollout did not end within 4 minutes: replaced %v", order)
-		}
-		for _, podName := range pods {
-			pod := &corev1.Pod{}
-			if err := get(t, pod, ns, podName); err != nil {
-				continue // gone: the StatefulSet controller makes it again
-			}
-			switch {
-			case pod.UID == uids[podName] && !pod.DeletionTimestamp.IsZero():
-				primaryThen, primaryAddr := "", sentinelPrimary()
-				for other, srv := range servers {
-					if srv.Addr == primaryAddr {
-						primaryThen = other
-					}
-				}
-				order = append(order, replaced{podName, primaryThen})
-				servers[podName].Stop(t)
-				if err := k8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
-					t.Fatal(err)
-				}
-			case pod.UID != uids[podName] && !restarted[podName]:
-				primary := sentinelPrimary()
-				if primary == "" {
-					continue
-				}
-				restarted[podName] = true
-				run(podName, primary)
+	playRollout(t, ns, pods, 4*time.Minute, func(podName string) {
+		primaryThen, primaryAddr := "", sentinelPrimary()
+		for other, srv := range servers {
+			if srv.Addr == primaryAddr {
+				primaryThen = other
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		order = append(order, replaced{podName, primaryThen})
+		servers[podName].Stop(t)
+	}, func(podName string) bool {
+		primary := sentinelPrimary()
+		if primary == "" {
+			return false
+		}
+		run(podName, primary)
+		return true
+	})
 	t.Logf("pods replaced in order %+v", order)
 	if len(order) != len(pods) || order[len(order)-1].pod != pods[0] {
 		t.Errorf("the pods were replaced in order %+v: the primary %s's pod was not the last", order, pods[0])
@@ -246,5 +225,38 @@ func TestLoneServerScaledOutIsNotHeld(t *testing.T) {
 	existing.Spec.Replicas = ptr.To[int32](2)
 	if partition, err := (&RedisPersistenceReconciler{}).partitionToRun(context.Background(), rp, existing, true, nil); err != nil || partition != 2 {
 		t.Errorf("two servers on a new template: partition %d (%v), want 2: every server held", partition, err)
+	}
+}
+
+// playRollout plays the kubelet through a rollout of pods: a pod the
+// StatefulSet controller deletes is stopped (stop) and removed at once, and
+// its replacement started (start, which says false to be asked again
+// later). It returns once every pod was replaced, and fails the test after
+// timeout.
+func playRollout(t *testing.T, ns string, pods []string, timeout time.Duration, stop func(pod string), start func(pod string) bool) {
+	t.Helper()
+	uids := podUIDs(t, ns, pods...)
+	restarted := map[string]bool{}
+	deadline := time.Now().Add(timeout)
+	for len(restarted) < len(pods) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the rollout did not end within %s: replaced %v", timeout, restarted)
+		}
+		for _, podName := range pods {
+			pod := &corev1.Pod{}
+			if err := get(t, pod, ns, podName); err != nil {
+				continue // gone: the StatefulSet controller makes it again
+			}
+			switch {
+			case pod.UID == uids[podName] && !pod.DeletionTimestamp.IsZero():
+				stop(podName)
+				if err := k8s.Delete(context.Background(), pod, client.GracePeriodSeconds(0), client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
+					t.Fatal(err)
+				}
+			case pod.UID != uids[podName] && !restarted[podName]:
+				restarted[podName] = start(podName)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -250,7 +250,26 @@ func (r *RedisPersistenceReconciler) convergeMode(ctx context.Context, rp *v1alp
 	if !change.needsServer() {
 		return nil, ctrl.Result{}
 	}
-	return r.switchMode(ctx, rp, creds, change, obs.pod)
+	if !specs.Sharded(rp) {
+		return r.switchMode(ctx, rp, creds, change, obs.pod, specs.DataClaimName(rp, 0))
+	}
+	// Every server of every shard: a shard without replicas has no other
+	// copy of its keys, and a replica restarted in the new mode loads its
+	// own files before it syncs.
+	for _, claim := range specs.DataClaimNames(rp) {
+		pod := &corev1.Pod{}
+		podName := strings.TrimPrefix(claim, "data-")
+		if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: podName}, pod); apierrors.IsNotFound(err) {
+			pod = nil
+		} else if err != nil {
+			return &condition{metav1.ConditionFalse, ReasonModeChangeBlocked, fmt.Sprintf("reading pod %s: %v", podName, err)}, ctrl.Result{Requeue: true}
+		}
+		if held, retry := r.switchMode(ctx, rp, creds, change, pod, claim); held != nil {
+			held.message = podName + ": " + held.message
+			return held, retry
+		}
+	}
+	return nil, ctrl.Result{}
 }
 
 // switchMode prepares the running server for change and returns nil once a
@@ -259,12 +278,12 @@ func (r *RedisPersistenceReconciler) convergeMode(ctx context.Context, rp *v1alp
 // rewrites or snapshots (no event announces the end), at the pod's next event
 // while it is not ready, with the workqueue's exponential backoff while the
 // server fails.
-func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, change modeChange, pod *corev1.Pod) (*condition, ctrl.Result) {
+func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, change modeChange, pod *corev1.Pod, claim string) (*condition, ctrl.Result) {
 	what := fmt.Sprintf("changing mode from %s to %s", change.from, change.to)
 	if !podReady(pod) || pod.Status.PodIP == "" {
 		// No server holds the data in memory: only a volume that was never
 		// bound may start over in the new mode.
-		inUse, err := r.volumeInUse(ctx, rp)
+		inUse, err := r.volumeInUse(ctx, rp, claim)
 		if err == nil && !inUse {
 			return nil, ctrl.Result{}
 		}
@@ -296,12 +315,12 @@ func (r *RedisPersistenceReconciler) switchMode(ctx context.Context, rp *v1alpha
 
 // volumeInUse is true when the data volume's claim is bound: it may hold data
 // written in the previous mode.
-func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alpha1.RedisPersistence) (bool, error) {
+func (r *RedisPersistenceReconciler) volumeInUse(ctx context.Context, rp *v1alpha1.RedisPersistence, name string) (bool, error) {
 	if !specs.HasVolume(rp) {
 		return false, nil
 	}
 	claim := &corev1.PersistentVolumeClaim{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: specs.DataClaimName(rp, 0)}, claim)
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: name}, claim)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	} else if err != nil {
@@ -360,6 +379,13 @@ func configAppliedCondition(rp *v1alpha1.RedisPersistence, obs observation) cond
 // when they changed or the server process is one they were not applied to,
 // and returns why it could not.
 func (r *RedisPersistenceReconciler) convergeRuntimeConfig(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, obs observation) error {
+	if specs.Sharded(rp) {
+		// Every server that runs, as to a replicated instance's.
+		if rp.Status.AppliedConfigHash != specs.RuntimeConfigHash(rp) {
+			return r.applyClusterRuntimeConfig(ctx, rp, creds)
+		}
+		return nil
+	}
 	if obs.info == nil || !runsCurrentRevision(obs.pod, obs.statefulSet) {
 		return nil
 	}

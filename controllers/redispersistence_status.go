@@ -87,6 +87,12 @@ type observation struct {
 	replication *replicationView
 	// AntiAffinity keeps a replicated instance's servers apart.
 	antiAffinity v1alpha1.PodAntiAffinity
+	// shards are a sharded instance's StatefulSets by shard index, those
+	// of shards being removed too; nil for the others.
+	shards map[int]*appsv1.StatefulSet
+	// cluster is what a sharded instance's servers said, once
+	// convergeShards ran.
+	cluster *clusterObservation
 }
 
 type condition struct {
@@ -248,11 +254,11 @@ func degradedCondition(cs *corev1.ContainerStatus, last *v1alpha1.ServerTerminat
 // (redispersistence_upgrade.go). A stalled upgrade's message names the
 // command that releases it: the start time in it stays the same for as long
 // as the upgrade is in flight.
-func upToDateCondition(pending *condition, rp *v1alpha1.RedisPersistence, sts *appsv1.StatefulSet, now time.Time) condition {
+func upToDateCondition(pending *condition, rp *v1alpha1.RedisPersistence, statefulSets []*appsv1.StatefulSet, now time.Time) condition {
 	if pending != nil {
 		return *pending
 	}
-	started := upgradeInFlight(sts)
+	started := earliestUpgrade(statefulSets)
 	switch {
 	case started == nil:
 		return condition{metav1.ConditionTrue, ReasonUpToDate, "the pod template is the one the operator builds"}
@@ -270,6 +276,17 @@ func upToDateCondition(pending *condition, rp *v1alpha1.RedisPersistence, sts *a
 			"see Ready and the pod's events, then fix the cause here or set the operator's previous default back (this instance takes it at once); "+
 			"to let the other instances upgrade without this one: kubectl annotate redispersistence -n %s %s %s=%s",
 		upgrade.ProgressDeadline, at, rp.Namespace, rp.Name, specs.AnnotationReleaseUpgrade, at)}
+}
+
+// reportUpToDate sets UpToDate from the StatefulSets of rp's servers.
+func (r *RedisPersistenceReconciler) reportUpToDate(rp *v1alpha1.RedisPersistence, obs observation, statefulSets []*appsv1.StatefulSet) {
+	upToDate := upToDateCondition(obs.upgradePending, rp, statefulSets, r.Clock.Now())
+	if upToDate.status == metav1.ConditionTrue && obs.cluster != nil {
+		upToDate = shardsUpToDate(obs.cluster.view)
+	}
+	r.reportUpgradeStall(rp, meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionUpToDate), upToDate,
+		upgradeReleased(rp, earliestUpgrade(statefulSets)))
+	r.setCondition(rp, v1alpha1.ConditionUpToDate, upToDate)
 }
 
 // reportUpgradeStall records an event when an operator upgrade becomes
@@ -339,6 +356,10 @@ func (r *RedisPersistenceReconciler) patchStatus(ctx context.Context, rp, origin
 }
 
 func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence, obs observation) {
+	if specs.Sharded(rp) {
+		r.updateClusterStatus(rp, obs)
+		return
+	}
 	r.reportRestarts(rp, obs.pod)
 	scheduled := scheduledCondition(obs)
 	storage := storageCondition(rp, obs.storage)
@@ -351,10 +372,7 @@ func (r *RedisPersistenceReconciler) updateStatus(rp *v1alpha1.RedisPersistence,
 	}
 	r.setCondition(rp, v1alpha1.ConditionReady, readyCondition(scheduled, storage, obs))
 	r.setCondition(rp, v1alpha1.ConditionConfigApplied, configAppliedCondition(rp, obs))
-	upToDate := upToDateCondition(obs.upgradePending, rp, obs.statefulSet, r.Clock.Now())
-	r.reportUpgradeStall(rp, meta.FindStatusCondition(rp.Status.Conditions, v1alpha1.ConditionUpToDate), upToDate,
-		upgradeReleased(rp, upgradeInFlight(obs.statefulSet)))
-	r.setCondition(rp, v1alpha1.ConditionUpToDate, upToDate)
+	r.reportUpToDate(rp, obs, []*appsv1.StatefulSet{obs.statefulSet})
 	if obs.replication != nil {
 		r.setCondition(rp, v1alpha1.ConditionReplicating, obs.replication.condition)
 	} else {
@@ -454,6 +472,17 @@ func phaseInMotion(phase, moving, previous v1alpha1.InstancePhase) v1alpha1.Inst
 		return moving
 	}
 	return phase
+}
+
+// motion is what a served instance goes through (motionOf, clusterMotion).
+func (r *RedisPersistenceReconciler) motion(rp *v1alpha1.RedisPersistence, obs observation) v1alpha1.InstancePhase {
+	if obs.cluster != nil {
+		return clusterMotion(rp, obs.cluster.view)
+	}
+	if specs.Sharded(rp) {
+		return ""
+	}
+	return motionOf([]*appsv1.StatefulSet{obs.statefulSet}, specs.Servers(rp), rp.Status.Phase)
 }
 
 // motionOf is what an instance goes through that its conditions do not

@@ -25,6 +25,10 @@ package controllers
 // exception is such an edit made while a new operator version's upgrade waits,
 // which the generation cannot tell from a template change: it applies at once.)
 //
+// A turn is the whole instance's: a sharded instance takes one for all its
+// shards' StatefulSets, once every one of them has rolled out, marks them
+// all, and holds the turn until the last is Ready on the new template.
+//
 // Turns are derived from the API, never from memory, so an operator restart
 // picks up where the last one stopped: an upgrade in flight is a StatefulSet
 // marked uringredis.io/upgrade-started that has not rolled out; instances
@@ -152,6 +156,20 @@ func upgradeInFlight(sts *appsv1.StatefulSet) *metav1.Time {
 	return ptr.To(metav1.NewTime(started))
 }
 
+// earliestUpgrade is when the first operator upgrade in flight among
+// statefulSets started (upgradeInFlight), or nil: a sharded instance's
+// upgrade is in flight from its first shard marked until its last has rolled
+// out.
+func earliestUpgrade(statefulSets []*appsv1.StatefulSet) *metav1.Time {
+	var first *metav1.Time
+	for _, sts := range statefulSets {
+		if started := upgradeInFlight(sts); started != nil && (first == nil || started.Before(first)) {
+			first = started
+		}
+	}
+	return first
+}
+
 // upgradeReleased is true when rp carries the annotation that releases the
 // operator upgrade started at started (nil: none in flight).
 func upgradeReleased(rp *v1alpha1.RedisPersistence, started *metav1.Time) bool {
@@ -204,52 +222,113 @@ func joinKeys(keys []types.NamespacedName) string {
 	return strings.Join(names, ", ")
 }
 
-// applyStatefulSet applies the StatefulSet rp needs, unless it carries an
-// operator upgrade that must wait for its turn: then it leaves the existing
-// one as it is and says so. It returns the StatefulSet as the API server has
-// it.
-func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v1alpha1.RedisPersistence, creds serverCredentials, in specs.PodInputs, existing *appsv1.StatefulSet) (*appsv1.StatefulSet, *upgradeWait, error) {
-	in.UpgradeStarted = upgradeInFlight(existing) // an upgrade keeps its turn until its pod is Ready
-	sts := specs.StatefulSet(rp, r.Options, in)
-	origin := rolloutOriginOf(sts, existing)
-	takesTurn := origin == operatorRollout && rolledOut(existing)
-	if takesTurn {
+// member is one StatefulSet of an instance: the instance's own, or one
+// shard's.
+type member struct {
+	existing *appsv1.StatefulSet // nil before it is made
+	// build renders the StatefulSet from the pod inputs, which carry the
+	// upgrade mark and the partition.
+	build func(specs.PodInputs) *appsv1.StatefulSet
+	// roller moves the partition when rp.SwitchesOverOnUpdate.
+	roller roller
+}
+
+// applyStatefulSets applies the StatefulSets of rp's members. An operator
+// upgrade is one turn for the whole instance: it is taken when every
+// existing StatefulSet has rolled out, and marks them all; while it must wait,
+// the members it would change stay as they are (a new shard is made all the
+// same), and the wait is returned. It returns the StatefulSets as the API
+// server has them, in the order of members.
+func (r *RedisPersistenceReconciler) applyStatefulSets(ctx context.Context, rp *v1alpha1.RedisPersistence, in specs.PodInputs, members []member) ([]*appsv1.StatefulSet, *upgradeWait, error) {
+	origins := make([]rolloutOrigin, len(members))
+	upgrading, rolled := false, true
+	for i, m := range members {
+		in := in
+		in.UpgradeStarted = upgradeInFlight(m.existing) // an upgrade keeps its turn until its pods are Ready
+		origins[i] = rolloutOriginOf(m.build(in), m.existing)
+		upgrading = upgrading || origins[i] == operatorRollout
+		rolled = rolled && (m.existing == nil || rolledOut(m.existing))
+	}
+	var turnAt *metav1.Time
+	var held *upgradeWait
+	if takesTurn := upgrading && rolled; takesTurn {
 		r.upgradeDecisions.Lock()
 		defer r.upgradeDecisions.Unlock()
-		fleet, err := r.upgradeFleet(ctx)
+		var err error
+		if turnAt, held, err = r.upgradeTurn(ctx, rp); err != nil {
+			return nil, nil, err
+		}
+	}
+	applied := make([]*appsv1.StatefulSet, len(members))
+	for i, m := range members {
+		if held != nil && origins[i] == operatorRollout {
+			applied[i] = m.existing
+			continue
+		}
+		in := in
+		in.UpgradeStarted = cmp.Or(turnAt, upgradeInFlight(m.existing))
+		sts, err := r.applyMember(ctx, rp, in, m, origins[i])
 		if err != nil {
 			return nil, nil, err
 		}
-		announced := waitsForUpgrade(rp)
-		turn := fleet.Turn(client.ObjectKeyFromObject(rp), announced)
-		if !turn.Start {
-			return existing, upgradeWaitFor(turn, announced, fleet.MaxConcurrent), nil
-		}
-		in.UpgradeStarted = ptr.To(metav1.NewTime(turn.At))
-		sts = specs.StatefulSet(rp, r.Options, in)
+		applied[i] = sts
 	}
-	if rp.SwitchesOverOnUpdate() {
-		// One server at a time, the primary last (redispersistence_rollout.go).
-		partition, err := r.partitionToRun(ctx, rp, existing, origin != noRollout, &sentinelRoller{r: r, rp: rp, creds: creds})
-		if err != nil {
-			return nil, nil, err
-		}
-		in.Partition = &partition
-		sts = specs.StatefulSet(rp, r.Options, in)
-	}
-
-	r.keepClaimTemplate(rp, sts, existing)
-	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
-		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
-		return nil, nil, fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)
-	}
-
 	switch {
-	case takesTurn:
+	case turnAt != nil:
 		r.Recorder.Eventf(rp, corev1.EventTypeNormal, "Upgrading",
-			"rolling the pod onto the operator's new pod template (server image %s); the operator upgrades at most %d instances at a time",
+			"rolling the pods onto the operator's new pod template (server image %s); the operator upgrades at most %d instances at a time",
 			cmp.Or(rp.Spec.Image, r.Options.RedisImage), r.maxConcurrentUpgrades())
 		// The next decision reads the fleet from the cache: it must see this turn taken.
+		if err := r.waitForUpgradeMarks(ctx, applied); err != nil {
+			return nil, nil, err
+		}
+	case upgrading && held == nil:
+		r.Recorder.Event(rp, corev1.EventTypeNormal, "Upgrading",
+			"the servers are not all Ready: they take the operator's new pod template at once, without waiting for a turn")
+	}
+	return applied, held, nil
+}
+
+// upgradeTurn decides whether rp's operator upgrade may start now: it
+// returns the time its turn starts, or the wait. The caller holds
+// upgradeDecisions.
+func (r *RedisPersistenceReconciler) upgradeTurn(ctx context.Context, rp *v1alpha1.RedisPersistence) (*metav1.Time, *upgradeWait, error) {
+	fleet, err := r.upgradeFleet(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	announced := waitsForUpgrade(rp)
+	turn := fleet.Turn(client.ObjectKeyFromObject(rp), announced)
+	if !turn.Start {
+		return nil, upgradeWaitFor(turn, announced, fleet.MaxConcurrent), nil
+	}
+	return ptr.To(metav1.NewTime(turn.At)), nil, nil
+}
+
+// applyMember applies one member's StatefulSet, with the partition its
+// roller chooses when rp switches over on update.
+func (r *RedisPersistenceReconciler) applyMember(ctx context.Context, rp *v1alpha1.RedisPersistence, in specs.PodInputs, m member, origin rolloutOrigin) (*appsv1.StatefulSet, error) {
+	if rp.SwitchesOverOnUpdate() {
+		// One server at a time, the primary last (redispersistence_rollout.go).
+		partition, err := r.partitionToRun(ctx, rp, m.existing, origin != noRollout, m.roller)
+		if err != nil {
+			return nil, err
+		}
+		in.Partition = &partition
+	}
+	sts := m.build(in)
+	r.keepClaimTemplate(rp, sts, m.existing)
+	if err := r.Patch(ctx, sts, client.Apply, client.FieldOwner(specs.FieldOwner), client.ForceOwnership); err != nil {
+		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "FailedApply", "applying StatefulSet %s: %v", sts.Name, err)
+		return nil, fmt.Errorf("applying StatefulSet %s: %w", sts.Name, err)
+	}
+	return sts, nil
+}
+
+// waitForUpgradeMarks waits until the cache holds every StatefulSet of
+// applied with the generation and upgrade mark applied.
+func (r *RedisPersistenceReconciler) waitForUpgradeMarks(ctx context.Context, applied []*appsv1.StatefulSet) error {
+	for _, sts := range applied {
 		if err := wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 			cached := &appsv1.StatefulSet{}
 			if err := r.Get(ctx, client.ObjectKeyFromObject(sts), cached); err != nil {
@@ -257,13 +336,10 @@ func (r *RedisPersistenceReconciler) applyStatefulSet(ctx context.Context, rp *v
 			}
 			return cached.Generation >= sts.Generation && cached.Annotations[specs.AnnotationUpgradeStarted] == sts.Annotations[specs.AnnotationUpgradeStarted], nil
 		}); err != nil {
-			return nil, nil, fmt.Errorf("waiting for the cache to show the upgrade of StatefulSet %s: %w", sts.Name, err)
+			return fmt.Errorf("waiting for the cache to show the upgrade of StatefulSet %s: %w", sts.Name, err)
 		}
-	case origin == operatorRollout:
-		r.Recorder.Event(rp, corev1.EventTypeNormal, "Upgrading",
-			"the server is not Ready: it takes the operator's new pod template at once, without waiting for a turn")
 	}
-	return sts, nil, nil
+	return nil
 }
 
 // newUpgradeFleet is an upgrade.Fleet with this operator's limit and clock,
@@ -283,9 +359,10 @@ func (r *RedisPersistenceReconciler) upgradeFleet(ctx context.Context) (upgrade.
 	if err := r.List(ctx, &sets, client.MatchingLabels{specs.LabelManagedBy: specs.FieldOwner}); err != nil {
 		return upgrade.Fleet{}, fmt.Errorf("listing StatefulSets: %w", err)
 	}
-	byKey := make(map[types.NamespacedName]*appsv1.StatefulSet, len(sets.Items))
+	byInstance := map[types.NamespacedName][]*appsv1.StatefulSet{}
 	for i := range sets.Items {
-		byKey[client.ObjectKeyFromObject(&sets.Items[i])] = &sets.Items[i]
+		key := instanceOf(&sets.Items[i])
+		byInstance[key] = append(byInstance[key], &sets.Items[i])
 	}
 	fleet := r.newUpgradeFleet()
 	fleet.Instances = make([]upgrade.Instance, 0, len(instances.Items))
@@ -296,7 +373,7 @@ func (r *RedisPersistenceReconciler) upgradeFleet(ctx context.Context) (upgrade.
 		}
 		key := client.ObjectKeyFromObject(rp)
 		in := upgrade.Instance{Key: key, Waiting: waitsForUpgrade(rp)}
-		if started := upgradeInFlight(byKey[key]); started != nil {
+		if started := earliestUpgrade(byInstance[key]); started != nil {
 			in.Started, in.Released = started.Time, upgradeReleased(rp, started)
 		}
 		fleet.Instances = append(fleet.Instances, in)
@@ -339,6 +416,11 @@ var upgradeReleaseAnnotated = predicate.Funcs{
 	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
+// instanceOf is the RedisPersistence an object the operator made belongs to.
+func instanceOf(obj client.Object) types.NamespacedName {
+	return types.NamespacedName{Namespace: obj.GetNamespace(), Name: obj.GetLabels()[specs.LabelInstance]}
+}
+
 // nextUpgrades are the instances a turn that ended makes way for (Fleet.Next).
 func (r *RedisPersistenceReconciler) nextUpgrades(ctx context.Context, ended client.Object) []reconcile.Request {
 	var list v1alpha1.RedisPersistenceList
@@ -350,7 +432,7 @@ func (r *RedisPersistenceReconciler) nextUpgrades(ctx context.Context, ended cli
 	for i := range list.Items {
 		fleet.Instances = append(fleet.Instances, upgrade.Instance{Key: client.ObjectKeyFromObject(&list.Items[i]), Waiting: waitsForUpgrade(&list.Items[i])})
 	}
-	next := fleet.Next(client.ObjectKeyFromObject(ended))
+	next := fleet.Next(instanceOf(ended))
 	requests := make([]reconcile.Request, 0, len(next))
 	for _, key := range next {
 		requests = append(requests, reconcile.Request{NamespacedName: key})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,7 @@ import (
 	"github.com/uring-redis/uring-redis-operator/api/v1alpha1"
 	"github.com/uring-redis/uring-redis-operator/internal/specs"
 	"github.com/uring-redis/uring-redis-operator/internal/specs/specstest"
+	"github.com/uring-redis/uring-redis-operator/internal/testenv"
 	"github.com/uring-redis/uring-redis-operator/internal/upgrade"
 )
 
@@ -88,7 +90,7 @@ func startOperator(t *testing.T, ns string, opts specs.Options, maxConcurrentUpg
 		MaxConcurrentUpgrades:   maxConcurrentUpgrades,
 		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
 		Clock:                   clock,
-		ServerAddress:           func(*corev1.Pod) string { return "127.0.0.1:1" },
+		ServerAddress:           testServerAddress,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
@@ -667,5 +669,83 @@ func TestUpgradeWaitFor(t *testing.T) {
 	turn.Stalled = []types.NamespacedName{{Namespace: "apps", Name: "a"}, {Namespace: "apps", Name: "b"}}
 	if w, want := upgradeWaitFor(turn, true, 2), "Stalled: apps/a, apps/b, whose pod is not Ready"; !strings.Contains(w.message, want) {
 		t.Errorf("message %q does not say %q", w.message, want)
+	}
+}
+
+// An operator upgrade of sharded instances is one turn per instance, not per
+// shard: with one upgrade at a time, every shard of the first instance takes
+// the new template and holds the turn while the second instance's shards
+// keep theirs; the second starts once every shard of the first is Ready on
+// it. (The servers are real cluster nodes: a cluster is Ready only when its
+// nodes serve every slot.)
+func TestUpgradeTurnsCoverEveryShard(t *testing.T) {
+	ensureNodes(t)
+	ctx := context.Background()
+	ns := newNamespace(t)
+	clock := clocktesting.NewFakePassiveClock(testNow)
+	op := startOperator(t, ns, versionOptions("redis-uring:v1"), 1, clock)
+	const shards = 3
+	configs := map[string]map[string]string{}
+	servers := map[string]map[string]*testenv.Server{}
+	for _, name := range []string{"ca", "cb"} {
+		for i := range shards {
+			createVolumeFor(t, ns, fmt.Sprintf("data-%s-s%d-0", name, i))
+		}
+		rp := &v1alpha1.RedisPersistence{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{upgradeTestOperator: ns}},
+			Spec:       aofClusterSpec(shards, 1),
+		}
+		if err := k8s.Create(ctx, rp); err != nil {
+			t.Fatal(err)
+		}
+		configs[name], servers[name] = runClusterNodes(t, ns, name, shards, 1)
+	}
+	for _, name := range []string{"ca", "cb"} {
+		waitCondition(t, ns, name, v1alpha1.ConditionReady, metav1.ConditionTrue, ReasonReady)
+		waitCondition(t, ns, name, v1alpha1.ConditionUpToDate, metav1.ConditionTrue, ReasonUpToDate)
+	}
+
+	// helm upgrade --set RedisImage=redis-uring:v2.
+	op.stop()
+	op = startOperator(t, ns, versionOptions("redis-uring:v2"), 1, clock)
+	for i := range shards {
+		waitTemplate(t, 30*time.Second, ns, fmt.Sprintf("ca-s%d", i), "redis-uring:v2")
+	}
+	waitCondition(t, ns, "cb", v1alpha1.ConditionUpToDate, metav1.ConditionFalse, ReasonUpgradePending)
+	op.reconcile(t, ns, "cb")
+	waitMessage(t, ns, "cb", "waits for its turn behind 1 other instances: 1 upgrading")
+	for i := range shards {
+		assertTemplate(t, ns, fmt.Sprintf("ca-s%d", i), "redis-uring:v2", true)
+		assertTemplate(t, ns, fmt.Sprintf("cb-s%d", i), "redis-uring:v1", false)
+	}
+
+	// The kubelet restarts ca's servers on the new template.
+	pods := slices.Sorted(maps.Keys(servers["ca"]))
+	playRollout(t, ns, pods, 3*time.Minute, func(pod string) {
+		servers["ca"][pod].Stop(t)
+	}, func(pod string) bool {
+		sts := pod[:strings.LastIndex(pod, "-")]
+		servers["ca"][pod] = testenv.RunClusterNode(t, servers["ca"][pod].Dir, configs["ca"][sts])
+		serverAddrs.Store(ns+"/"+pod, servers["ca"][pod].Addr)
+		actAsKubelet(t, ns, pod, "ext4")
+		return true
+	})
+	eventually(t, 60*time.Second, func() error {
+		rp := &v1alpha1.RedisPersistence{}
+		if err := get(t, rp, ns, "ca"); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionReady) || !meta.IsStatusConditionTrue(rp.Status.Conditions, v1alpha1.ConditionUpToDate) || rp.Status.Image != "redis-uring:v2" {
+			return fmt.Errorf("ca: status.image %q, conditions %+v", rp.Status.Image, rp.Status.Conditions)
+		}
+		for i := range shards {
+			if _, upgrading := templateImage(t, ns, fmt.Sprintf("ca-s%d", i)); upgrading {
+				return fmt.Errorf("ca-s%d still holds the upgrade turn", i)
+			}
+		}
+		return nil
+	})
+	for i := range shards {
+		waitTemplate(t, 30*time.Second, ns, fmt.Sprintf("cb-s%d", i), "redis-uring:v2")
 	}
 }

@@ -87,12 +87,7 @@ func TestMain(m *testing.M) {
 		Recorder:                mgr.GetEventRecorderFor("uring-redis-operator"),
 		Clock:                   clocktesting.NewFakePassiveClock(testNow),
 		ArchiveCheckEvery:       2 * time.Second,
-		ServerAddress: func(pod *corev1.Pod) string {
-			if addr, ok := serverAddrs.Load(pod.Namespace + "/" + pod.Name); ok {
-				return addr.(string)
-			}
-			return "127.0.0.1:1" // nothing listens: the operator must report it
-		},
+		ServerAddress:           testServerAddress,
 		SentinelAddress: func(pod *corev1.Pod) string {
 			if addr, ok := sentinelAddrs.Load(pod.Namespace + "/" + pod.Name); ok {
 				return addr.(string)
@@ -170,4 +165,13 @@ func bindOperatorRole() error {
 		}
 	}
 	return nil
+}
+
+// testServerAddress is where a test runs pod's server (serverAddrs), or an
+// address nothing listens on: the operator must report it.
+func testServerAddress(pod *corev1.Pod) string {
+	if addr, ok := serverAddrs.Load(pod.Namespace + "/" + pod.Name); ok {
+		return addr.(string)
+	}
+	return "127.0.0.1:1"
 }

@@ -66,6 +66,15 @@ func ShardName(rp *v1alpha1.RedisPersistence, shard int) string {
 	return fmt.Sprintf("%s-s%d", rp.Name, shard)
 }
 
+// FirstPodName is the pod of rp's first server: ordinal 0 of its
+// StatefulSet, or of shard 0's.
+func FirstPodName(rp *v1alpha1.RedisPersistence) string {
+	if Sharded(rp) {
+		return ShardName(rp, 0) + "-0"
+	}
+	return rp.Name + "-0"
+}
+
 // ShardSelectorLabels select shard i's pods.
 func ShardSelectorLabels(rp *v1alpha1.RedisPersistence, shard int) map[string]string {
 	labels := SelectorLabels(rp)

@@ -57,9 +57,9 @@ type PodInputs struct {
 	// of them (controllers/redispersistence_scale.go).
 	Servers int32
 	// Partition, when set, holds the servers below that ordinal on the
-	// template they run: the operator rolls a replicated instance one
-	// server at a time and switches over before the primary restarts
-	// (controllers/redispersistence_rollout.go). nil lets the StatefulSet
+	// template they run: the operator rolls a replicated instance, or a
+	// shard, one server at a time and switches over before the primary
+	// restarts (controllers/redispersistence_rollout.go). nil lets the StatefulSet
 	// controller roll every server.
 	Partition *int32
 }
@@ -250,11 +250,7 @@ func buildAffinity(rp *v1alpha1.RedisPersistence) *corev1.Affinity {
 }
 
 func StatefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs) *appsv1.StatefulSet {
-	sts := statefulSet(rp, opts, in, rp.Name, cmp.Or(in.Servers, ReplicasOf(rp)), SelectorLabels(rp), PodTemplate(rp, opts, in))
-	if in.Partition != nil {
-		sts.Spec.UpdateStrategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(*in.Partition)}
-	}
-	return sts
+	return statefulSet(rp, opts, in, rp.Name, cmp.Or(in.Servers, ReplicasOf(rp)), SelectorLabels(rp), PodTemplate(rp, opts, in))
 }
 
 // statefulSet runs replicas pods of template, selected by selector, each
@@ -275,6 +271,10 @@ func statefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs, name
 	meta := ObjectMeta(rp, name)
 	meta.Annotations = RolloutAnnotations(rp, opts, in, template)
 	meta.Annotations[AnnotationAuthSource] = string(AuthSourceOf(rp))
+	strategy := appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
+	if in.Partition != nil {
+		strategy.RollingUpdate = &appsv1.RollingUpdateStatefulSetStrategy{Partition: ptr.To(*in.Partition)}
+	}
 
 	return &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
@@ -285,7 +285,7 @@ func statefulSet(rp *v1alpha1.RedisPersistence, opts Options, in PodInputs, name
 			Selector:    &metav1.LabelSelector{MatchLabels: copyMap(selector)},
 			// The pod holds the only copy of the data: replace it only once the old one is gone.
 			PodManagementPolicy: appsv1.OrderedReadyPodManagement,
-			UpdateStrategy:      appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			UpdateStrategy:      strategy,
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,

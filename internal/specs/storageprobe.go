@@ -43,8 +43,8 @@ func storageProbeLabels(rp *v1alpha1.RedisPersistence) map[string]string {
 	}
 }
 
-// StorageProbeJob image's probe on node, on the claim of rp's
-// server pod, as the server's user.
+// StorageProbeJob image's probe on node, on the claim of rp's first server
+// (a sharded instance's: shard 0's), as the server's user.
 func StorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, node string) *batchv1.Job {
 	labels := storageProbeLabels(rp)
 	job := &batchv1.Job{
@@ -77,7 +77,7 @@ func StorageProbeJob(rp *v1alpha1.RedisPersistence, opts Options, image, node st
 						},
 					}},
 					Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
-						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: DataClaimName(rp, 0)},
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: DataClaimNames(rp)[0]},
 					}}},
 					SecurityContext:              serverPodSecurity(&corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}),
 					AutomountServiceAccountToken: ptr.To(false),
