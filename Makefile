@@ -19,6 +19,9 @@ KUSTOMIZE_VERSION ?= v5.4.3
 GOLANGCI_LINT_VERSION ?= v2.15.0
 CRD_REF_DOCS_VERSION ?= v0.3.0
 KIND_VERSION ?= v0.30.0
+# make release signs with cosign and makes its SBOMs with syft (hack/sign.sh).
+COSIGN_VERSION ?= v2.6.5
+SYFT_VERSION ?= v1.57.1
 KUBERNETES_VERSION := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {print $$3}' hack/k8s/go.mod)
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
@@ -26,6 +29,8 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
+COSIGN ?= $(LOCALBIN)/cosign-$(COSIGN_VERSION)
+SYFT ?= $(LOCALBIN)/syft-$(SYFT_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 
 # What `make generate` writes; `make verify` fails when any of it differs from git.
@@ -148,6 +153,12 @@ $(GOLANGCI_LINT):
 
 $(CRD_REF_DOCS):
 	hack/go-install-tool.sh $@ github.com/elastic/crd-ref-docs $(CRD_REF_DOCS_VERSION)
+
+$(COSIGN):
+	hack/go-install-tool.sh $@ github.com/sigstore/cosign/v2/cmd/cosign $(COSIGN_VERSION)
+
+$(SYFT):
+	hack/go-install-tool.sh $@ github.com/anchore/syft/cmd/syft $(SYFT_VERSION) "-X main.version=$(SYFT_VERSION:v%=%)"
 
 $(KIND):
 	hack/go-install-tool.sh $@ sigs.k8s.io/kind $(KIND_VERSION)
