@@ -104,12 +104,13 @@ TESTTIMES := go run ./hack/testtimes
 # in CI; side by side 820-900 s (bin/test/times.txt and the [tcl] lines say
 # where it went). (`make`, not $(MAKE): a recipe that names $(MAKE) runs even
 # under make -n.)
-test: envtest-assets server-build ## Run every test: unit, envtest against a real kube-apiserver and etcd, backups against a real SeaweedFS S3 (times: bin/test/times.txt).
+test: envtest-assets server-build $(COSIGN) $(SYFT) ## Run every test: unit, envtest against a real kube-apiserver and etcd, backups against a real SeaweedFS S3, release signing against a real registry (times: bin/test/times.txt).
 	mkdir -p $(LOCALBIN)/test
+	e2e/cluster/host-deps.sh docker-registry
 	( make --no-print-directory -C images/redis-uring test 2>&1 | sed -u 's/^/[tcl] /' ) & tcl=$$!; \
 	( nice -n 10 make --no-print-directory -C images/redis-uring/harness test test-tls 2>&1 | sed -u 's/^/[harness] /' ) & harness=$$!; \
 	rc=0; KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) PROMETHEUS_OPERATOR_CRDS=$$(hack/prometheus-operator-crds.sh) \
-		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) SEAWEEDFS_BIN=$$(hack/seaweedfs.sh) \
+		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) SEAWEEDFS_BIN=$$(hack/seaweedfs.sh) COSIGN=$(COSIGN) SYFT=$(SYFT) \
 		nice -n 10 go test ./... -count=1 -timeout 25m -coverprofile=bin/cover.out -json \
 		| $(TESTTIMES) -json $(LOCALBIN)/test/go-test.json -table $(LOCALBIN)/test/times.txt || rc=$$?; \
 	hrc=0; wait $$harness || hrc=$$?; \
