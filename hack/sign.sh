@@ -73,7 +73,8 @@ if [[ $host == localhost:* || $host == 127.0.0.1:* ]]; then
 fi
 # Nothing to ask the internet: syft's update check is off, and nothing goes to Rekor.
 export SYFT_CHECK_FOR_APP_UPDATE=false
-sign=("$cosign" sign --key "$COSIGN_KEY" --tlog-upload=false --yes "${plain_http[@]}")
+# --recursive: an image that is an OCI index gets its platforms' images signed too.
+sign=("$cosign" sign --key "$COSIGN_KEY" --tlog-upload=false --yes --recursive "${plain_http[@]}")
 attest=("$cosign" attest --key "$COSIGN_KEY" --tlog-upload=false --yes "${plain_http[@]}" --type spdxjson)
 
 mkdir -p "$dist/sbom"

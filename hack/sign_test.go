@@ -39,11 +39,16 @@ func TestSignedReleaseVerifies(t *testing.T) {
 	image := push(t, registry, "fixture/server", imageManifest(t, registry, "fixture/server"))
 	chart := push(t, registry, "charts/fixture", chartManifest(t, registry, "charts/fixture"))
 	unsigned := push(t, registry, "fixture/unsigned", imageManifest(t, registry, "fixture/unsigned"))
+	// A multi-arch image is an OCI index; a node pulls its platform's image by
+	// that image's own digest, which must verify too.
+	platformImage := imageManifest(t, registry, "fixture/multiarch")
+	platformRef := push(t, registry, "fixture/multiarch", platformImage)
+	multiarch := pushIndex(t, registry, "fixture/multiarch", platformImage)
 
 	dir := t.TempDir()
 	key := generateKeyPair(t, cosign, filepath.Join(dir, "release"), "release password")
 	dist := filepath.Join(dir, "dist")
-	sign := exec.Command("./sign.sh", dist, image, "--", chart)
+	sign := exec.Command("./sign.sh", dist, image, multiarch, "--", chart)
 	sign.Env = append(os.Environ(), "COSIGN="+cosign, "SYFT="+syft, "COSIGN_KEY="+key+".key", "COSIGN_PASSWORD=release password")
 	if out, err := sign.CombinedOutput(); err != nil {
 		t.Fatalf("hack/sign.sh: %v\n%s", err, out)
@@ -53,7 +58,7 @@ func TestSignedReleaseVerifies(t *testing.T) {
 	if got, want := readFile(t, pub), readFile(t, key+".pub"); got != want {
 		t.Errorf("dist/cosign.pub is\n%s\nwant the release key's public half\n%s", got, want)
 	}
-	if got, want := readFile(t, filepath.Join(dist, "artifacts.txt")), image+"\n"+chart+"\n"; got != want {
+	if got, want := readFile(t, filepath.Join(dist, "artifacts.txt")), image+"\n"+multiarch+"\n"+chart+"\n"; got != want {
 		t.Errorf("dist/artifacts.txt is\n%s\nwant\n%s", got, want)
 	}
 	var sbom spdxDocument
@@ -62,16 +67,18 @@ func TestSignedReleaseVerifies(t *testing.T) {
 	}
 	checkSBOM(t, "dist/sbom/server.spdx.json", sbom)
 
-	for _, ref := range []string{image, chart} {
+	for _, ref := range []string{image, multiarch, platformRef, chart} {
 		if out, err := verify(cosign, pub, ref); err != nil {
 			t.Errorf("cosign verify --key dist/cosign.pub %s: %v\n%s", ref, err, out)
 		}
 	}
-	out, err := verifyAttestation(cosign, pub, image)
-	if err != nil {
-		t.Fatalf("cosign verify-attestation --type spdxjson --key dist/cosign.pub %s: %v\n%s", image, err, out)
+	for _, ref := range []string{image, multiarch} {
+		out, err := verifyAttestation(cosign, pub, ref)
+		if err != nil {
+			t.Fatalf("cosign verify-attestation --type spdxjson --key dist/cosign.pub %s: %v\n%s", ref, err, out)
+		}
+		checkSBOM(t, "the verified attestation's predicate of "+ref, attestedSBOM(t, out))
 	}
-	checkSBOM(t, "the verified attestation's predicate", attestedSBOM(t, out))
 
 	wrong := generateKeyPair(t, cosign, filepath.Join(dir, "other"), "") + ".pub"
 	for _, ref := range []string{image, chart} {
@@ -242,6 +249,25 @@ func push(t *testing.T, registry, repository string, m []byte) string {
 	t.Helper()
 	do(t, http.MethodPut, "http://"+registry+"/v2/"+repository+"/manifests/1.0", "application/vnd.oci.image.manifest.v1+json", m, http.StatusCreated)
 	return registry + "/" + repository + ":1.0@" + digest(m)
+}
+
+// pushIndex puts an OCI index of one linux/amd64 image, the manifest m
+// already pushed, into repository, tagged 1.0-multiarch, and returns its
+// reference by tag and digest.
+func pushIndex(t *testing.T, registry, repository string, m []byte) string {
+	t.Helper()
+	index, err := json.Marshal(map[string]any{
+		"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+		"manifests": []map[string]any{{
+			"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest(m), "size": len(m),
+			"platform": map[string]string{"architecture": "amd64", "os": "linux"},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	do(t, http.MethodPut, "http://"+registry+"/v2/"+repository+"/manifests/1.0-multiarch", "application/vnd.oci.image.index.v1+json", index, http.StatusCreated)
+	return registry + "/" + repository + ":1.0-multiarch@" + digest(index)
 }
 
 func do(t *testing.T, method, url, contentType string, body []byte, want int) {
