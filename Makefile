@@ -19,6 +19,9 @@ KUSTOMIZE_VERSION ?= v5.4.3
 GOLANGCI_LINT_VERSION ?= v2.15.0
 CRD_REF_DOCS_VERSION ?= v0.3.0
 KIND_VERSION ?= v0.30.0
+# make release signs with cosign and makes its SBOMs with syft (hack/sign.sh).
+COSIGN_VERSION ?= v2.6.5
+SYFT_VERSION ?= v1.57.1
 KUBERNETES_VERSION := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {print $$3}' hack/k8s/go.mod)
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
@@ -26,6 +29,8 @@ KUSTOMIZE ?= $(LOCALBIN)/kustomize-$(KUSTOMIZE_VERSION)
 GOLANGCI_LINT ?= $(LOCALBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
+COSIGN ?= $(LOCALBIN)/cosign-$(COSIGN_VERSION)
+SYFT ?= $(LOCALBIN)/syft-$(SYFT_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 
 # What `make generate` writes; `make verify` fails when any of it differs from git.
@@ -99,12 +104,13 @@ TESTTIMES := go run ./hack/testtimes
 # in CI; side by side 820-900 s (bin/test/times.txt and the [tcl] lines say
 # where it went). (`make`, not $(MAKE): a recipe that names $(MAKE) runs even
 # under make -n.)
-test: envtest-assets server-build ## Run every test: unit, envtest against a real kube-apiserver and etcd, backups against a real SeaweedFS S3 (times: bin/test/times.txt).
+test: envtest-assets server-build $(COSIGN) $(SYFT) ## Run every test: unit, envtest against a real kube-apiserver and etcd, backups against a real SeaweedFS S3, release signing against a real registry (times: bin/test/times.txt).
 	mkdir -p $(LOCALBIN)/test
+	e2e/cluster/host-deps.sh docker-registry
 	( make --no-print-directory -C images/redis-uring test 2>&1 | sed -u 's/^/[tcl] /' ) & tcl=$$!; \
 	( nice -n 10 make --no-print-directory -C images/redis-uring/harness test test-tls 2>&1 | sed -u 's/^/[harness] /' ) & harness=$$!; \
 	rc=0; KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) PROMETHEUS_OPERATOR_CRDS=$$(hack/prometheus-operator-crds.sh) \
-		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) SEAWEEDFS_BIN=$$(hack/seaweedfs.sh) \
+		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) SEAWEEDFS_BIN=$$(hack/seaweedfs.sh) COSIGN=$(COSIGN) SYFT=$(SYFT) \
 		nice -n 10 go test ./... -count=1 -timeout 25m -coverprofile=bin/cover.out -json \
 		| $(TESTTIMES) -json $(LOCALBIN)/test/go-test.json -table $(LOCALBIN)/test/times.txt || rc=$$?; \
 	hrc=0; wait $$harness || hrc=$$?; \
@@ -148,6 +154,12 @@ $(GOLANGCI_LINT):
 
 $(CRD_REF_DOCS):
 	hack/go-install-tool.sh $@ github.com/elastic/crd-ref-docs $(CRD_REF_DOCS_VERSION)
+
+$(COSIGN):
+	hack/go-install-tool.sh $@ github.com/sigstore/cosign/v2/cmd/cosign $(COSIGN_VERSION)
+
+$(SYFT):
+	hack/go-install-tool.sh $@ github.com/anchore/syft/cmd/syft $(SYFT_VERSION) "-X main.version=$(SYFT_VERSION:v%=%)"
 
 $(KIND):
 	hack/go-install-tool.sh $@ sigs.k8s.io/kind $(KIND_VERSION)

@@ -29,7 +29,9 @@ import (
 // server image, helm upgrade of a value, helm upgrade to this release (N),
 // whose new default server image restarts the instances one at a time, helm
 // uninstall (CRDs and instances kept), kubectl apply and delete of the
-// release's install.yaml, and helm install again. It leaves release N
+// release's install.yaml, and helm install again. After each upgrade to a
+// release it verifies the signatures of the chart and the images it
+// installed, as a user would (docs/releases.md). It leaves release N
 // installed as `make e2e-install` did, for the tests after it (file order).
 func TestOperatorLifecycle(t *testing.T) {
 	helmBin, release, operatorNS := os.Getenv("E2E_HELM"), os.Getenv("E2E_RELEASE"), os.Getenv("E2E_NAMESPACE")
@@ -47,6 +49,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	// Release N-1, as a user would run it before upgrading.
 	phase("helm upgrade to the previous release, three instances Ready")
 	helm(append([]string{"upgrade", release}, append(chart(previous), "--reuse-values", "--wait", "--timeout", "5m")...)...)
+	verifySignatures(t, operatorNS, release, chartRef, previous)
 	const name = "lifecycle"
 	rp := create(t, name, v1alpha1.RedisPersistenceSpec{Mode: v1alpha1.ModeAOF, AOF: &v1alpha1.AOFSpec{Fsync: v1alpha1.FsyncEverySec}})
 	// Two more for the upgrade of the default server image: one that follows
@@ -101,6 +104,7 @@ func TestOperatorLifecycle(t *testing.T) {
 	phase("helm upgrade to this release, the instances rolled one at a time")
 	pinnedPod := getPod(t, pinned+"-0")
 	helm(append([]string{"upgrade", release}, append(chart(version), "--reuse-values", "--wait", "--timeout", "5m")...)...)
+	verifySignatures(t, operatorNS, release, chartRef, version)
 	upgradeImage := operatorRedisImage(t, operatorNS, release)
 	if !strings.Contains(upgradeImage, "-uring"+version+"@sha256:") || upgradeImage == defaultImage {
 		t.Fatalf("after the upgrade to %s the operator's --redis-image is %s (was %s); want release %s's server image by digest", version, upgradeImage, defaultImage, version)

@@ -70,6 +70,8 @@ func TestUpgradeFromRelease(t *testing.T) {
 	// would render the new chart with the old chart's defaults, the old
 	// image digests among them, and keep running the release's images.)
 	helm(append([]string{"upgrade", release}, append(chart(version), "--reset-then-reuse-values", "--wait", "--timeout", "5m")...)...)
+	// The release users run was published unsigned; this one is signed.
+	verifySignatures(t, operatorNS, release, chartRef, version)
 	upgradeImage := operatorRedisImage(t, operatorNS, release)
 	if upgradeImage == releasedImage {
 		t.Fatalf("the upgrade kept the server image %s", upgradeImage)

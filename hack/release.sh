@@ -13,8 +13,12 @@
 #   REGISTRY/oliver006/redis_exporter:<pinned version>
 #
 # then packages the chart as VERSION with REGISTRY and each pushed digest as its
-# defaults, pushes it to oci://REGISTRY/charts, and writes DIST (default dist/):
-# the chart archive, install.yaml (the same images by digest) and SHA256SUMS.
+# defaults, and pushes it to oci://REGISTRY/charts. hack/sign.sh signs the four
+# images and the chart by digest with cosign and attaches a signed SPDX SBOM to
+# each image (the key: COSIGN_KEY and COSIGN_PASSWORD, else a throwaway key pair
+# under bin/). DIST (default dist/) gets the chart archive, install.yaml (the same
+# images by digest), cosign.pub, artifacts.txt (what was signed), sbom/ and
+# SHA256SUMS of them all.
 # A registry on localhost is spoken to over plain HTTP (Docker and Helm do so
 # for localhost; the e2e node's containerd is configured to).
 set -euo pipefail
@@ -65,11 +69,17 @@ awk -v registry="$registry" -v operator="$(digest uring-redis-operator)" -v redi
 mkdir -p "$dist"
 "$helm" package "$work/chart" --version "$version" --app-version "$version" --destination "$dist" >/dev/null
 archive=$dist/uring-redis-operator-$version.tgz
-"$helm" push "$archive" "oci://$registry/charts" "${plain_http[@]}"
+"$helm" push "$archive" "oci://$registry/charts" "${plain_http[@]}" 2>&1 | tee "$work/chart.push"
+chart_digest=$(awk '$1 == "Digest:" {print $2}' "$work/chart.push")
+[[ $chart_digest =~ ^sha256:[0-9a-f]{64}$ ]] || { log "no digest in helm push's output"; exit 1; }
+
+"$repo/hack/sign.sh" "$dist" "$IMG@$(digest uring-redis-operator)" "$REDIS_IMG@$(digest redis-uring)" \
+  "$BENCH_IMG@$(digest uring-redis-bench)" "$EXPORTER_IMG@$(digest redis-exporter)" \
+  -- "$registry/charts/uring-redis-operator@$chart_digest"
 
 # install.yaml: the same images, by digest.
 "$repo/hack/installer.sh" "$dist/install.yaml" "$IMG@$(digest uring-redis-operator)" "$REDIS_IMG@$(digest redis-uring)" \
   "$BENCH_IMG@$(digest uring-redis-bench)" "$EXPORTER_IMG@$(digest redis-exporter)"
 
-(cd "$dist" && sha256sum "${archive##*/}" install.yaml >SHA256SUMS)
-log "$version in $((SECONDS - start))s: images and oci://$registry/charts/uring-redis-operator:$version; $dist has the chart, install.yaml and SHA256SUMS"
+(cd "$dist" && sha256sum "${archive##*/}" install.yaml cosign.pub artifacts.txt sbom/*.spdx.json >SHA256SUMS)
+log "$version in $((SECONDS - start))s: signed images and oci://$registry/charts/uring-redis-operator:$version; $dist has the chart, install.yaml, cosign.pub, artifacts.txt, the SBOMs and SHA256SUMS"

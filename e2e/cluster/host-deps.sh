@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the host packages the offline test bed needs, from the Debian release the
 # host already tracks. Idempotent: a no-op (one dpkg query) when everything is there.
+# With package names, only those (`make test` needs docker-registry alone).
 #
 # Packages only: nothing is enabled or started here. Services that Debian would start
 # on install (containerd, docker, docker-registry) are kept stopped by policy-rc.d when present; the
@@ -20,6 +21,7 @@ packages=(
   libcap2-bin                                 # capsh: the VM's capabilities, for kind's runtime
 )
 
+(($# == 0)) || packages=("$@")
 missing=()
 for p in "${packages[@]}"; do
   # Not `dpkg-query | grep -q`: under pipefail, grep quitting at the first of

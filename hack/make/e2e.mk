@@ -98,10 +98,11 @@ e2e: e2e-up e2e-fixtures e2e-images e2e-install ## Run the e2e suite on a real c
 	$(MAKE) --no-print-directory e2e-suite
 
 .PHONY: e2e-suite
-e2e-suite: $(HELM) ## Run the e2e suite on the cluster as `make e2e` left it, without bringing anything up first.
+e2e-suite: $(HELM) $(COSIGN) ## Run the e2e suite on the cluster as `make e2e` left it, without bringing anything up first.
 	mkdir -p $(LOCALBIN)/e2e
 	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) E2E_HELM=$(HELM) E2E_RELEASE=$(E2E_RELEASE) \
 		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_INSTALL_YAML=$(E2E_DIST)/$(VERSION)/install.yaml \
+		E2E_COSIGN=$(COSIGN) E2E_DIST=$(E2E_DIST) \
 		E2E_CHART=$(E2E_CHART) E2E_VERSION=$(VERSION) E2E_PREVIOUS_VERSION=$(E2E_PREVIOUS_VERSION) \
 		E2E_ARTIFACTS=$(LOCALBIN)/e2e go test -tags e2e ./e2e -count=1 -v -timeout 60m -json $(E2E_ARGS) \
 		| $(TESTTIMES) -v -tests -1 -json $(LOCALBIN)/e2e/go-test.json -table $(LOCALBIN)/e2e/times.txt
@@ -130,13 +131,13 @@ bench-cluster: ## Measure what sharding buys: one server vs a 3-shard cluster, i
 # Not part of `make e2e` (nor CI): it builds a second tree's images, and needs a cluster
 # with no operator installed, which it installs itself from the release.
 .PHONY: e2e-upgrade
-e2e-upgrade: e2e-up $(HELM) $(KUSTOMIZE) ## On a cluster without the operator: helm install the release users run (E2E_RELEASED_COMMIT), instances with data, helm upgrade to this tree.
+e2e-upgrade: e2e-up $(HELM) $(KUSTOMIZE) $(COSIGN) ## On a cluster without the operator: helm install the release users run (E2E_RELEASED_COMMIT), instances with data, helm upgrade to this tree.
 	E2E_KEEP_BUILDER=1 $(MAKE) --no-print-directory release VERSION=$(VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(VERSION)
 	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) hack/released.sh $(E2E_RELEASED_COMMIT) $(E2E_RELEASED_VERSION) $(E2E_REGISTRY) \
 		$(E2E_DIST)/$(E2E_RELEASED_VERSION) $(E2E_RELEASED_FIXES)
 	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) E2E_HELM=$(HELM) E2E_RELEASE=$(E2E_RELEASE) \
 		E2E_NAMESPACE=$(E2E_NAMESPACE) E2E_HELM_ARGS="$(E2E_HELM_ARGS)" E2E_CHART=$(E2E_CHART) E2E_VERSION=$(VERSION) \
-		E2E_RELEASED_VERSION=$(E2E_RELEASED_VERSION) go test -tags e2e ./e2e -count=1 -v -timeout 30m -run '^TestUpgradeFromRelease$$'
+		E2E_COSIGN=$(COSIGN) E2E_DIST=$(E2E_DIST) E2E_RELEASED_VERSION=$(E2E_RELEASED_VERSION) go test -tags e2e ./e2e -count=1 -v -timeout 30m -run '^TestUpgradeFromRelease$$'
 
 .PHONY: e2e-down
 e2e-down: ## Remove the e2e cluster and everything it made (caches under bin/ stay).

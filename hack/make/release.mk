@@ -15,9 +15,14 @@ EXPORTER_IMG ?= $(REGISTRY)/oliver006/redis_exporter:$(EXPORTER_VERSION)
 DIST ?= dist
 
 .PHONY: release
-release: $(HELM) $(KUSTOMIZE) ## Build every image, push it to REGISTRY, package and push the chart (OCI), write dist/ (VERSION=x.y.z REGISTRY=host[:port][/path]).
+release: $(HELM) $(KUSTOMIZE) $(COSIGN) $(SYFT) ## Build every image, push it to REGISTRY, package and push the chart (OCI), sign them all and attest each image's SBOM (COSIGN_KEY, COSIGN_PASSWORD), write dist/ (VERSION=x.y.z REGISTRY=host[:port][/path]).
 	@[[ -n "$(REGISTRY)" ]] || { echo "release: set REGISTRY=host[:port][/path], where the images and the chart go" >&2; exit 2; }
-	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) hack/release.sh $(VERSION) $(REGISTRY) $(DIST)
+	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) COSIGN=$(COSIGN) SYFT=$(SYFT) hack/release.sh $(VERSION) $(REGISTRY) $(DIST)
+
+.PHONY: release-test
+release-test: $(COSIGN) $(SYFT) ## Sign a small image and a chart-like artifact as `make release` does, in a local docker-registry, and verify them with the release's key and with another (part of `make test`).
+	e2e/cluster/host-deps.sh docker-registry
+	COSIGN=$(COSIGN) SYFT=$(SYFT) go test ./hack -count=1 -v
 
 # Where the plugin's archives are downloaded from, for its krew manifest.
 PLUGIN_URL ?= https://github.com/uring-redis/uring-redis-operator/releases/download/v$(VERSION)
