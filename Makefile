@@ -84,7 +84,7 @@ lint: $(GOLANGCI_LINT) shellcheck ## Run golangci-lint and shellcheck.
 .PHONY: shellcheck
 shellcheck: ## Run shellcheck (Debian's, pinned in hack/shellcheck.sh) on the scripts the operator runs in pods and the test bed's.
 	hack/shellcheck.sh --shell=sh internal/specs/scripts/*.sh
-	hack/shellcheck.sh .ci/run hack/*.sh e2e/cluster/*.sh e2e/images/*.sh e2e/kind/kind.sh e2e/kind/runc-host-caps
+	hack/shellcheck.sh .ci/run hack/*.sh images/redis-uring/*.sh e2e/cluster/*.sh e2e/images/*.sh e2e/kind/kind.sh e2e/kind/runc-host-caps
 
 ##@ Test
 

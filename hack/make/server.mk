@@ -35,6 +35,10 @@ loss-window: server-build ## 100 power cuts per fast mode (everysec, uring fast)
 bench-server: server-build ## Every persistence mode side by side (commands, client sweep, pipelines, read-heavy; 3 interleaved reps): table, JSON, CSV.
 	$(MAKE) -C images/redis-uring/harness bench $(if $(BASELINE_BIN_DIR),BASELINE_BIN_DIR=$(abspath $(BASELINE_BIN_DIR)))
 
+.PHONY: bench-sentinel-failover
+bench-sentinel-failover: server-build ## Time from SENTINEL FAILOVER to the new primary's address, 1 primary + 2 replicas + 1 Sentinel (BASELINE_BIN_DIR: another build alternately).
+	images/redis-uring/bench-sentinel-failover.sh $(abspath bin/redis-uring/install/bin) $(if $(BASELINE_BIN_DIR),$(abspath $(BASELINE_BIN_DIR)))
+
 .PHONY: bench-replicas
 bench-replicas: server-build ## What aof-uring-ack-replicas 1 costs: uring durable alone, with a replica, with its acknowledgement; posix always (replicas on this machine).
 	$(MAKE) -C images/redis-uring/harness bench-replicas
