@@ -19,6 +19,10 @@ release: $(HELM) $(KUSTOMIZE) ## Build every image, push it to REGISTRY, package
 	@[[ -n "$(REGISTRY)" ]] || { echo "release: set REGISTRY=host[:port][/path], where the images and the chart go" >&2; exit 2; }
 	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) hack/release.sh $(VERSION) $(REGISTRY) $(DIST)
 
+.PHONY: smoke-arm64
+smoke-arm64: ## Build the linux/arm64 server image and run it under qemu-user: PING, writes with appendfsync always, SIGKILL, AOF reload; the uring engine must fall back and say why.
+	e2e/images/smoke-arm64.sh
+
 # Where the plugin's archives are downloaded from, for its krew manifest.
 PLUGIN_URL ?= https://github.com/uring-redis/uring-redis-operator/releases/download/v$(VERSION)
 
