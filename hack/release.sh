@@ -12,6 +12,9 @@
 #   REGISTRY/uring-redis-bench:VERSION
 #   REGISTRY/oliver006/redis_exporter:<pinned version>
 #
+# each one OCI index of its images for PLATFORMS (default linux/amd64 linux/arm64;
+# pushed as <tag>-amd64 and <tag>-arm64, gathered by CRANE), so that one digest
+# serves a node of either architecture,
 # then packages the chart as VERSION with REGISTRY and each pushed digest as its
 # defaults, pushes it to oci://REGISTRY/charts, and writes DIST (default dist/):
 # the chart archive, install.yaml (the same images by digest) and SHA256SUMS.
@@ -35,6 +38,7 @@ exporter_version=$(awk '$1 == "require" {print $3}' "$repo/e2e/images/redis-expo
 plain_http=()
 [[ ${registry%%/*} != localhost:* && ${registry%%/*} != 127.0.0.1:* ]] || plain_http=(--plain-http)
 
+export PLATFORMS=${PLATFORMS:-linux/amd64 linux/arm64}
 export IMG=$registry/uring-redis-operator:$version
 export REDIS_IMG=$registry/redis-uring:$valkey-uring$version
 export BENCH_IMG=$registry/uring-redis-bench:$version
