@@ -31,7 +31,7 @@
 #
 # PLATFORMS (hack/release.sh sets it) names the platforms each image is built for, e.g.
 # "linux/amd64 linux/arm64"; default the host's alone, built and tagged as above. linux/arm64
-# on this amd64 host: its base is a rootfs debootstrapped for arm64, imported under the name
+# on this amd64 host: its base is a rootfs debootstrapped for arm64, loaded under the name
 # Docker Hub gives that architecture's image (arm64v8/debian:trixie-slim), and its RUN steps
 # run under qemu-user through binfmt_misc (hack/binfmt-arm64.sh); the Dockerfiles compile on
 # the host's platform (FROM --platform=$BUILDPLATFORM): Go with GOARCH, the server with
