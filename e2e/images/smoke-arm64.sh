@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The linux/arm64 server image, run on this amd64 host under qemu-user (binfmt_misc):
 #
-#   e2e/images/smoke-arm64.sh        (make smoke-arm64)
+#   e2e/images/smoke-arm64.sh        (make smoke-arm64; hack/release.sh runs it too)
 #
 # Builds the image (e2e/images/build.sh with PLATFORMS=linux/arm64: redis-uring:local-arm64,
-# or REDIS_IMG-arm64), then, in containers of the builder's private dockerd:
+# or REDIS_IMG-arm64, which after a release's build is the image it pushed), then, in
+# containers of the builder's private dockerd:
 #  1. posix engine, appendfsync always: the server answers PING, takes $keys SETs and an
 #     INCR per SET, is killed with SIGKILL, starts again on the same volume, and every
 #     key is back, loaded from the AOF (the log says so; no RDB is ever written);
@@ -44,6 +45,15 @@ fail() {
   exit 1
 }
 cli() { "${docker[@]}" exec -i "$name" valkey-cli "$@"; }
+# Wait up to 10 s for a line in the server's log (docker copies it asynchronously) and
+# print it. Read whole, not piped into grep -q: its early exit would fail the pipe.
+logged() {
+  local t0=$SECONDS logs
+  until logs=$("${docker[@]}" logs "$name" 2>&1) && grep -m1 -F "$1" <<<"$logs"; do
+    ((SECONDS - t0 < 10)) || return 1
+    sleep 0.5
+  done
+}
 info() { cli INFO persistence | tr -d '\r' | sed -n "s/^$1://p"; }
 
 # Start the server on the volume with these options; wait for PONG.
@@ -74,8 +84,7 @@ kill_and_reload() {
   shift
   "${docker[@]}" kill "$name" >/dev/null
   serve "$@"
-  "${docker[@]}" logs "$name" 2>&1 | grep -q 'DB loaded from append only file' ||
-    fail "the restarted server did not say it loaded the AOF"
+  logged 'DB loaded from append only file' >/dev/null || fail "the restarted server did not say it loaded the AOF"
   [[ $(cli GET "$prefix:count") == "$keys" ]] || fail "$prefix:count is $(cli GET "$prefix:count") after the reload, not $keys"
   [[ $(cli GET "$prefix:$keys") == "v$keys" ]] || fail "$prefix:$keys is missing after the reload"
   [[ $(cli EXISTS "$prefix:1") == 1 ]] || fail "$prefix:1 is missing after the reload"
@@ -102,7 +111,7 @@ t0=$SECONDS
 serve --appendfsync always --appendfsync-engine uring --io-uring-replies yes
 engine=$(info aof_engine) active=$(info aof_uring_active) reason=$(info aof_uring_fallback_reason)
 replies_reason=$(cli INFO | tr -d '\r' | sed -n 's/^io_uring_replies_fallback_reason://p')
-said=$("${docker[@]}" logs "$name" 2>&1 | grep -m1 'io_uring AOF engine unavailable' || true)
+said=$(logged 'io_uring AOF engine unavailable' || true)
 log "uring: aof_engine:$engine aof_uring_active:$active aof_uring_fallback_reason:$reason io_uring_replies_fallback_reason:$replies_reason"
 log "uring: the log says: ${said#*# }"
 [[ $engine == uring ]] || fail "aof_engine is $engine, not uring"
