@@ -29,13 +29,14 @@ log() { echo "smoke-arm64: $*" >&2; }
 start=$SECONDS
 E2E_KEEP_BUILDER=1 PLATFORMS=linux/arm64 "$here/build.sh" redis-uring
 log "image built in $((SECONDS - start))s"
-# The builder is ours until the end (build.sh's lock), then stopped.
+# The builder is ours until the end (build.sh's lock), then stopped unless
+# E2E_KEEP_BUILDER asks to leave it to the next call, as build.sh does.
 exec 9>"$cache/build.lock"
 flock 9
 cleanup() {
   "${docker[@]}" rm -f "$name" >/dev/null 2>&1 || true
   "${docker[@]}" volume rm -f "$name" >/dev/null 2>&1 || true
-  "$here/dockerd.sh" stop "$run" uring-e2e-docker
+  [[ -n ${E2E_KEEP_BUILDER:-} ]] || "$here/dockerd.sh" stop "$run" uring-e2e-docker
 }
 trap cleanup EXIT
 
