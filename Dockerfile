@@ -6,12 +6,14 @@
 # images (e2e/images/build.sh passes its Go builder and debian:trixie-slim).
 # The Go module and build caches are BuildKit cache mounts (Docker >= 23 builds
 # with BuildKit; buildah supports them too): a source change recompiles only
-# what changed, and the bench image reuses what this build compiled.
+# what changed, and the bench image reuses what this build compiled. The build
+# stage runs on the builder's platform and cross-compiles for the target's
+# (TARGETARCH), so an arm64 image needs no Go under emulation.
 ARG GO_IMAGE=golang:1.26-bookworm
 ARG BUILDER_IMAGE=${GO_IMAGE}
 ARG BASE_IMAGE=gcr.io/distroless/static-debian12:nonroot
 
-FROM ${BUILDER_IMAGE} AS build
+FROM --platform=${BUILDPLATFORM} ${BUILDER_IMAGE} AS build
 ARG GOPROXY
 ARG TARGETARCH
 WORKDIR /src

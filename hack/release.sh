@@ -12,6 +12,9 @@
 #   REGISTRY/uring-redis-bench:VERSION
 #   REGISTRY/oliver006/redis_exporter:<pinned version>
 #
+# each one OCI index of its images for PLATFORMS (default linux/amd64 linux/arm64;
+# pushed as <tag>-amd64 and <tag>-arm64, gathered by CRANE), so that one digest
+# serves a node of either architecture,
 # then packages the chart as VERSION with REGISTRY and each pushed digest as its
 # defaults, and pushes it to oci://REGISTRY/charts. hack/sign.sh signs the four
 # images and the chart by digest with cosign and attaches a signed SPDX SBOM to
@@ -39,6 +42,7 @@ exporter_version=$(awk '$1 == "require" {print $3}' "$repo/e2e/images/redis-expo
 plain_http=()
 [[ ${registry%%/*} != localhost:* && ${registry%%/*} != 127.0.0.1:* ]] || plain_http=(--plain-http)
 
+export PLATFORMS=${PLATFORMS:-linux/amd64 linux/arm64}
 export IMG=$registry/uring-redis-operator:$version
 export REDIS_IMG=$registry/redis-uring:$valkey-uring$version
 export BENCH_IMG=$registry/uring-redis-bench:$version
@@ -50,6 +54,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$digests" "$work"' EXIT
 "$repo/e2e/images/build.sh" --push "$digests" redis-uring uring-redis-operator uring-redis-bench redis-exporter
 digest() { cat "$digests/$1.digest"; }
+# The arm64 server just pushed, run under qemu-user before a chart names it (make smoke-arm64).
+[[ " $PLATFORMS " != *" linux/arm64 "* ]] || "$repo/e2e/images/smoke-arm64.sh"
 
 # The chart, its defaults pointing at what was just pushed.
 cp -a "$chart_dir" "$work/chart"

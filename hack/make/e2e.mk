@@ -18,6 +18,11 @@ else
 E2E_REGISTRY ?= localhost:5000
 endif
 E2E_CHART := oci://$(E2E_REGISTRY)/charts/uring-redis-operator
+# The test bed's nodes have this machine's architecture, so its releases build for that
+# platform alone, as before multi-arch images (make release adds linux/arm64, built in
+# part under qemu-user; make smoke-arm64 runs that server image). Set it to
+# "linux/amd64 linux/arm64" to release indexes to the test bed as make release does.
+E2E_PLATFORMS ?= linux/$(shell go env GOARCH)
 E2E_DIST := $(LOCALBIN)/e2e/dist
 # The release before this one, for the lifecycle test's upgrade N-1 -> N: the same
 # images and chart released under a lower version (a semver pre-release of VERSION),
@@ -63,8 +68,8 @@ endif
 
 .PHONY: e2e-images
 e2e-images: ## Release this tree (as VERSION and E2E_PREVIOUS_VERSION) to the cluster's registry: images from the Dockerfiles, the chart.
-	$(MAKE) --no-print-directory release VERSION=$(E2E_PREVIOUS_VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(E2E_PREVIOUS_VERSION)
-	$(MAKE) --no-print-directory release VERSION=$(VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(VERSION)
+	$(MAKE) --no-print-directory release PLATFORMS="$(E2E_PLATFORMS)" VERSION=$(E2E_PREVIOUS_VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(E2E_PREVIOUS_VERSION)
+	$(MAKE) --no-print-directory release PLATFORMS="$(E2E_PLATFORMS)" VERSION=$(VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(VERSION)
 
 # The release namespace enforces the Pod Security level restricted, as the chart README advises: the operator passes
 # it, and the chart runs its privileged node agents in a namespace of their own.
@@ -132,7 +137,7 @@ bench-cluster: ## Measure what sharding buys: one server vs a 3-shard cluster, i
 # with no operator installed, which it installs itself from the release.
 .PHONY: e2e-upgrade
 e2e-upgrade: e2e-up $(HELM) $(KUSTOMIZE) $(COSIGN) ## On a cluster without the operator: helm install the release users run (E2E_RELEASED_COMMIT), instances with data, helm upgrade to this tree.
-	E2E_KEEP_BUILDER=1 $(MAKE) --no-print-directory release VERSION=$(VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(VERSION)
+	E2E_KEEP_BUILDER=1 $(MAKE) --no-print-directory release PLATFORMS="$(E2E_PLATFORMS)" VERSION=$(VERSION) REGISTRY=$(E2E_REGISTRY) DIST=$(E2E_DIST)/$(VERSION)
 	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) hack/released.sh $(E2E_RELEASED_COMMIT) $(E2E_RELEASED_VERSION) $(E2E_REGISTRY) \
 		$(E2E_DIST)/$(E2E_RELEASED_VERSION) $(E2E_RELEASED_FIXES)
 	KUBECONFIG=$(E2E_KUBECONFIG) KUBECTL=$(KUBECTL) E2E_HELM=$(HELM) E2E_RELEASE=$(E2E_RELEASE) \

@@ -13,16 +13,28 @@ REDIS_IMG ?= $(REGISTRY)/redis-uring:$(VALKEY_VERSION)-uring$(VERSION)
 BENCH_IMG ?= $(REGISTRY)/uring-redis-bench:$(VERSION)
 EXPORTER_IMG ?= $(REGISTRY)/oliver006/redis_exporter:$(EXPORTER_VERSION)
 DIST ?= dist
+# The platforms of every released image: each image is pushed as one OCI index of them.
+PLATFORMS ?= linux/amd64 linux/arm64
+# crane assembles those indexes (e2e/images/build.sh).
+CRANE_VERSION ?= v0.22.1
+CRANE ?= $(LOCALBIN)/crane-$(CRANE_VERSION)
+
+$(CRANE):
+	hack/go-install-tool.sh $@ github.com/google/go-containerregistry/cmd/crane $(CRANE_VERSION)
 
 .PHONY: release
-release: $(HELM) $(KUSTOMIZE) $(COSIGN) $(SYFT) ## Build every image, push it to REGISTRY, package and push the chart (OCI), sign them all and attest each image's SBOM (COSIGN_KEY, COSIGN_PASSWORD), write dist/ (VERSION=x.y.z REGISTRY=host[:port][/path]).
+release: $(HELM) $(KUSTOMIZE) $(CRANE) $(COSIGN) $(SYFT) ## Build every image for PLATFORMS, push each as one index, package and push the chart (OCI), sign them all and attest each image's SBOM (COSIGN_KEY, COSIGN_PASSWORD), write dist/ (VERSION=x.y.z REGISTRY=host[:port][/path]).
 	@[[ -n "$(REGISTRY)" ]] || { echo "release: set REGISTRY=host[:port][/path], where the images and the chart go" >&2; exit 2; }
-	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) COSIGN=$(COSIGN) SYFT=$(SYFT) hack/release.sh $(VERSION) $(REGISTRY) $(DIST)
+	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) CRANE=$(CRANE) PLATFORMS="$(PLATFORMS)" COSIGN=$(COSIGN) SYFT=$(SYFT) hack/release.sh $(VERSION) $(REGISTRY) $(DIST)
 
 .PHONY: release-test
 release-test: $(COSIGN) $(SYFT) ## Sign a small image and a chart-like artifact as `make release` does, in a local docker-registry, and verify them with the release's key and with another (part of `make test`).
 	e2e/cluster/host-deps.sh docker-registry
 	COSIGN=$(COSIGN) SYFT=$(SYFT) go test ./hack -count=1 -v
+
+.PHONY: smoke-arm64
+smoke-arm64: ## Build the linux/arm64 server image and run it under qemu-user: PING, writes with appendfsync always, SIGKILL, AOF reload; the uring engine must fall back and say why.
+	e2e/images/smoke-arm64.sh
 
 # Where the plugin's archives are downloaded from, for its krew manifest.
 PLUGIN_URL ?= https://github.com/uring-redis/uring-redis-operator/releases/download/v$(VERSION)
