@@ -22,6 +22,8 @@ KIND_VERSION ?= v0.30.0
 # make release signs with cosign and makes its SBOMs with syft (hack/sign.sh).
 COSIGN_VERSION ?= v2.6.5
 SYFT_VERSION ?= v1.57.1
+# crane assembles a release's multi-arch indexes (e2e/images/build.sh) and reads them (hack/sign.sh).
+CRANE_VERSION ?= v0.22.1
 KUBERNETES_VERSION := $(shell awk '$$1 == "require" && $$2 == "k8s.io/kubernetes" {print $$3}' hack/k8s/go.mod)
 
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen-$(CONTROLLER_TOOLS_VERSION)
@@ -31,6 +33,7 @@ CRD_REF_DOCS ?= $(LOCALBIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 KIND ?= $(LOCALBIN)/kind-$(KIND_VERSION)
 COSIGN ?= $(LOCALBIN)/cosign-$(COSIGN_VERSION)
 SYFT ?= $(LOCALBIN)/syft-$(SYFT_VERSION)
+CRANE ?= $(LOCALBIN)/crane-$(CRANE_VERSION)
 ENVTEST_ASSETS ?= $(LOCALBIN)/k8s/$(KUBERNETES_VERSION)
 
 # What `make generate` writes; `make verify` fails when any of it differs from git.
@@ -104,13 +107,13 @@ TESTTIMES := go run ./hack/testtimes
 # in CI; side by side 820-900 s (bin/test/times.txt and the [tcl] lines say
 # where it went). (`make`, not $(MAKE): a recipe that names $(MAKE) runs even
 # under make -n.)
-test: envtest-assets server-build $(COSIGN) $(SYFT) ## Run every test: unit, envtest against a real kube-apiserver and etcd, backups against a real SeaweedFS S3, release signing against a real registry (times: bin/test/times.txt).
+test: envtest-assets server-build $(COSIGN) $(SYFT) $(CRANE) ## Run every test: unit, envtest against a real kube-apiserver and etcd, backups against a real SeaweedFS S3, release signing against a real registry (times: bin/test/times.txt).
 	mkdir -p $(LOCALBIN)/test
-	e2e/cluster/host-deps.sh docker-registry
+	e2e/cluster/host-deps.sh docker-registry jq
 	( make --no-print-directory -C images/redis-uring test 2>&1 | sed -u 's/^/[tcl] /' ) & tcl=$$!; \
 	( nice -n 10 make --no-print-directory -C images/redis-uring/harness test test-tls 2>&1 | sed -u 's/^/[harness] /' ) & harness=$$!; \
 	rc=0; KUBEBUILDER_ASSETS=$(ENVTEST_ASSETS) PROMETHEUS_OPERATOR_CRDS=$$(hack/prometheus-operator-crds.sh) \
-		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) SEAWEEDFS_BIN=$$(hack/seaweedfs.sh) COSIGN=$(COSIGN) SYFT=$(SYFT) \
+		CERT_MANAGER_CRDS=$$(hack/cert-manager-crds.sh) SEAWEEDFS_BIN=$$(hack/seaweedfs.sh) COSIGN=$(COSIGN) SYFT=$(SYFT) CRANE=$(CRANE) \
 		nice -n 10 go test ./... -count=1 -timeout 25m -coverprofile=bin/cover.out -json \
 		| $(TESTTIMES) -json $(LOCALBIN)/test/go-test.json -table $(LOCALBIN)/test/times.txt || rc=$$?; \
 	hrc=0; wait $$harness || hrc=$$?; \

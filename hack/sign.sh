@@ -5,7 +5,10 @@
 #
 # Each IMAGE gets a cosign signature and a signed SBOM attestation: syft's scan of
 # the pushed image as an SPDX 2.3 JSON document, attached with `cosign attest --type
-# spdxjson` and kept as DIST/sbom/<name>.spdx.json. Each ARTIFACT after -- (the
+# spdxjson` and kept as DIST/sbom/<name>.spdx.json. An IMAGE that is an OCI index
+# (a multi-arch release) is signed with each platform's image, and each platform's
+# image gets its own SBOM, DIST/sbom/<name>-<os>-<arch>.spdx.json (crane reads the
+# index: CRANE). Each ARTIFACT after -- (the
 # chart's OCI artifact) gets a signature only. DIST/cosign.pub is the public key a
 # user verifies with; DIST/artifacts.txt lists every reference signed, one a line.
 #
@@ -28,6 +31,7 @@ shift
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cosign=${COSIGN:?COSIGN names the cosign binary (make release passes it)}
 syft=${SYFT:?SYFT names the syft binary (make release passes it)}
+crane=${CRANE:?CRANE names the crane binary (make release passes it)}
 log() { echo "sign: $*" >&2; }
 # cosign warns on every call that nothing goes to a transparency log, syft draws
 # its progress: print what they say only when they fail.
@@ -64,11 +68,12 @@ elif [[ -z ${COSIGN_PASSWORD+set} ]]; then
 fi
 
 # Everything a release is pushed to goes to one registry.
-plain_http=()
+plain_http=() crane_insecure=()
 host=${images[0]:-${artifacts[0]}}
 host=${host%%/*}
 if [[ $host == localhost:* || $host == 127.0.0.1:* ]]; then
   plain_http=(--allow-http-registry)
+  crane_insecure=(--insecure)
   export SYFT_REGISTRY_INSECURE_USE_HTTP=true
 fi
 # Nothing to ask the internet: syft's update check is off, and nothing goes to Rekor.
@@ -80,16 +85,31 @@ attest=("$cosign" attest --key "$COSIGN_KEY" --tlog-upload=false --yes "${plain_
 mkdir -p "$dist/sbom"
 "$cosign" public-key --key "$COSIGN_KEY" >"$dist/cosign.pub"
 : >"$dist/artifacts.txt"
+# attest_sbom REF FILE: syft's SPDX document of the image REF into FILE, attested on REF.
+attest_sbom() {
+  quiet "$syft" scan "registry:$1" --source-name "${1%@*}" --output "spdx-json=$2"
+  quiet "${attest[@]}" --predicate "$2" "$1"
+}
 for ref in "${images[@]}"; do
   name=${ref%@*}
   name=${name##*/}
   name=${name%%:*}
-  sbom=$dist/sbom/$name.spdx.json
-  quiet "$syft" scan "registry:$ref" --source-name "${ref%@*}" --output "spdx-json=$sbom"
   quiet "${sign[@]}" "$ref"
-  quiet "${attest[@]}" --predicate "$sbom" "$ref"
+  # The reference as pulled: an index gets the SBOM of the image syft picks for
+  # this machine's platform.
+  attest_sbom "$ref" "$dist/sbom/$name.spdx.json"
   echo "$ref" >>"$dist/artifacts.txt"
-  log "$ref signed, its SBOM attested"
+  # Each platform's image of an index (what a node pulls, by its own digest)
+  # gets its own SBOM: the arm64 image's packages are not the amd64 one's.
+  platforms=$("$crane" manifest "${crane_insecure[@]}" "$ref" |
+    jq -r 'select(.manifests) | .manifests[] | select(.platform.os != "unknown") | "\(.digest) \(.platform.os)-\(.platform.architecture)"')
+  while read -r platform_digest platform; do
+    [[ -n $platform_digest ]] || continue
+    platform_ref=${ref%@*}@$platform_digest
+    attest_sbom "$platform_ref" "$dist/sbom/$name-$platform.spdx.json"
+    echo "$platform_ref" >>"$dist/artifacts.txt"
+  done <<<"$platforms"
+  log "$ref signed, its SBOM attested${platforms:+, and each platform image its own}"
 done
 for ref in "${artifacts[@]}"; do
   quiet "${sign[@]}" "$ref"

@@ -34,7 +34,7 @@ const fixturePackage, fixtureVersion = "uring-signing-fixture", "1.2.3-1"
 // verify, and the SBOM lists the image's Debian package; with another key, or
 // for an image the release did not sign, verification fails.
 func TestSignedReleaseVerifies(t *testing.T) {
-	cosign, syft := tool(t, "COSIGN"), tool(t, "SYFT")
+	cosign, syft, crane := tool(t, "COSIGN"), tool(t, "SYFT"), tool(t, "CRANE")
 	registry := startRegistry(t)
 	image := push(t, registry, "fixture/server", imageManifest(t, registry, "fixture/server"))
 	chart := push(t, registry, "charts/fixture", chartManifest(t, registry, "charts/fixture"))
@@ -49,7 +49,7 @@ func TestSignedReleaseVerifies(t *testing.T) {
 	key := generateKeyPair(t, cosign, filepath.Join(dir, "release"), "release password")
 	dist := filepath.Join(dir, "dist")
 	sign := exec.Command("./sign.sh", dist, image, multiarch, "--", chart)
-	sign.Env = append(os.Environ(), "COSIGN="+cosign, "SYFT="+syft, "COSIGN_KEY="+key+".key", "COSIGN_PASSWORD=release password")
+	sign.Env = append(os.Environ(), "COSIGN="+cosign, "SYFT="+syft, "CRANE="+crane, "COSIGN_KEY="+key+".key", "COSIGN_PASSWORD=release password")
 	if out, err := sign.CombinedOutput(); err != nil {
 		t.Fatalf("hack/sign.sh: %v\n%s", err, out)
 	}
@@ -58,21 +58,20 @@ func TestSignedReleaseVerifies(t *testing.T) {
 	if got, want := readFile(t, pub), readFile(t, key+".pub"); got != want {
 		t.Errorf("dist/cosign.pub is\n%s\nwant the release key's public half\n%s", got, want)
 	}
-	if got, want := readFile(t, filepath.Join(dist, "artifacts.txt")), image+"\n"+multiarch+"\n"+chart+"\n"; got != want {
+	// The index's platform image by its own digest, as a node pulls it.
+	platformByDigest := strings.SplitN(multiarch, "@", 2)[0] + "@" + strings.SplitN(platformRef, "@", 2)[1]
+	if got, want := readFile(t, filepath.Join(dist, "artifacts.txt")), image+"\n"+multiarch+"\n"+platformByDigest+"\n"+chart+"\n"; got != want {
 		t.Errorf("dist/artifacts.txt is\n%s\nwant\n%s", got, want)
 	}
-	var sbom spdxDocument
-	if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dist, "sbom", "server.spdx.json"))), &sbom); err != nil {
-		t.Fatalf("dist/sbom/server.spdx.json: %v", err)
-	}
-	checkSBOM(t, "dist/sbom/server.spdx.json", sbom)
+	checkSBOM(t, "dist/sbom/server.spdx.json", readSBOM(t, filepath.Join(dist, "sbom", "server.spdx.json")))
 
 	for _, ref := range []string{image, multiarch, platformRef, chart} {
 		if out, err := verify(cosign, pub, ref); err != nil {
 			t.Errorf("cosign verify --key dist/cosign.pub %s: %v\n%s", ref, err, out)
 		}
 	}
-	for _, ref := range []string{image, multiarch} {
+	checkSBOM(t, "dist/sbom/multiarch-linux-amd64.spdx.json", readSBOM(t, filepath.Join(dist, "sbom", "multiarch-linux-amd64.spdx.json")))
+	for _, ref := range []string{image, multiarch, platformByDigest} {
 		out, err := verifyAttestation(cosign, pub, ref)
 		if err != nil {
 			t.Fatalf("cosign verify-attestation --type spdxjson --key dist/cosign.pub %s: %v\n%s", ref, err, out)
@@ -94,12 +93,21 @@ func TestSignedReleaseVerifies(t *testing.T) {
 	}
 }
 
+func readSBOM(t *testing.T, path string) spdxDocument {
+	t.Helper()
+	var sbom spdxDocument
+	if err := json.Unmarshal([]byte(readFile(t, path)), &sbom); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return sbom
+}
+
 // TestSignRefusesAKeyWithoutItsPassword: with COSIGN_KEY set and no
 // COSIGN_PASSWORD, cosign would wait for a terminal; the script says so instead.
 func TestSignRefusesAKeyWithoutItsPassword(t *testing.T) {
 	sign := exec.Command("./sign.sh", t.TempDir(), "localhost:5000/x@sha256:"+strings.Repeat("0", 64))
 	sign.Env = append(slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, "COSIGN_PASSWORD=") }),
-		"COSIGN=cosign", "SYFT=syft", "COSIGN_KEY=release.key")
+		"COSIGN=cosign", "SYFT=syft", "CRANE=crane", "COSIGN_KEY=release.key")
 	out, err := sign.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "COSIGN_PASSWORD is not") {
 		t.Errorf("hack/sign.sh with COSIGN_KEY and no COSIGN_PASSWORD: %v\n%s", err, out)

@@ -15,9 +15,6 @@ EXPORTER_IMG ?= $(REGISTRY)/oliver006/redis_exporter:$(EXPORTER_VERSION)
 DIST ?= dist
 # The platforms of every released image: each image is pushed as one OCI index of them.
 PLATFORMS ?= linux/amd64 linux/arm64
-# crane assembles those indexes (e2e/images/build.sh).
-CRANE_VERSION ?= v0.22.1
-CRANE ?= $(LOCALBIN)/crane-$(CRANE_VERSION)
 
 $(CRANE):
 	hack/go-install-tool.sh $@ github.com/google/go-containerregistry/cmd/crane $(CRANE_VERSION)
@@ -28,9 +25,9 @@ release: $(HELM) $(KUSTOMIZE) $(CRANE) $(COSIGN) $(SYFT) ## Build every image fo
 	HELM=$(HELM) KUSTOMIZE=$(KUSTOMIZE) CRANE=$(CRANE) PLATFORMS="$(PLATFORMS)" COSIGN=$(COSIGN) SYFT=$(SYFT) hack/release.sh $(VERSION) $(REGISTRY) $(DIST)
 
 .PHONY: release-test
-release-test: $(COSIGN) $(SYFT) ## Sign a small image and a chart-like artifact as `make release` does, in a local docker-registry, and verify them with the release's key and with another (part of `make test`).
-	e2e/cluster/host-deps.sh docker-registry
-	COSIGN=$(COSIGN) SYFT=$(SYFT) go test ./hack -count=1 -v
+release-test: $(COSIGN) $(SYFT) $(CRANE) ## Sign a small image and a chart-like artifact as `make release` does, in a local docker-registry, and verify them with the release's key and with another (part of `make test`).
+	e2e/cluster/host-deps.sh docker-registry jq
+	COSIGN=$(COSIGN) SYFT=$(SYFT) CRANE=$(CRANE) go test ./hack -count=1 -v
 
 .PHONY: smoke-arm64
 smoke-arm64: ## Build the linux/arm64 server image and run it under qemu-user: PING, writes with appendfsync always, SIGKILL, AOF reload; the uring engine must fall back and say why.

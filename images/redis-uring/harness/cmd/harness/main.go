@@ -2,7 +2,7 @@
 // full, correctness) and the mode benchmark against one server build.
 //
 //	harness test         quick suite for `make test` (power cut, failover, disk full, correctness)
-//	harness durability   >= 50 power-cut trials per durable mode
+//	harness durability   >= 50 power-cut trials per durable mode and volume
 //	harness powercut     power-cut trials for chosen modes
 //	harness failover     primary lost, replica power-cut: ack-replicas 1 vs 0
 //	harness diskfull     disk-full checks
@@ -181,9 +181,16 @@ func run(args []string) int {
 			return nil
 		}
 	case "durability":
-		trials := fs.Int("trials", 50, "power-cut trials per durable mode")
+		trials := fs.Int("trials", 50, "power-cut trials per durable mode and volume")
+		volumes := fs.String("volumes", "loop,gp3,fuse", "volumes to cut on: loop, gp3, fuse")
 		body = func(e *env) error {
-			defaultPowercut(*trials).run(e, durableModes)
+			vs, err := volume.Parse(*volumes)
+			if err != nil {
+				return err
+			}
+			for _, v := range vs {
+				defaultPowercut(*trials).on(v).run(e, durableModes)
+			}
 			return nil
 		}
 	case "powercut":
