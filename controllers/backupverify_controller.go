@@ -120,6 +120,9 @@ func (r *BackupVerifier) schedule(ctx context.Context, rp *v1alpha1.RedisPersist
 		if b.Spec.RedisPersistence.Name != rp.Name {
 			continue
 		}
+		if err := r.failLost(ctx, rp, b); err != nil {
+			return ctrl.Result{}, err
+		}
 		if v := b.Status.Verification; v != nil && v.StartedAt != nil && v.StartedAt.After(last) {
 			last = v.StartedAt.Time
 		}
@@ -147,33 +150,48 @@ func (r *BackupVerifier) schedule(ctx context.Context, rp *v1alpha1.RedisPersist
 	return ctrl.Result{RequeueAfter: verifyPoll}, r.markRunning(ctx, newest, temp.Name, metav1.NewTime(now))
 }
 
+// failLost fails the verification b records as running when its temporary
+// instance is gone (someone deleted it): no run would end it.
+func (r *BackupVerifier) failLost(ctx context.Context, rp *v1alpha1.RedisPersistence, b *v1alpha1.RedisBackup) error {
+	v := b.Status.Verification
+	if v == nil || v.Result != v1alpha1.VerificationRunning {
+		return nil
+	}
+	// Uncached: an instance created an instant ago may not be in the cache.
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: v.Instance}, &v1alpha1.RedisPersistence{})
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	return r.finish(ctx, rp, b, v.Instance, failedVerification("the temporary instance %s was deleted before the verification ended", v.Instance))
+}
+
 // follow carries a verification forward: it records it as running, checks
 // the temporary instance once it is Ready (or fails the verification at its
 // deadline, or when the restore refused the backup), records the result,
 // and deletes the temporary instance.
 func (r *BackupVerifier) follow(ctx context.Context, rp, temp *v1alpha1.RedisPersistence) (ctrl.Result, error) {
 	name := temp.Annotations[specs.AnnotationVerifies]
+	// Uncached: the run recorded an instant ago may not be in the cache.
 	b := &v1alpha1.RedisBackup{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: name}, b); apierrors.IsNotFound(err) {
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: rp.Namespace, Name: name}, b); apierrors.IsNotFound(err) {
 		r.Recorder.Eventf(rp, corev1.EventTypeWarning, "VerificationAbandoned", "the RedisBackup %s went during its verification: deleting the temporary instance %s", name, temp.Name)
 		return r.cleanup(ctx, temp)
 	} else if err != nil {
 		return ctrl.Result{}, err
 	}
-	started := temp.CreationTimestamp
 	v := b.Status.Verification
-	if v != nil && v.Instance == temp.Name && v.FinishedAt != nil && !v.FinishedAt.Before(&started) {
+	if v != nil && v.Instance == temp.Name && v.FinishedAt != nil && !v.FinishedAt.Before(&temp.CreationTimestamp) {
 		// The result is recorded; what is left is the deletion.
 		return r.cleanup(ctx, temp)
 	}
-	if v == nil || v.Result != v1alpha1.VerificationRunning || v.Instance != temp.Name || v.StartedAt == nil || v.StartedAt.Before(&started) {
+	if v == nil || v.Result != v1alpha1.VerificationRunning || v.Instance != temp.Name || v.StartedAt == nil {
 		// The operator stopped between creating the instance and recording
-		// the run.
-		if err := r.markRunning(ctx, b, temp.Name, started); err != nil {
+		// the run: the deadline counts from now.
+		if err := r.markRunning(ctx, b, temp.Name, metav1.NewTime(r.Clock.Now())); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	started = *b.Status.Verification.StartedAt
+	started := *b.Status.Verification.StartedAt
 	timeout := v1alpha1.DefaultVerifyTimeout
 	if verifies(rp) {
 		timeout = rp.Spec.Backup.Verify.VerifyTimeout()
