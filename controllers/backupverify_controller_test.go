@@ -139,7 +139,7 @@ func waitTemporaryGone(t *testing.T, ns string) {
 	claim := &corev1.PersistentVolumeClaim{}
 	eventually(t, 60*time.Second, func() error {
 		if err := get(t, &v1alpha1.RedisPersistence{}, ns, "source-verify"); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the temporary instance is still there (%v)", err)
+			return fmt.Errorf("the temporary instance is still there (%w)", err)
 		}
 		if err := get(t, claim, ns, "data-source-verify-0"); err != nil {
 			return fmt.Errorf("the temporary instance's volume claim: %w", err)

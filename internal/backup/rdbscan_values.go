@@ -73,7 +73,7 @@ func (p *rdbScan) blobHeader(n int) ([]byte, error) {
 // pairs); -1 when the header does not say (more than 65534 elements, or a
 // zipmap).
 func (p *rdbScan) encodedSize(t byte) (int64, error) {
-	var n int64 = -1
+	var n int64
 	switch t {
 	case typeSetIntset:
 		h, err := p.blobHeader(8)

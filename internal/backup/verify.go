@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -184,8 +185,8 @@ func checkKey(ctx context.Context, conn *redis.Conn, k SampledKey, now time.Time
 		cmds = append(cmds, value)
 	}
 	for _, cmd := range cmds {
-		if cmd.Err() != nil && cmd.Err() != redis.Nil {
-			return "", fmt.Errorf("reading the key %q: %w", key, cmd.Err())
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return "", fmt.Errorf("reading the key %q: %w", key, err)
 		}
 	}
 	wantExpiry := k.ExpiresAt
