@@ -30,7 +30,7 @@ import (
 func TestVerifiedBackup(t *testing.T) {
 	const name = "verified"
 	endpoint := objectStore(t)
-	createStoreSecret(t, "verify-store", storeAccessKey, storeSecretKey)
+	createStoreSecret(t, "verify-store", storeSecretKey)
 	backupTo := backupSpec(endpoint, "verify-store")
 	backupTo.Verify = &v1alpha1.BackupVerifySpec{Schedule: "@every 2m", SampleKeys: ptr.To[int32](100),
 		Timeout: &metav1.Duration{Duration: 5 * time.Minute}}
