@@ -280,6 +280,10 @@ func (r *RedisBackupReconciler) complete(b *v1alpha1.RedisBackup, m backup.Metad
 		st.SourcePod = m.SourcePod
 	}
 	st.ExpiresAt = specs.BackupExpiry(b, expiresAfter)
+	if m.Keyspace != nil {
+		keys := m.Keyspace.Keys()
+		st.Keys = &keys
+	}
 	text := fmt.Sprintf("%d bytes at %s, consistent at %s", m.Size, m.Location, m.Point.UTC().Format("2006-01-02T15:04:05Z"))
 	r.setCondition(b, metav1.ConditionTrue, ReasonBackupCompleted, text)
 	r.Recorder.Event(b, corev1.EventTypeNormal, ReasonBackupCompleted, text)

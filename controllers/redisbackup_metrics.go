@@ -35,7 +35,24 @@ var (
 		Help: "1 when the backup failed for good (phase Failed), else 0.",
 	}, backupLabels)
 
-	backupVecs = []*prometheus.GaugeVec{backupPoint, backupCompletion, backupDuration, backupSize, backupFailed}
+	// The last verification of a backup (spec.backup.verify), once it has a
+	// result. The newest of an instance is the one with the greatest
+	// uringredis_backup_verification_timestamp_seconds.
+	backupVerification = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_backup_verification_timestamp_seconds",
+		Help: "When the backup's last verification ended, Verified or Failed, as a Unix time.",
+	}, backupLabels)
+	backupVerified = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_backup_verified_timestamp_seconds",
+		Help: "When the backup's last verification found its restore to match what the backup recorded, as a Unix time; absent when it failed.",
+	}, backupLabels)
+	backupVerificationFailed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "uringredis_backup_verification_failed",
+		Help: "1 when the backup's last verification failed (it did not restore, or the restore did not match what the backup recorded), 0 when it verified.",
+	}, backupLabels)
+
+	backupVecs = []*prometheus.GaugeVec{backupPoint, backupCompletion, backupDuration, backupSize, backupFailed,
+		backupVerification, backupVerified, backupVerificationFailed}
 
 	// backupNextDue is per instance with spec.backup.schedule (the
 	// scheduler sets it), for the RedisBackupOverdue alert.
@@ -64,6 +81,7 @@ func exportBackupMetrics(b *v1alpha1.RedisBackup) {
 		failed = 1
 	}
 	backupFailed.With(l).Set(failed)
+	exportVerification(b, l)
 	st := b.Status
 	if st.Phase != v1alpha1.BackupCompleted || st.CompletedAt == nil {
 		return
@@ -76,6 +94,22 @@ func exportBackupMetrics(b *v1alpha1.RedisBackup) {
 	if st.StartedAt != nil {
 		backupDuration.With(l).Set(st.CompletedAt.Sub(st.StartedAt.Time).Seconds())
 	}
+}
+
+// exportVerification sets the series of b's last verification once it has
+// a result.
+func exportVerification(b *v1alpha1.RedisBackup, l prometheus.Labels) {
+	v := b.Status.Verification
+	if v == nil || v.FinishedAt == nil || v.Result == v1alpha1.VerificationRunning {
+		return
+	}
+	backupVerification.With(l).Set(float64(v.FinishedAt.Unix()))
+	if v.Result == v1alpha1.VerificationVerified {
+		backupVerified.With(l).Set(float64(v.FinishedAt.Unix()))
+		backupVerificationFailed.With(l).Set(0)
+		return
+	}
+	backupVerificationFailed.With(l).Set(1)
 }
 
 func forgetBackupMetrics(namespace, name string) {

@@ -38,6 +38,9 @@ var (
 	// backupClock is the RedisBackupReconciler's: at testNow, before every
 	// backup's point, unless a test moves it.
 	backupClock = clocktesting.NewFakePassiveClock(testNow)
+	// verifyClock is the BackupVerifier's: the real time, so that
+	// schedules run, unless a test moves it.
+	verifyClock = clocktesting.NewFakePassiveClock(time.Now())
 )
 
 // TestMain runs the operator's controllers against a real kube-apiserver with
@@ -113,6 +116,15 @@ func TestMain(m *testing.M) {
 	if err := (&BackupScheduler{
 		Client:   mgr.GetClient(),
 		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
+	}).SetupWithManager(mgr); err != nil {
+		panic(err)
+	}
+	if err := (&BackupVerifier{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Recorder:      mgr.GetEventRecorderFor("uring-redis-operator"),
+		Clock:         verifyClock,
+		ServerAddress: testServerAddress,
 	}).SetupWithManager(mgr); err != nil {
 		panic(err)
 	}

@@ -37,7 +37,7 @@ func TestBackupCost(t *testing.T) {
 	valueSize := envInt(t, "E2E_BACKUP_COST_VALUE", 1024)
 	pairs := envInt(t, "E2E_BACKUP_COST_PAIRS", 2)
 	endpoint := objectStore(t)
-	createStoreSecret(t, "backup-store", storeAccessKey, storeSecretKey)
+	createStoreSecret(t, "backup-store", storeSecretKey)
 	// The test node's disks hold 2 GiB: the dataset, its AOF and a rewrite's
 	// new base fit in one.
 	create(t, name, v1alpha1.RedisPersistenceSpec{

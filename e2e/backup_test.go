@@ -77,10 +77,11 @@ func backupSpec(endpoint, secretName string) *v1alpha1.BackupSpec {
 	}}}
 }
 
-// createStoreSecret makes the credentials Secret name in the test namespace.
-func createStoreSecret(t *testing.T, name, accessKey, secretKey string) {
+// createStoreSecret makes the credentials Secret name in the test namespace,
+// with the store's access key and secretKey.
+func createStoreSecret(t *testing.T, name, secretKey string) {
 	t.Helper()
-	createStoreSecretIn(t, namespace, name, accessKey, secretKey)
+	createStoreSecretIn(t, namespace, name, storeAccessKey, secretKey)
 }
 
 // createStoreSecretIn is createStoreSecret in the namespace ns.
@@ -118,7 +119,7 @@ func takeBackupOfKnownKeys(t *testing.T) *backedUp {
 	t.Helper()
 	const name = "backup-src"
 	endpoint := objectStore(t)
-	createStoreSecret(t, "backup-store", storeAccessKey, storeSecretKey)
+	createStoreSecret(t, "backup-store", storeSecretKey)
 	// Not create(): the instance outlives this test when TestRestoreFromBackup
 	// runs next, which deletes it; otherwise the suite's namespace goes with it.
 	rp := &v1alpha1.RedisPersistence{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Spec: replicatedBackupSource(endpoint)}
@@ -178,7 +179,7 @@ func writeAndReplicate(t *testing.T, primary, script string, writes int) {
 // check the credentials, and its instance keeps serving writes.
 func TestBackupToObjectStore(t *testing.T) {
 	endpoint := objectStore(t)
-	createStoreSecret(t, "backup-wrong-key", storeAccessKey, "not-the-secret-key")
+	createStoreSecret(t, "backup-wrong-key", "not-the-secret-key")
 	const refused = "backup-refused"
 	create(t, refused, v1alpha1.RedisPersistenceSpec{
 		Mode: v1alpha1.ModeUring, Uring: &v1alpha1.UringSpec{Ack: v1alpha1.AckDurable},

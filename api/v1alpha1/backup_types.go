@@ -47,6 +47,13 @@ type BackupSpec struct {
 	// +optional
 	// +kubebuilder:default=zstd
 	Compression BackupCompression `json:"compression,omitempty"`
+	// verify restores the newest backup into a temporary instance on a
+	// schedule and checks it against what the backup recorded: its key
+	// counts and a sample of its keys. The result is in the RedisBackup's
+	// status.verification and the metric
+	// uringredis_backup_verification_failed.
+	// +optional
+	Verify *BackupVerifySpec `json:"verify,omitempty"`
 }
 
 // BackupCompression is what backups and archive segments are compressed
@@ -327,6 +334,14 @@ type RedisBackupStatus struct {
 	// describes. Empty: it does not expire.
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+	// keys is how many keys the snapshot holds, counted from the snapshot
+	// as it was taken. Empty for a backup taken by an older agent.
+	// +optional
+	Keys *int64 `json:"keys,omitempty"`
+	// verification is the backup's last verification (spec.backup.verify
+	// of its instance).
+	// +optional
+	Verification *BackupVerification `json:"verification,omitempty"`
 }
 
 // RedisBackup is one backup of a RedisPersistence: a consistent snapshot
@@ -339,7 +354,9 @@ type RedisBackupStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Point",type=date,JSONPath=`.status.point`
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`
+// +kubebuilder:printcolumn:name="Verified",type=string,JSONPath=`.status.verification.result`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Keys",type=integer,JSONPath=`.status.keys`,priority=1
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiresAt`,priority=1
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.sourcePod`,priority=1
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1

@@ -165,6 +165,13 @@ func main() {
 		setupLog.Error(err, "setting up the backup scheduler")
 		os.Exit(1)
 	}
+	if err := (&controllers.BackupVerifier{
+		Client:   mgr.GetClient(),
+		Recorder: mgr.GetEventRecorderFor("uring-redis-operator"),
+	}).SetupWithManager(mgr); err != nil {
+		setupLog.Error(err, "setting up the backup verifier")
+		os.Exit(1)
+	}
 	if labelNodes {
 		if err := (&controllers.NodeLabeler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 			setupLog.Error(err, "setting up the node labeler")

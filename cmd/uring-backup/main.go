@@ -97,6 +97,7 @@ func take(ctx context.Context, args []string) error {
 	fs.StringVar(&t.Backup, "backup", "", "The backup's name: its objects go under <prefix>/backups/<name>/.")
 	fs.StringVar(&t.Instance, "instance", "", "The RedisPersistence, recorded in the metadata.")
 	fs.StringVar(&t.Mode, "mode", "", "Its spec.mode, recorded in the metadata.")
+	fs.IntVar(&t.SampleKeys, "sample-keys", 0, fmt.Sprintf("How many keys of the snapshot backup.json records for a verification (at most %d); the keys are counted anyway.", backup.MaxSampleKeys))
 	destinationFlags(fs, &t.Destination, &storeCA)
 	sourceTLSFlags(fs, &tlsCA, &tlsCert, &tlsKey)
 	fs.StringVar(&termPath, "termination-log", "/dev/termination-log", "Where the metadata is written for the operator; empty to skip.")

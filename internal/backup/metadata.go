@@ -42,17 +42,36 @@ type Metadata struct {
 	// point.
 	ReplID     string `json:"replID,omitempty"`
 	ReplOffset int64  `json:"replOffset,omitempty"`
+	// Keyspace is what the RDB holds, read from it as it streamed: the keys
+	// of each database and a sample of them (Take.SampleKeys), for a
+	// verification to compare a restore with. Absent from backups taken
+	// before it was recorded, and from one whose RDB the agent could not
+	// read (KeyspaceError says why). The termination message carries the
+	// counts only: the sample is in backup.json.
+	Keyspace      *Keyspace `json:"keyspace,omitempty"`
+	KeyspaceError string    `json:"keyspaceError,omitempty"`
 }
 
 // terminationMessageLimit is what the kubelet keeps of a termination
 // message.
 const terminationMessageLimit = 4096
 
-// Encode is m as the agent prints it.
+// Encode is m as the agent prints it, for the operator: without the
+// keyspace's sample, which only backup.json holds (EncodeWhole).
 func (m Metadata) Encode() ([]byte, error) {
+	if m.Keyspace != nil {
+		ks := *m.Keyspace
+		ks.Sample = nil
+		m.Keyspace = &ks
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
+	}
+	if len(b) > terminationMessageLimit && m.Keyspace != nil {
+		// Keys in a great many databases: the counts stay in backup.json.
+		m.Keyspace = nil
+		return m.Encode()
 	}
 	if len(b) > terminationMessageLimit {
 		return nil, fmt.Errorf("the backup's metadata is %d bytes, more than a termination message holds (%d)", len(b), terminationMessageLimit)
@@ -71,3 +90,6 @@ func DecodeMetadata(b []byte) (Metadata, error) {
 	}
 	return m, nil
 }
+
+// EncodeWhole is m as backup.json holds it.
+func (m Metadata) EncodeWhole() ([]byte, error) { return json.Marshal(m) }

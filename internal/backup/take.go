@@ -20,6 +20,10 @@ type Take struct {
 	Backup string
 	// Instance, Namespace, Mode and SourcePod are recorded in the metadata.
 	Instance, Namespace, Mode, SourcePod string
+	// SampleKeys is how many keys of the RDB are sampled into the
+	// metadata's Keyspace (at most MaxSampleKeys); the keys are counted
+	// whatever it is.
+	SampleKeys int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -73,6 +77,7 @@ func (t Take) Run(ctx context.Context) (Metadata, error) {
 		err  error
 	}
 	done := make(chan fetched, 1)
+	keys := newKeyScanner(t.SampleKeys)
 	go func() {
 		var w io.Writer = sent
 		var enc io.WriteCloser
@@ -80,7 +85,7 @@ func (t Take) Run(ctx context.Context) (Metadata, error) {
 			enc = compressingWriter(sent)
 			w = enc
 		}
-		snap, err := FetchRDB(ctx, t.Source, w)
+		snap, err := FetchRDB(ctx, t.Source, io.MultiWriter(w, keys))
 		if enc != nil {
 			err = errors.Join(err, enc.Close())
 		}
@@ -90,6 +95,7 @@ func (t Take) Run(ctx context.Context) (Metadata, error) {
 	obj, putErr := store.Put(ctx, snapshotKey, pr, -1)
 	_ = pr.CloseWithError(errors.New("the upload ended"))
 	f := <-done
+	keyspace, keyspaceErr := keys.result()
 	switch {
 	case f.err != nil:
 		return Metadata{}, f.err
@@ -105,9 +111,15 @@ func (t Take) Run(ctx context.Context) (Metadata, error) {
 		Point: f.snap.TakenAt.UTC(), StartedAt: started.UTC(), CompletedAt: now().UTC(),
 		Location: store.URL(snapshotKey), Size: obj.Size, SHA256: obj.SHA256,
 		Compression: string(t.Destination.Compression), RDBSize: f.snap.Size,
-		ReplID: f.snap.ReplID, ReplOffset: f.snap.ReplOffset,
+		ReplID: f.snap.ReplID, ReplOffset: f.snap.ReplOffset, Keyspace: keyspace,
 	}
-	encoded, err := m.Encode()
+	if keyspaceErr != nil {
+		m.KeyspaceError = "the agent could not read the RDB's keys: " + keyspaceErr.Error()
+	}
+	if _, err := m.Encode(); err != nil {
+		return Metadata{}, err
+	}
+	encoded, err := m.EncodeWhole()
 	if err != nil {
 		return Metadata{}, err
 	}

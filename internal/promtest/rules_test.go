@@ -18,7 +18,7 @@ func TestRulesCheck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
 	}
-	if !strings.Contains(string(out), "SUCCESS: 22 rules found") {
+	if !strings.Contains(string(out), "SUCCESS: 23 rules found") {
 		t.Errorf("promtool check rules:\n%s", out)
 	}
 }

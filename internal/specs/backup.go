@@ -151,6 +151,9 @@ func BackupJob(b *v1alpha1.RedisBackup, rp *v1alpha1.RedisPersistence, source st
 			corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
 		}},
 	}
+	if n := rp.VerifySampleKeys(); n > 0 {
+		container.Args = append(container.Args, "--sample-keys="+strconv.Itoa(int(n)))
+	}
 	pod := jobPod(container)
 	pod.Containers[0].Args = append(pod.Containers[0].Args, StoreArgs(rp, &pod, &pod.Containers[0])...)
 	if TLSEnabled(rp) {
